@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The link protocol between an NIU (the QEMU device) and arctic-switch,
+ * carried over a byte stream (UNIX or TCP socket).  docs/link-protocol.md is
+ * the prose version of this header.
+ *
+ * Every message is a frame: an 8-byte header then `length` bytes of body.
+ *
+ *   NIU                                   switch
+ *    | -- HELLO (node id, rx credits) -->   |
+ *    | <-- WELCOME (nodes, levels, credits) |   or REJECT (reason, text)
+ *    | <== PACKET / CREDIT both ways ==>    |
+ *
+ * Nothing but HELLO may be sent before WELCOME.  Flow control is by credits
+ * per priority: each side may have at most as many PACKET frames of a
+ * priority outstanding as the other side granted (in HELLO / WELCOME, then
+ * by CREDIT frames as buffers are freed).  A frame that breaks these rules
+ * ends the connection: the stream cannot be trusted to be in step after it.
+ */
+#ifndef ARCTIC_LINK_H
+#define ARCTIC_LINK_H
+
+#include "arctic/types.h"
+#include "arctic/packet.h"
+
+enum {
+    ARCTIC_LINK_MAGIC = 0x4c435241,     /* "ARCL" as little-endian bytes */
+    ARCTIC_LINK_VERSION_MAJOR = 1,      /* must match exactly */
+    ARCTIC_LINK_VERSION_MINOR = 0,      /* additions a peer may ignore */
+    ARCTIC_LINK_HEADER_SIZE = 8,
+    /* No frame body is larger than this; a bigger length is a protocol
+     * error, which bounds what a receiver ever has to buffer. */
+    ARCTIC_LINK_MAX_BODY = 256,
+    ARCTIC_LINK_MAX_NODES = 256,        /* S of seed 002 */
+    /* Credits an NIU grants the switch and the switch grants an NIU, per
+     * priority, unless configured otherwise. */
+    ARCTIC_LINK_DEFAULT_CREDITS = 8,
+    ARCTIC_LINK_REJECT_TEXT_SIZE = 64,
+};
+
+enum arctic_frame_type {
+    ARCTIC_FRAME_HELLO = 1,     /* NIU -> switch, first frame */
+    ARCTIC_FRAME_WELCOME = 2,   /* switch -> NIU, accepts HELLO */
+    ARCTIC_FRAME_REJECT = 3,    /* switch -> NIU, refuses HELLO, then closes */
+    ARCTIC_FRAME_PACKET = 4,    /* a wire packet (arctic/packet.h), both ways */
+    ARCTIC_FRAME_CREDIT = 5,    /* returns credits, both ways */
+};
+
+/* Frame header: le16 type, le16 flags (must be 0), le32 body length. */
+struct arctic_frame_header {
+    uint16_t type;
+    uint16_t flags;
+    uint32_t length;
+};
+
+/* HELLO body. */
+struct arctic_hello {
+    uint32_t magic;             /* ARCTIC_LINK_MAGIC */
+    uint16_t version_major;
+    uint16_t version_minor;
+    uint32_t node_id;           /* the port the NIU claims */
+    uint16_t credits[ARCTIC_NUM_PRIORITIES]; /* granted to the switch,
+                                                [ARCTIC_PRIORITY_LOW/HIGH] */
+};
+enum { ARCTIC_HELLO_SIZE = 16 };
+
+/* WELCOME body. */
+struct arctic_welcome {
+    uint32_t magic;
+    uint16_t version_major;
+    uint16_t version_minor;
+    uint32_t node_id;           /* echoes HELLO */
+    uint32_t num_nodes;         /* ports of the network */
+    uint32_t levels;            /* router levels of the fat tree (route.h) */
+    uint16_t credits[ARCTIC_NUM_PRIORITIES]; /* granted to the NIU */
+};
+enum { ARCTIC_WELCOME_SIZE = 24 };
+
+enum arctic_reject_reason {
+    ARCTIC_REJECT_VERSION = 1,      /* major version differs */
+    ARCTIC_REJECT_BAD_NODE = 2,     /* node id beyond the switch's ports */
+    ARCTIC_REJECT_NODE_BUSY = 3,    /* another live NIU holds that node id */
+    ARCTIC_REJECT_MALFORMED = 4,    /* HELLO was not a valid HELLO */
+};
+
+/* REJECT body: le32 reason, then a NUL-padded human-readable text. */
+enum { ARCTIC_REJECT_SIZE = 4 + ARCTIC_LINK_REJECT_TEXT_SIZE };
+
+/* CREDIT body: le16 credits returned [LOW], [HIGH]. */
+enum { ARCTIC_CREDIT_SIZE = 4 };
+
+enum arctic_frame_error {
+    ARCTIC_FRAME_OK = 0,
+    ARCTIC_FRAME_BAD_TYPE,
+    ARCTIC_FRAME_BAD_FLAGS,
+    ARCTIC_FRAME_BAD_LENGTH,    /* wrong size for its type, or too large */
+};
+
+static inline void arctic_frame_header_encode(void *buf, uint16_t type,
+                                              uint32_t length)
+{
+    uint8_t *b = (uint8_t *)buf;
+
+    arctic_put_le16(b, type);
+    arctic_put_le16(b + 2, 0);
+    arctic_put_le32(b + 4, length);
+}
+
+static inline void arctic_frame_header_decode(const void *buf,
+                                              struct arctic_frame_header *h)
+{
+    const uint8_t *b = (const uint8_t *)buf;
+
+    h->type = arctic_get_le16(b);
+    h->flags = arctic_get_le16(b + 2);
+    h->length = arctic_get_le32(b + 4);
+}
+
+/*
+ * Validate a frame header before reading its body, so that a receiver
+ * never buffers more than ARCTIC_LINK_MAX_BODY bytes for one frame.
+ * PACKET bodies are checked further by arctic_wire_check().
+ */
+static inline enum arctic_frame_error
+arctic_frame_header_check(const struct arctic_frame_header *h)
+{
+    if (h->flags != 0) {
+        return ARCTIC_FRAME_BAD_FLAGS;
+    }
+    switch (h->type) {
+    case ARCTIC_FRAME_HELLO:
+        return h->length == ARCTIC_HELLO_SIZE ? ARCTIC_FRAME_OK
+                                              : ARCTIC_FRAME_BAD_LENGTH;
+    case ARCTIC_FRAME_WELCOME:
+        return h->length == ARCTIC_WELCOME_SIZE ? ARCTIC_FRAME_OK
+                                                : ARCTIC_FRAME_BAD_LENGTH;
+    case ARCTIC_FRAME_REJECT:
+        return h->length == ARCTIC_REJECT_SIZE ? ARCTIC_FRAME_OK
+                                               : ARCTIC_FRAME_BAD_LENGTH;
+    case ARCTIC_FRAME_CREDIT:
+        return h->length == ARCTIC_CREDIT_SIZE ? ARCTIC_FRAME_OK
+                                               : ARCTIC_FRAME_BAD_LENGTH;
+    case ARCTIC_FRAME_PACKET:
+        return (h->length >= ARCTIC_WIRE_MIN_SIZE &&
+                h->length <= ARCTIC_WIRE_MAX_SIZE) ? ARCTIC_FRAME_OK
+                                                   : ARCTIC_FRAME_BAD_LENGTH;
+    default:
+        return ARCTIC_FRAME_BAD_TYPE;
+    }
+}
+
+static inline void arctic_hello_encode(void *buf, const struct arctic_hello *m)
+{
+    uint8_t *b = (uint8_t *)buf;
+
+    arctic_put_le32(b, m->magic);
+    arctic_put_le16(b + 4, m->version_major);
+    arctic_put_le16(b + 6, m->version_minor);
+    arctic_put_le32(b + 8, m->node_id);
+    arctic_put_le16(b + 12, m->credits[ARCTIC_PRIORITY_LOW]);
+    arctic_put_le16(b + 14, m->credits[ARCTIC_PRIORITY_HIGH]);
+}
+
+static inline void arctic_hello_decode(const void *buf, struct arctic_hello *m)
+{
+    const uint8_t *b = (const uint8_t *)buf;
+
+    m->magic = arctic_get_le32(b);
+    m->version_major = arctic_get_le16(b + 4);
+    m->version_minor = arctic_get_le16(b + 6);
+    m->node_id = arctic_get_le32(b + 8);
+    m->credits[ARCTIC_PRIORITY_LOW] = arctic_get_le16(b + 12);
+    m->credits[ARCTIC_PRIORITY_HIGH] = arctic_get_le16(b + 14);
+}
+
+static inline void arctic_welcome_encode(void *buf,
+                                         const struct arctic_welcome *m)
+{
+    uint8_t *b = (uint8_t *)buf;
+
+    arctic_put_le32(b, m->magic);
+    arctic_put_le16(b + 4, m->version_major);
+    arctic_put_le16(b + 6, m->version_minor);
+    arctic_put_le32(b + 8, m->node_id);
+    arctic_put_le32(b + 12, m->num_nodes);
+    arctic_put_le32(b + 16, m->levels);
+    arctic_put_le16(b + 20, m->credits[ARCTIC_PRIORITY_LOW]);
+    arctic_put_le16(b + 22, m->credits[ARCTIC_PRIORITY_HIGH]);
+}
+
+static inline void arctic_welcome_decode(const void *buf,
+                                         struct arctic_welcome *m)
+{
+    const uint8_t *b = (const uint8_t *)buf;
+
+    m->magic = arctic_get_le32(b);
+    m->version_major = arctic_get_le16(b + 4);
+    m->version_minor = arctic_get_le16(b + 6);
+    m->node_id = arctic_get_le32(b + 8);
+    m->num_nodes = arctic_get_le32(b + 12);
+    m->levels = arctic_get_le32(b + 16);
+    m->credits[ARCTIC_PRIORITY_LOW] = arctic_get_le16(b + 20);
+    m->credits[ARCTIC_PRIORITY_HIGH] = arctic_get_le16(b + 22);
+}
+
+#endif /* ARCTIC_LINK_H */

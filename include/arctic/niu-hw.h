@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Arctic NIU as a PCI device: identity, BARs, the privileged register
+ * file (seed 002 §4 plus identity, status, test and per-endpoint registers),
+ * the user pages, and the layout of the queues and slots in guest memory
+ * (seed 002 §2).  This is the single definition used by the QEMU device, the
+ * qtests, the Linux driver and libniu; docs/programming-guide.md explains
+ * it for driver authors.
+ *
+ * The seed's `unsigned long` is a 32-bit SPARC word: every word here is a
+ * uint32_t, little-endian in guest memory.  Guest physical addresses are
+ * 64-bit, split into _LO/_HI register pairs and, in the DMA request slot,
+ * held in 64-bit fields.
+ */
+#ifndef ARCTIC_NIU_HW_H
+#define ARCTIC_NIU_HW_H
+
+#include "arctic/types.h"
+
+/* PCI identity: Red Hat / virtio vendor, device from the range 0x10f0-0x10ff
+ * that is kept for experimental devices. */
+#define ARCTIC_NIU_PCI_VENDOR_ID    0x1af4
+#define ARCTIC_NIU_PCI_DEVICE_ID    0x10f0
+#define ARCTIC_NIU_PCI_REVISION     0x01
+#define ARCTIC_NIU_PCI_CLASS        0x0280  /* network, other */
+
+/* Values of the ID and VERSION registers. */
+#define ARCTIC_NIU_ID_VALUE         0x41524354u  /* "ARCT" */
+#define ARCTIC_NIU_VERSION_MAJOR    1
+#define ARCTIC_NIU_VERSION_MINOR    0
+
+/* Design constants (seed 002 Table 1). */
+enum {
+    ARCTIC_N = 256,                 /* slots per queue */
+    ARCTIC_LOG2_N = 8,
+    ARCTIC_S = 256,                 /* nodes */
+    ARCTIC_D = 2048,                /* bytes per remote DMA */
+    ARCTIC_SLOT_SIZE = 128,
+    ARCTIC_LOG2_SLOT_SIZE = 7,
+    ARCTIC_QUEUE_SIZE = ARCTIC_N * ARCTIC_SLOT_SIZE,         /* 32 KiB */
+    ARCTIC_ENDPOINTS = 8,           /* virtual endpoints (Appendix A) */
+    ARCTIC_MAX_PAYLOAD = 20,        /* payload words of an MPI message */
+    ARCTIC_DMA_PACKETS = ARCTIC_D / 64,  /* 32 packets of 16 words */
+};
+
+/* Queue regions in guest memory (seed 002 §2.1.1, §4.2).  The Tx region
+ * holds HiTx, LoTx and DMATx and is 4*N*128 aligned; the Rx region holds
+ * HiRx and LoRx and is 2*N*128 aligned. */
+enum {
+    ARCTIC_TX_REGION_SIZE = 4 * ARCTIC_QUEUE_SIZE,   /* 128 KiB */
+    ARCTIC_TX_REGION_ALIGN = 4 * ARCTIC_QUEUE_SIZE,
+    ARCTIC_RX_REGION_SIZE = 2 * ARCTIC_QUEUE_SIZE,   /* 64 KiB */
+    ARCTIC_RX_REGION_ALIGN = 2 * ARCTIC_QUEUE_SIZE,
+    ARCTIC_HI_TX_OFFSET = 0 * ARCTIC_QUEUE_SIZE,     /* in the Tx region */
+    ARCTIC_LO_TX_OFFSET = 1 * ARCTIC_QUEUE_SIZE,
+    ARCTIC_DMA_TX_OFFSET = 2 * ARCTIC_QUEUE_SIZE,
+    ARCTIC_HI_RX_OFFSET = 0 * ARCTIC_QUEUE_SIZE,     /* in the Rx region */
+    ARCTIC_LO_RX_OFFSET = 1 * ARCTIC_QUEUE_SIZE,
+    /* The user's view through mmap() of the device file (seed §2.1.1,
+     * §2.2.1): HiTx, LoTx, HiRx, LoRx at offset 0, DMATx at 4*N*128. */
+    ARCTIC_MMAP_HI_TX = 0 * ARCTIC_QUEUE_SIZE,
+    ARCTIC_MMAP_LO_TX = 1 * ARCTIC_QUEUE_SIZE,
+    ARCTIC_MMAP_HI_RX = 2 * ARCTIC_QUEUE_SIZE,
+    ARCTIC_MMAP_LO_RX = 3 * ARCTIC_QUEUE_SIZE,
+    ARCTIC_MMAP_DMA_TX = 4 * ARCTIC_QUEUE_SIZE,
+    /* DMA window (seed §4.3): 4 MiB aligned, power-of-two size >= 4 MiB. */
+    ARCTIC_DMA_WINDOW_ALIGN = 4 * 1024 * 1024,
+};
+
+/* The transmit queues, in service order (high before low). */
+enum arctic_tx_queue {
+    ARCTIC_TXQ_HI = 0,
+    ARCTIC_TXQ_LO = 1,
+    ARCTIC_TXQ_DMA = 2,
+    ARCTIC_NUM_TX_QUEUES = 3,
+};
+
+enum arctic_rx_queue {
+    ARCTIC_RXQ_HI = 0,
+    ARCTIC_RXQ_LO = 1,
+    ARCTIC_NUM_RX_QUEUES = 2,
+};
+
+/* ------------------------------------------------------------------------
+ * Slots (seed 002 §2.1.2, §2.2.2)
+ */
+
+/* MPI header word, in Tx and Rx slots alike. */
+FIELD(MPI_HEADER, LENGTH, 0, 5)      /* payload words, 0..20 */
+FIELD(MPI_HEADER, MODE, 5, 1)        /* 0 MPI, 1 DMA request */
+FIELD(MPI_HEADER, TYPE, 6, 7)        /* user packet type */
+FIELD(MPI_HEADER, ENDPOINT, 13, 3)   /* destination virtual endpoint */
+FIELD(MPI_HEADER, DEST, 16, 8)       /* destination virtual node */
+FIELD(MPI_HEADER, RESERVED, 24, 7)
+FIELD(MPI_HEADER, VALID, 31, 1)
+
+#define ARCTIC_MPI_VALID            R_MPI_HEADER_VALID_MASK
+/* The low half of the header travels in Arctic word 1. */
+#define ARCTIC_MPI_HEADER_WIRE_MASK 0xffffu
+
+enum { ARCTIC_MODE_MPI = 0, ARCTIC_MODE_DMA = 1 };
+
+/* An MPI slot: the seed's MPIPacket with 32-bit words. */
+struct arctic_mpi_slot {
+    uint32_t header;
+    uint32_t command[2];
+    uint32_t reserved;
+    uint32_t payload[ARCTIC_MAX_PAYLOAD];
+    uint32_t pad[8];
+};
+
+/* A DMA request slot: the seed's DMARequest with 64-bit addresses.  The
+ * notification delivered to the receiver's HiRx has command[0] = command,
+ * command[1] = low 32 bits of target, and the payload. */
+struct arctic_dma_request {
+    uint32_t header;
+    uint32_t command;
+    uint64_t target;      /* remote virtual address, D-aligned */
+    uint64_t source;      /* local virtual address, D-aligned */
+    uint32_t payload[ARCTIC_MAX_PAYLOAD];
+    uint32_t pad[6];
+};
+
+/* Byte offsets within a slot, for DMA engines that read fields one by one. */
+enum {
+    ARCTIC_SLOT_HEADER = 0,
+    ARCTIC_SLOT_COMMAND0 = 4,
+    ARCTIC_SLOT_COMMAND1 = 8,
+    ARCTIC_SLOT_PAYLOAD = 16,
+    ARCTIC_DMA_SLOT_COMMAND = 4,
+    ARCTIC_DMA_SLOT_TARGET = 8,
+    ARCTIC_DMA_SLOT_SOURCE = 16,
+    ARCTIC_DMA_SLOT_PAYLOAD = 24,
+};
+
+#ifndef __cplusplus
+_Static_assert(sizeof(struct arctic_mpi_slot) == ARCTIC_SLOT_SIZE,
+               "MPI slot must be 128 bytes");
+_Static_assert(sizeof(struct arctic_dma_request) == ARCTIC_SLOT_SIZE,
+               "DMA request slot must be 128 bytes");
+_Static_assert(offsetof(struct arctic_mpi_slot, payload) == ARCTIC_SLOT_PAYLOAD,
+               "MPI payload offset");
+_Static_assert(offsetof(struct arctic_dma_request, payload) ==
+               ARCTIC_DMA_SLOT_PAYLOAD, "DMA payload offset");
+#endif
+
+/* ------------------------------------------------------------------------
+ * BARs
+ */
+enum {
+    ARCTIC_BAR_CONTROL = 0,         /* privileged registers, 16 KiB */
+    ARCTIC_BAR_CONTROL_SIZE = 0x4000,
+    ARCTIC_BAR_USER = 2,            /* one 4 KiB page per endpoint */
+    ARCTIC_USER_PAGE_SIZE = 0x1000,
+    ARCTIC_BAR_USER_SIZE = ARCTIC_ENDPOINTS * ARCTIC_USER_PAGE_SIZE,
+};
+
+/* ------------------------------------------------------------------------
+ * Control BAR: identity and status (read-only unless noted)
+ */
+REG32(NIU_ID, 0x000)                 /* ARCTIC_NIU_ID_VALUE */
+REG32(NIU_VERSION, 0x004)
+    FIELD(NIU_VERSION, MINOR, 0, 16)
+    FIELD(NIU_VERSION, MAJOR, 16, 16)
+REG32(NIU_CAPS, 0x008)
+    FIELD(NIU_CAPS, ENDPOINTS, 0, 8)     /* virtual endpoints */
+    FIELD(NIU_CAPS, LOG2_N, 8, 8)        /* slots per queue */
+    FIELD(NIU_CAPS, LINES, 16, 8)        /* retransmit buffer lines */
+    FIELD(NIU_CAPS, HI_LINES, 24, 8)     /* of which kept for high prio */
+REG32(NIU_NODE_ID, 0x00c)            /* this NIU's node (device property) */
+REG32(NIU_NUM_NODES, 0x010)          /* from the switch; 0 before link up */
+REG32(NIU_NET_LEVELS, 0x014)         /* fat tree levels, from the switch */
+REG32(NIU_LINK_STATUS, 0x018)
+    FIELD(NIU_LINK_STATUS, UP, 0, 1)         /* handshake done */
+    FIELD(NIU_LINK_STATUS, CONNECTED, 1, 1)  /* socket open */
+    FIELD(NIU_LINK_STATUS, REJECTED, 2, 1)   /* last HELLO refused */
+    FIELD(NIU_LINK_STATUS, UP_COUNT, 16, 16) /* times the link came up */
+REG32(NIU_ERROR_CAUSE, 0x01c)        /* sticky, write 1 to clear */
+REG32(NIU_ERROR_INFO, 0x020)         /* detail of the latest error */
+    FIELD(NIU_ERROR_INFO, DETAIL, 0, 16)     /* offset, slot or value */
+    FIELD(NIU_ERROR_INFO, QUEUE, 16, 4)      /* enum arctic_tx/rx_queue */
+    FIELD(NIU_ERROR_INFO, ENDPOINT, 20, 4)
+    FIELD(NIU_ERROR_INFO, CAUSE, 24, 5)      /* bit number in ERROR_CAUSE */
+REG32(NIU_SCRATCH, 0x024)            /* read/write, for driver self-test */
+
+/* Test DMA engine, rocker style: the driver's probe self-test has the device
+ * fill a buffer with a pattern, or check one the driver filled. */
+REG32(NIU_TEST_DMA_ADDR_LO, 0x028)
+REG32(NIU_TEST_DMA_ADDR_HI, 0x02c)
+REG32(NIU_TEST_DMA_SIZE, 0x030)      /* bytes, multiple of 4, <= 64 KiB */
+REG32(NIU_TEST_DMA_SEED, 0x034)
+REG32(NIU_TEST_DMA_CTRL, 0x038)      /* write a command to start */
+    FIELD(NIU_TEST_DMA_CTRL, CMD, 0, 2)
+REG32(NIU_TEST_DMA_STATUS, 0x03c)
+    FIELD(NIU_TEST_DMA_STATUS, DONE, 0, 1)
+    FIELD(NIU_TEST_DMA_STATUS, MISMATCH, 1, 1)
+    FIELD(NIU_TEST_DMA_STATUS, DMA_ERROR, 2, 1)
+    FIELD(NIU_TEST_DMA_STATUS, BAD_ARGS, 3, 1)
+
+enum arctic_test_dma_cmd {
+    ARCTIC_TEST_DMA_FILL = 1,        /* write the pattern to guest memory */
+    ARCTIC_TEST_DMA_CHECK = 2,       /* compare guest memory to the pattern */
+};
+enum { ARCTIC_TEST_DMA_MAX_SIZE = 64 * 1024 };
+
+/* Word i of the test pattern for a seed. */
+static inline uint32_t arctic_test_pattern(uint32_t seed, uint32_t i)
+{
+    return (seed ^ (i * 0x9e3779b9u)) + i;
+}
+
+/* Counters: 32-bit, read-only, wrapping, cleared by reset. */
+REG32(NIU_COUNTER_BASE, 0x080)
+enum arctic_counter {
+    ARCTIC_CNT_TX_HI_PACKETS,        /* user messages sent, first try */
+    ARCTIC_CNT_TX_LO_PACKETS,
+    ARCTIC_CNT_RX_HI_PACKETS,        /* messages delivered to a queue */
+    ARCTIC_CNT_RX_LO_PACKETS,
+    ARCTIC_CNT_RETRANSMITS,          /* packets sent again */
+    ARCTIC_CNT_TIMEOUTS,             /* retransmit timer expiries */
+    ARCTIC_CNT_NACKS_SENT,
+    ARCTIC_CNT_NACKS_RECEIVED,
+    ARCTIC_CNT_ACKS_SENT,
+    ARCTIC_CNT_ACKS_RECEIVED,
+    ARCTIC_CNT_DUPLICATES,           /* data already delivered, re-acked */
+    ARCTIC_CNT_BAD_PACKETS,          /* CRC, length, misrouted: dropped */
+    ARCTIC_CNT_TX_ERRORS,            /* slots refused (error cause set) */
+    ARCTIC_CNT_LINK_UPS,
+    ARCTIC_CNT_LINK_DOWNS,
+    ARCTIC_CNT_CREDIT_STALLS,        /* a packet waited for link credit */
+    ARCTIC_NUM_COUNTERS,
+};
+#define ARCTIC_COUNTER_OFFSET(c)    (A_NIU_COUNTER_BASE + 4 * (c))
+
+/* ------------------------------------------------------------------------
+ * Control BAR: datapath control (seed 002 §4.1)
+ */
+REG32(NIU_TX_CTRL, 0x100)
+REG32(NIU_RX_CTRL, 0x104)
+    /* Both: ENABLE reads back 1 while the datapath is on or still draining
+     * after an OFF was written; RESET is write-only. */
+    FIELD(NIU_CTRL, ENABLE, 0, 1)
+    FIELD(NIU_CTRL, RESET, 1, 1)
+REG32(NIU_VMASK, 0x108)              /* endpoints served (Appendix A) */
+    FIELD(NIU_VMASK, MASK, 0, 3)
+REG32(NIU_DOORBELL_ALL, 0x10c)       /* write: poll every endpoint now */
+
+/* Route table (seed 002 §4.4): RouteTable[2][S], index 0 high priority.
+ * Entries are ROUTE_ENTRY values (arctic/packet.h). */
+REG32(NIU_ROUTE_TABLE, 0x800)
+#define ARCTIC_ROUTE_OFFSET(table, node) \
+    (A_NIU_ROUTE_TABLE + 4 * ((table) * ARCTIC_S + (node)))
+enum { ARCTIC_ROUTE_TABLE_SIZE = 2 * ARCTIC_S * 4 };
+
+/* Per-endpoint privileged registers (seed 002 §4.2, §4.3), one block per
+ * endpoint.  Bases, indices and the DMA window may only be written while
+ * the datapath they belong to is OFF (Tx: TX_QBASE, *_TX_TL, DMA window;
+ * Rx: RX_QBASE, *_RX_HD). */
+enum {
+    ARCTIC_EP_BLOCK_BASE = 0x1000,
+    ARCTIC_EP_BLOCK_STRIDE = 0x100,
+};
+#define ARCTIC_EP_OFFSET(ep, reg) \
+    (ARCTIC_EP_BLOCK_BASE + (ep) * ARCTIC_EP_BLOCK_STRIDE + (reg))
+
+REG32(EP_TX_QBASE_LO, 0x00)
+REG32(EP_TX_QBASE_HI, 0x04)
+REG32(EP_RX_QBASE_LO, 0x08)
+REG32(EP_RX_QBASE_HI, 0x0c)
+REG32(EP_HI_TX_TL, 0x10)
+REG32(EP_LO_TX_TL, 0x14)
+REG32(EP_DMA_TX_TL, 0x18)
+REG32(EP_HI_RX_HD, 0x1c)
+REG32(EP_LO_RX_HD, 0x20)
+REG32(EP_DMA_BASE_PHY_LO, 0x28)
+REG32(EP_DMA_BASE_PHY_HI, 0x2c)
+REG32(EP_DMA_BASE_VIR_LO, 0x30)
+REG32(EP_DMA_BASE_VIR_HI, 0x34)
+REG32(EP_DMA_RANGE_MASK_LO, 0x38)
+REG32(EP_DMA_RANGE_MASK_HI, 0x3c)
+REG32(EP_JOB, 0x40)                  /* job tag (GID); part 2 */
+    FIELD(EP_JOB, TAG, 0, 16)
+
+/* ------------------------------------------------------------------------
+ * User pages (BAR 2): page e belongs to endpoint e and is what the driver
+ * maps into the process that owns the endpoint.
+ */
+REG32(USER_DOORBELL, 0x000)          /* write: serve this endpoint now */
+    FIELD(USER_DOORBELL, HI_TX, 0, 1)
+    FIELD(USER_DOORBELL, LO_TX, 1, 1)
+    FIELD(USER_DOORBELL, DMA_TX, 2, 1)
+/* dMPI raw FIFO access points (seed 002 §2.3), endpoint 0's page only;
+ * implemented by part 2, their places are kept now. */
+REG32(USER_HI_TX_FIFO, 0x040)
+REG32(USER_HI_TX_FIFO_LAST, 0x044)
+REG32(USER_LO_TX_FIFO, 0x048)
+REG32(USER_LO_TX_FIFO_LAST, 0x04c)
+REG32(USER_HI_RX_FIFO, 0x050)
+REG32(USER_LO_RX_FIFO, 0x054)
+REG32(USER_RX_STATUS, 0x058)
+    FIELD(USER_RX_STATUS, LO_EMPTY, 0, 1)
+    FIELD(USER_RX_STATUS, HI_EMPTY, 1, 1)
+REG32(USER_TX_STATUS, 0x05c)
+    FIELD(USER_TX_STATUS, LO_FULL, 2, 1)
+    FIELD(USER_TX_STATUS, HI_FULL, 3, 1)
+
+/* ------------------------------------------------------------------------
+ * Error causes: bit numbers in NIU_ERROR_CAUSE and ERROR_INFO.CAUSE.
+ */
+enum arctic_error {
+    ARCTIC_ERR_RO_WRITE = 0,     /* write to a read-only register */
+    ARCTIC_ERR_BAD_REGISTER = 1, /* access to no register, or not 32-bit */
+    ARCTIC_ERR_BUSY = 2,         /* write needs its datapath OFF */
+    ARCTIC_ERR_BAD_ALIGN = 3,    /* queue base or DMA window misaligned */
+    ARCTIC_ERR_BAD_INDEX = 4,    /* queue index >= N */
+    ARCTIC_ERR_BAD_LENGTH = 5,   /* slot length > 20 words: slot dropped */
+    ARCTIC_ERR_NO_ROUTE = 6,     /* route entry not valid: slot dropped */
+    ARCTIC_ERR_DMA = 7,          /* guest memory access failed */
+    ARCTIC_ERR_BAD_MODE = 8,     /* DMA request where none may be, or not
+                                    a DMA request in DMATx */
+    ARCTIC_ERR_LINK_REJECTED = 9,/* the switch refused the handshake */
+    ARCTIC_ERR_LINK_PROTOCOL = 10,/* malformed frame from the switch */
+    ARCTIC_ERR_BAD_PACKET = 11,  /* malformed packet from the network */
+    ARCTIC_ERR_DMA_RANGE = 12,   /* DMA outside the window (part 2) */
+    ARCTIC_ERR_BAD_VALUE = 13,   /* reserved bits or an invalid value */
+    ARCTIC_NUM_ERRORS
+};
+
+#endif /* ARCTIC_NIU_HW_H */
