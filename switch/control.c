@@ -1,0 +1,549 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control socket: a UNIX stream socket speaking one JSON object per
+ * line each way (docs/switch.md lists the commands).  It runs in the
+ * switch loop, so commands see and change the switch state without locks;
+ * a request line is bounded and a client that sends garbage gets an error
+ * reply, never a crash.  arctic-ctl is the command-line client.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <json-glib/json-glib.h>
+
+#include "switch-internal.h"
+
+enum {
+    CONTROL_MAX_LINE = 65536,
+    CONTROL_MAX_CLIENTS = 16,
+};
+
+struct sw_control_client {
+    struct sw_watch watch;
+    int fd;
+    GString *input;
+    GString *output;
+    uint32_t registered_events;
+    bool closing;       /* close once the output is written */
+};
+
+bool sw_control_listen(ArcticSwitch *sw, GError **errp)
+{
+    sw->control_listen_fd = sw_unix_listen(sw->control_path, errp);
+    if (sw->control_listen_fd < 0) {
+        return false;
+    }
+    sw->control_watch.kind = SW_WATCH_CONTROL_LISTENER;
+    {
+        struct epoll_event ev = { .events = EPOLLIN,
+                                  .data.ptr = &sw->control_watch };
+
+        epoll_ctl(sw->epoll_fd, EPOLL_CTL_ADD, sw->control_listen_fd, &ev);
+    }
+    return true;
+}
+
+static void client_free(ArcticSwitch *sw, struct sw_control_client *c)
+{
+    sw->control_clients = g_list_remove(sw->control_clients, c);
+    epoll_ctl(sw->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    g_string_free(c->input, TRUE);
+    g_string_free(c->output, TRUE);
+    g_free(c);
+}
+
+void sw_control_close_all(ArcticSwitch *sw)
+{
+    while (sw->control_clients) {
+        client_free(sw, sw->control_clients->data);
+    }
+}
+
+void sw_control_accept(ArcticSwitch *sw)
+{
+    for (;;) {
+        int fd = accept4(sw->control_listen_fd, NULL, NULL,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sw_control_client *c;
+        struct epoll_event ev = { .events = EPOLLIN };
+
+        if (fd < 0) {
+            return;
+        }
+        if (g_list_length(sw->control_clients) >= CONTROL_MAX_CLIENTS) {
+            close(fd);
+            continue;
+        }
+        c = g_new0(struct sw_control_client, 1);
+        c->watch.kind = SW_WATCH_CONTROL_CLIENT;
+        c->watch.object = c;
+        c->fd = fd;
+        c->input = g_string_new(NULL);
+        c->output = g_string_new(NULL);
+        c->registered_events = EPOLLIN;
+        ev.data.ptr = &c->watch;
+        epoll_ctl(sw->epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+        sw->control_clients = g_list_prepend(sw->control_clients, c);
+    }
+}
+
+/* --- replies ---------------------------------------------------------- */
+
+static void reply_node(struct sw_control_client *c, JsonNode *root)
+{
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autofree char *text = NULL;
+
+    json_generator_set_root(gen, root);
+    text = json_generator_to_data(gen, NULL);
+    g_string_append(c->output, text);
+    g_string_append_c(c->output, '\n');
+}
+
+static void reply_error(struct sw_control_client *c, const char *fmt, ...)
+    G_GNUC_PRINTF(2, 3);
+
+static void reply_error(struct sw_control_client *c, const char *fmt, ...)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonNode) root = NULL;
+    g_autofree char *text = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    text = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    json_builder_begin_object(b);
+    sw_json_bool(b, "ok", FALSE);
+    sw_json_string(b, "error", text);
+    json_builder_end_object(b);
+    root = json_builder_get_root(b);
+    reply_node(c, root);
+}
+
+/* Start a successful reply; the caller adds members and calls
+ * reply_finish(). */
+static JsonBuilder *reply_begin(void)
+{
+    JsonBuilder *b = json_builder_new();
+
+    json_builder_begin_object(b);
+    sw_json_bool(b, "ok", TRUE);
+    return b;
+}
+
+static void reply_finish(struct sw_control_client *c, JsonBuilder *b)
+{
+    g_autoptr(JsonNode) root = NULL;
+
+    json_builder_end_object(b);
+    root = json_builder_get_root(b);
+    reply_node(c, root);
+    g_object_unref(b);
+}
+
+/* --- commands --------------------------------------------------------- */
+
+static const char *const priority_names[ARCTIC_NUM_PRIORITIES] = {
+    [ARCTIC_PRIORITY_LOW] = "low",
+    [ARCTIC_PRIORITY_HIGH] = "high",
+};
+
+static void cmd_info(ArcticSwitch *sw, struct sw_control_client *c)
+{
+    JsonBuilder *b = reply_begin();
+    unsigned i;
+
+    sw_json_int(b, "ports", sw->ports);
+    sw_json_int(b, "levels", sw->levels);
+    sw_json_int(b, "routers_per_level", sw->routers_per_level);
+    sw_json_int(b, "credits", sw->config.credits);
+    sw_json_int(b, "router_buffers", sw->config.router_buffers);
+    sw_json_bool(b, "timing", sw->config.timing);
+    sw_json_double(b, "link_mbytes_per_s", sw->config.link_mbytes_per_s);
+    sw_json_int(b, "hop_latency_ns", sw->config.hop_latency_ns);
+    sw_json_int(b, "seed", (gint64)sw->seed);
+    sw_json_string(b, "socket", sw->socket_path);
+    sw_json_string(b, "tcp", sw->tcp_address);
+    sw_json_string(b, "pcap", sw->pcap_path);
+    json_builder_set_member_name(b, "connected");
+    json_builder_begin_array(b);
+    for (i = 0; i < sw->ports; i++) {
+        if (sw->port[i].conn && sw->port[i].conn->state == SW_CONN_LIVE) {
+            json_builder_add_int_value(b, i);
+        }
+    }
+    json_builder_end_array(b);
+    reply_finish(c, b);
+}
+
+static void cmd_stats(ArcticSwitch *sw, struct sw_control_client *c)
+{
+    ArcticSwitchStats *st = arctic_switch_stats_snapshot(sw);
+    JsonBuilder *b = reply_begin();
+
+    json_builder_set_member_name(b, "stats");
+    sw_stats_build_json(b, st);
+    reply_finish(c, b);
+    arctic_switch_stats_free(st);
+}
+
+/* "port": number, or absent / -1 / "all" for every port. */
+static bool get_port(ArcticSwitch *sw, JsonObject *req, int *port,
+                     struct sw_control_client *c)
+{
+    JsonNode *node = json_object_get_member(req, "port");
+
+    *port = -1;
+    if (!node || JSON_NODE_HOLDS_NULL(node)) {
+        return true;
+    }
+    if (JSON_NODE_HOLDS_VALUE(node) &&
+        json_node_get_value_type(node) == G_TYPE_STRING &&
+        (!strcmp(json_node_get_string(node), "all") ||
+         !strcmp(json_node_get_string(node), "*"))) {
+        return true;
+    }
+    if (!JSON_NODE_HOLDS_VALUE(node) ||
+        json_node_get_value_type(node) != G_TYPE_INT64 ||
+        json_node_get_int(node) < -1 ||
+        json_node_get_int(node) >= (gint64)sw->ports) {
+        reply_error(c, "\"port\" must be a port number 0..%u or \"all\"",
+                    sw->ports - 1);
+        return false;
+    }
+    *port = (int)json_node_get_int(node);
+    return true;
+}
+
+static bool get_priority(JsonObject *req, int *priority,
+                         struct sw_control_client *c)
+{
+    JsonNode *node = json_object_get_member(req, "priority");
+    const char *name;
+
+    *priority = -1;
+    if (!node || JSON_NODE_HOLDS_NULL(node)) {
+        return true;
+    }
+    if (JSON_NODE_HOLDS_VALUE(node) &&
+        json_node_get_value_type(node) == G_TYPE_INT64 &&
+        json_node_get_int(node) >= 0 &&
+        json_node_get_int(node) < ARCTIC_NUM_PRIORITIES) {
+        *priority = (int)json_node_get_int(node);
+        return true;
+    }
+    name = JSON_NODE_HOLDS_VALUE(node) &&
+           json_node_get_value_type(node) == G_TYPE_STRING
+           ? json_node_get_string(node) : "";
+    if (!strcmp(name, "low")) {
+        *priority = ARCTIC_PRIORITY_LOW;
+    } else if (!strcmp(name, "high")) {
+        *priority = ARCTIC_PRIORITY_HIGH;
+    } else if (strcmp(name, "both")) {
+        reply_error(c, "\"priority\" must be \"low\", \"high\" or \"both\"");
+        return false;
+    }
+    return true;
+}
+
+static void add_faults(JsonBuilder *b, unsigned port, unsigned prio,
+                       const struct arctic_fault_params *f)
+{
+    json_builder_begin_object(b);
+    sw_json_int(b, "port", port);
+    sw_json_string(b, "priority", priority_names[prio]);
+    sw_json_double(b, "drop", f->drop);
+    sw_json_double(b, "duplicate", f->duplicate);
+    sw_json_double(b, "corrupt", f->corrupt);
+    sw_json_double(b, "delay", f->delay);
+    sw_json_int(b, "delay_us", f->delay_us);
+    json_builder_end_object(b);
+}
+
+static void cmd_get_faults(ArcticSwitch *sw, struct sw_control_client *c,
+                           JsonObject *req)
+{
+    JsonBuilder *b;
+    int port;
+    unsigned i, prio;
+
+    if (!get_port(sw, req, &port, c)) {
+        return;
+    }
+    b = reply_begin();
+    sw_json_int(b, "seed", (gint64)sw->seed);
+    json_builder_set_member_name(b, "faults");
+    json_builder_begin_array(b);
+    for (i = 0; i < sw->ports; i++) {
+        if (port >= 0 && (int)i != port) {
+            continue;
+        }
+        for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
+            const struct sw_fault_state *f = &sw->port[i].fault[prio];
+
+            /* Without a port, list only what is in effect. */
+            if (port >= 0 || f->active) {
+                add_faults(b, i, prio, &f->params);
+            }
+        }
+    }
+    json_builder_end_array(b);
+    reply_finish(c, b);
+}
+
+static bool get_probability(JsonObject *req, const char *key, double *value,
+                            struct sw_control_client *c)
+{
+    JsonNode *node = json_object_get_member(req, key);
+    GType type;
+
+    if (!node) {
+        return true;
+    }
+    type = JSON_NODE_HOLDS_VALUE(node) ? json_node_get_value_type(node)
+                                       : G_TYPE_INVALID;
+    if (type != G_TYPE_DOUBLE && type != G_TYPE_INT64) {
+        reply_error(c, "\"%s\" must be a number", key);
+        return false;
+    }
+    *value = json_node_get_double(node);
+    if (!(*value >= 0.0 && *value <= 1.0)) {
+        reply_error(c, "\"%s\" must lie in [0, 1]", key);
+        return false;
+    }
+    return true;
+}
+
+/* Keys not given keep their current value at each (port, priority). */
+static void cmd_set_faults(ArcticSwitch *sw, struct sw_control_client *c,
+                           JsonObject *req)
+{
+    int port, priority;
+    unsigned i, prio;
+    JsonNode *delay_node = json_object_get_member(req, "delay_us");
+    GError *err = NULL;
+
+    if (!get_port(sw, req, &port, c) || !get_priority(req, &priority, c)) {
+        return;
+    }
+    if (delay_node && (!JSON_NODE_HOLDS_VALUE(delay_node) ||
+                       json_node_get_value_type(delay_node) != G_TYPE_INT64 ||
+                       json_node_get_int(delay_node) < 0 ||
+                       json_node_get_int(delay_node) > 10000000)) {
+        reply_error(c, "\"delay_us\" must be an integer 0..10000000");
+        return;
+    }
+    for (i = 0; i < sw->ports; i++) {
+        if (port >= 0 && (int)i != port) {
+            continue;
+        }
+        for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
+            struct arctic_fault_params f;
+
+            if (priority >= 0 && (int)prio != priority) {
+                continue;
+            }
+            arctic_switch_get_faults(sw, i, prio, &f);
+            if (!get_probability(req, "drop", &f.drop, c) ||
+                !get_probability(req, "duplicate", &f.duplicate, c) ||
+                !get_probability(req, "corrupt", &f.corrupt, c) ||
+                !get_probability(req, "delay", &f.delay, c)) {
+                return;
+            }
+            if (delay_node) {
+                f.delay_us = (uint32_t)json_node_get_int(delay_node);
+            }
+            if (!arctic_switch_set_faults(sw, i, prio, &f, &err)) {
+                reply_error(c, "%s", err->message);
+                g_error_free(err);
+                return;
+            }
+        }
+    }
+    cmd_get_faults(sw, c, req);
+}
+
+static void cmd_seed(ArcticSwitch *sw, struct sw_control_client *c,
+                     JsonObject *req)
+{
+    JsonNode *node = json_object_get_member(req, "seed");
+    JsonBuilder *b;
+
+    if (!node || !JSON_NODE_HOLDS_VALUE(node) ||
+        json_node_get_value_type(node) != G_TYPE_INT64) {
+        reply_error(c, "\"seed\" must be an integer");
+        return;
+    }
+    arctic_switch_reseed(sw, (uint64_t)json_node_get_int(node));
+    b = reply_begin();
+    sw_json_int(b, "seed", (gint64)sw->seed);
+    reply_finish(c, b);
+}
+
+static void cmd_pcap_start(ArcticSwitch *sw, struct sw_control_client *c,
+                           JsonObject *req)
+{
+    JsonNode *node = json_object_get_member(req, "path");
+    GError *err = NULL;
+    JsonBuilder *b;
+
+    if (!node || !JSON_NODE_HOLDS_VALUE(node) ||
+        json_node_get_value_type(node) != G_TYPE_STRING) {
+        reply_error(c, "\"path\" must be a file name");
+        return;
+    }
+    if (!arctic_switch_pcap_open(sw, json_node_get_string(node), &err)) {
+        reply_error(c, "%s", err->message);
+        g_error_free(err);
+        return;
+    }
+    b = reply_begin();
+    sw_json_string(b, "pcap", sw->pcap_path);
+    reply_finish(c, b);
+}
+
+static void reply_ok(struct sw_control_client *c)
+{
+    reply_finish(c, reply_begin());
+}
+
+static void handle_request(ArcticSwitch *sw, struct sw_control_client *c,
+                           const char *line)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    GError *err = NULL;
+    JsonNode *root;
+    JsonObject *req;
+    const char *command;
+
+    if (!json_parser_load_from_data(parser, line, -1, &err)) {
+        reply_error(c, "not JSON: %s", err->message);
+        g_error_free(err);
+        return;
+    }
+    root = json_parser_get_root(parser);
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+        reply_error(c, "a request is a JSON object with a \"command\"");
+        return;
+    }
+    req = json_node_get_object(root);
+    {
+        JsonNode *node = json_object_get_member(req, "command");
+
+        command = node && JSON_NODE_HOLDS_VALUE(node) &&
+                  json_node_get_value_type(node) == G_TYPE_STRING
+                  ? json_node_get_string(node) : NULL;
+    }
+    if (!command) {
+        reply_error(c, "missing \"command\" string");
+    } else if (!strcmp(command, "info")) {
+        cmd_info(sw, c);
+    } else if (!strcmp(command, "stats")) {
+        cmd_stats(sw, c);
+    } else if (!strcmp(command, "reset-stats")) {
+        arctic_switch_stats_reset(sw);
+        reply_ok(c);
+    } else if (!strcmp(command, "get-faults")) {
+        cmd_get_faults(sw, c, req);
+    } else if (!strcmp(command, "set-faults")) {
+        cmd_set_faults(sw, c, req);
+    } else if (!strcmp(command, "seed")) {
+        cmd_seed(sw, c, req);
+    } else if (!strcmp(command, "pcap-start")) {
+        cmd_pcap_start(sw, c, req);
+    } else if (!strcmp(command, "pcap-stop")) {
+        arctic_switch_pcap_close(sw);
+        reply_ok(c);
+    } else if (!strcmp(command, "pcap-flush")) {
+        if (sw->pcap) {
+            fflush(sw->pcap);
+        }
+        reply_ok(c);
+    } else if (!strcmp(command, "stop")) {
+        arctic_switch_stop(sw);
+        reply_ok(c);
+    } else {
+        reply_error(c, "unknown command \"%s\" (info, stats, reset-stats, "
+                    "get-faults, set-faults, seed, pcap-start, pcap-stop, "
+                    "pcap-flush, stop)", command);
+    }
+}
+
+/* --- I/O -------------------------------------------------------------- */
+
+static bool client_write(ArcticSwitch *sw, struct sw_control_client *c)
+{
+    while (c->output->len) {
+        ssize_t n = send(c->fd, c->output->str, c->output->len,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+
+        if (n > 0) {
+            g_string_erase(c->output, 0, n);
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            break;
+        } else {
+            return false;
+        }
+    }
+    {
+        /* A closing client is only written to: its end of file would
+         * otherwise wake the loop for ever. */
+        uint32_t wanted = (c->closing ? 0 : EPOLLIN) |
+                          (c->output->len ? EPOLLOUT : 0);
+
+        if (wanted != c->registered_events) {
+            struct epoll_event ev = { .events = wanted,
+                                      .data.ptr = &c->watch };
+
+            c->registered_events = wanted;
+            epoll_ctl(sw->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
+        }
+    }
+    return !(c->closing && c->output->len == 0);
+}
+
+void sw_control_event(ArcticSwitch *sw, struct sw_control_client *c,
+                      uint32_t events)
+{
+    char buf[4096];
+    char *newline;
+
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+            /* The client finished; answer what it asked, then close. */
+            c->closing = true;
+        } else if (n > 0 && !c->closing) {
+            g_string_append_len(c->input, buf, n);
+        }
+    }
+    while (!c->closing && (newline = memchr(c->input->str, '\n',
+                                            c->input->len))) {
+        *newline = 0;
+        if (newline > c->input->str) {
+            handle_request(sw, c, c->input->str);
+        }
+        g_string_erase(c->input, 0, newline + 1 - c->input->str);
+    }
+    if (c->closing && c->input->len) {
+        /* A last request without its newline. */
+        handle_request(sw, c, c->input->str);
+        g_string_truncate(c->input, 0);
+    }
+    if (c->input->len > CONTROL_MAX_LINE) {
+        reply_error(c, "request longer than %d bytes", CONTROL_MAX_LINE);
+        g_string_truncate(c->input, 0);
+        c->closing = true;
+    }
+    if (!client_write(sw, c)) {
+        client_free(sw, c);
+    }
+}

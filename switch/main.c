@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * arctic-switch: the command line around libarcticswitch.  Options become
+ * an ArcticSwitchConfig; the switch loop runs on its own thread while the
+ * main thread waits in a GMainLoop for SIGINT/SIGTERM (g_unix_signal_add),
+ * so shutdown is clean: the loop stops, connections close, sockets are
+ * unlinked and the counters are printed.
+ */
+#include <glib-unix.h>
+#include <stdlib.h>
+
+#include "switch.h"
+
+struct options {
+    char *socket_path, *tcp_address, *control_path, *pcap_path;
+    int ports, levels, credits, buffers, hop_latency_ns;
+    double link_mbytes;
+    gint64 seed;
+    gboolean timing, verbose, no_stats;
+    char **faults;
+};
+
+static GMainLoop *main_loop;
+
+static gboolean on_signal(gpointer opaque)
+{
+    arctic_switch_stop(opaque);
+    return G_SOURCE_CONTINUE;
+}
+
+static gpointer switch_thread(gpointer opaque)
+{
+    arctic_switch_run(opaque);
+    g_main_loop_quit(main_loop);
+    return NULL;
+}
+
+static bool nonnegative(const char *name, int value, GError **errp)
+{
+    if (value < 0) {
+        g_set_error(errp, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "%s %d: must not be negative", name, value);
+        return false;
+    }
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = {
+        .ports = 16,
+        .credits = ARCTIC_LINK_DEFAULT_CREDITS,
+        .buffers = ARCTIC_SWITCH_DEFAULT_ROUTER_BUFFERS,
+        .hop_latency_ns = ARCTIC_SWITCH_DEFAULT_HOP_LATENCY_NS,
+        .link_mbytes = ARCTIC_SWITCH_DEFAULT_LINK_MBYTES,
+        .seed = 1,
+    };
+    GOptionEntry entries[] = {
+        { "socket", 's', 0, G_OPTION_ARG_FILENAME, &o.socket_path,
+          "Listen for NIUs on this UNIX socket", "PATH" },
+        { "tcp", 't', 0, G_OPTION_ARG_STRING, &o.tcp_address,
+          "Also listen for NIUs on TCP (e.g. 0.0.0.0:7000)", "HOST:PORT" },
+        { "control", 'c', 0, G_OPTION_ARG_FILENAME, &o.control_path,
+          "JSON control socket for arctic-ctl", "PATH" },
+        { "ports", 'n', 0, G_OPTION_ARG_INT, &o.ports,
+          "NIU ports, 1..256 (default 16)", "N" },
+        { "levels", 'l', 0, G_OPTION_ARG_INT, &o.levels,
+          "Router levels of the fat tree (default: the fewest that fit)",
+          "L" },
+        { "credits", 0, 0, G_OPTION_ARG_INT, &o.credits,
+          "Credits granted to each NIU per priority (default 8)", "N" },
+        { "buffers", 'b', 0, G_OPTION_ARG_INT, &o.buffers,
+          "Packet buffers per router input, the last one kept for high "
+          "priority (default 4)", "N" },
+        { "timing", 'T', 0, G_OPTION_ARG_NONE, &o.timing,
+          "Model link bandwidth and per-hop latency", NULL },
+        { "link-mbytes", 0, 0, G_OPTION_ARG_DOUBLE, &o.link_mbytes,
+          "Link bandwidth with --timing, MB/s (default 160, as Arctic)",
+          "MBPS" },
+        { "hop-latency-ns", 0, 0, G_OPTION_ARG_INT, &o.hop_latency_ns,
+          "Router latency with --timing (default 200)", "NS" },
+        { "seed", 0, 0, G_OPTION_ARG_INT64, &o.seed,
+          "Seed of fault injection and random up-routes (default 1)",
+          "SEED" },
+        { "fault", 'f', 0, G_OPTION_ARG_STRING_ARRAY, &o.faults,
+          "Inject faults on delivery: PORT|*[:low|high|both]:drop=P,dup=P,"
+          "corrupt=P,delay=P,delay-us=US (repeatable)", "SPEC" },
+        { "pcap", 'w', 0, G_OPTION_ARG_FILENAME, &o.pcap_path,
+          "Capture packets to a pcap file (LINKTYPE_USER0)", "FILE" },
+        { "verbose", 'v', 0, G_OPTION_ARG_NONE, &o.verbose,
+          "Log connections, disconnections and protocol errors", NULL },
+        { "no-stats", 0, 0, G_OPTION_ARG_NONE, &o.no_stats,
+          "Do not print the counters on exit", NULL },
+        { NULL }
+    };
+    g_autoptr(GOptionContext) context =
+        g_option_context_new("- the Arctic fat-tree network for arctic-niu "
+                             "QEMU instances");
+    g_autoptr(GError) err = NULL;
+    ArcticSwitchConfig config;
+    ArcticSwitch *sw;
+    ArcticSwitchStats *stats;
+    GThread *thread;
+    unsigned i;
+
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_set_description(context,
+        "Example:\n"
+        "  arctic-switch -s /tmp/arctic.sock -c /tmp/arctic.ctl -n 4\n"
+        "  qemu-system-x86_64 ... -chardev socket,id=n0,path=/tmp/arctic.sock"
+        ",reconnect=1 \\\n      -device arctic-niu,chardev=n0,node=0\n"
+        "  arctic-ctl -s /tmp/arctic.ctl stats\n"
+        "See docs/switch.md.");
+    if (!g_option_context_parse(context, &argc, &argv, &err)) {
+        g_printerr("arctic-switch: %s\nTry --help.\n", err->message);
+        return 2;
+    }
+    if (argc > 1) {
+        g_printerr("arctic-switch: unexpected argument \"%s\"\nTry --help.\n",
+                   argv[1]);
+        return 2;
+    }
+    if (!o.socket_path && !o.tcp_address) {
+        g_printerr("arctic-switch: give --socket PATH and/or --tcp "
+                   "HOST:PORT\nTry --help.\n");
+        return 2;
+    }
+    if (!nonnegative("--ports", o.ports, &err) ||
+        !nonnegative("--levels", o.levels, &err) ||
+        !nonnegative("--credits", o.credits, &err) ||
+        !nonnegative("--buffers", o.buffers, &err) ||
+        !nonnegative("--hop-latency-ns", o.hop_latency_ns, &err)) {
+        g_printerr("arctic-switch: %s\n", err->message);
+        return 2;
+    }
+
+    arctic_switch_config_init(&config);
+    config.socket_path = o.socket_path;
+    config.tcp_address = o.tcp_address;
+    config.control_path = o.control_path;
+    config.pcap_path = o.pcap_path;
+    config.ports = o.ports;
+    config.levels = o.levels;
+    config.credits = o.credits;
+    config.router_buffers = o.buffers;
+    config.timing = o.timing;
+    config.link_mbytes_per_s = o.link_mbytes;
+    config.hop_latency_ns = o.hop_latency_ns;
+    config.seed = (uint64_t)o.seed;
+    config.verbose = o.verbose;
+
+    sw = arctic_switch_new(&config, &err);
+    if (!sw) {
+        g_printerr("arctic-switch: %s\n", err->message);
+        return 1;
+    }
+    for (i = 0; o.faults && o.faults[i]; i++) {
+        struct arctic_fault_params params;
+        int port, priority;
+
+        if (!arctic_fault_spec_parse(o.faults[i], &port, &priority, &params,
+                                     &err) ||
+            !arctic_switch_set_faults(sw, port, priority, &params, &err)) {
+            g_printerr("arctic-switch: --fault: %s\n", err->message);
+            arctic_switch_free(sw);
+            return 2;
+        }
+    }
+
+    main_loop = g_main_loop_new(NULL, FALSE);
+    g_unix_signal_add(SIGINT, on_signal, sw);
+    g_unix_signal_add(SIGTERM, on_signal, sw);
+    thread = g_thread_new("arctic-switch", switch_thread, sw);
+    if (o.verbose) {
+        g_printerr("arctic-switch: %u ports ready\n", config.ports);
+    }
+    g_main_loop_run(main_loop);
+    arctic_switch_stop(sw);
+    g_thread_join(thread);
+
+    if (!o.no_stats) {
+        stats = arctic_switch_stats_snapshot(sw);
+        arctic_switch_stats_print(stats, stdout);
+        arctic_switch_stats_free(stats);
+    }
+    arctic_switch_free(sw);
+    g_main_loop_unref(main_loop);
+    g_strfreev(o.faults);
+    g_free(o.socket_path);
+    g_free(o.tcp_address);
+    g_free(o.control_path);
+    g_free(o.pcap_path);
+    return 0;
+}

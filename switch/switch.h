@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libarcticswitch: the arctic-switch process as a library with no main(), so
+ * that switch/main.c, the unit tests, the fuzzer and the benchmark all embed
+ * the same code (the way QEMU's contrib/ivshmem-server is split).  A switch
+ * owns one epoll loop; arctic_switch_run() runs it in the calling thread
+ * until arctic_switch_stop().  Every other entry point that touches switch
+ * state either runs before/after the loop or goes through
+ * arctic_switch_invoke(), so the switch itself needs no locks.
+ */
+#ifndef ARCTIC_SWITCH_H
+#define ARCTIC_SWITCH_H
+
+#include <glib.h>
+#include <stdio.h>
+
+#include "arctic/link.h"
+#include "arctic/route.h"
+
+typedef struct ArcticSwitch ArcticSwitch;
+
+/* Why a packet was dropped.  The switch drops nothing else. */
+enum arctic_drop_reason {
+    ARCTIC_DROP_BAD_CRC,        /* CRC-32C trailer wrong */
+    ARCTIC_DROP_BAD_LENGTH,     /* W1.LENGTH disagrees with the frame size */
+    ARCTIC_DROP_BAD_KIND,       /* e2e header kind unknown */
+    ARCTIC_DROP_NOT_ZERO,       /* upper half of word 0 not zero */
+    ARCTIC_DROP_UNKNOWN_ROUTE,  /* route climbs above the tree or ends on no port */
+    ARCTIC_DROP_PORT_DOWN,      /* destination port has no live NIU */
+    ARCTIC_DROP_FAULT,          /* fault injection */
+    ARCTIC_DROP_REASONS
+};
+
+/* Why a connection ended. */
+enum arctic_disconnect_reason {
+    ARCTIC_DISCONNECT_PEER_CLOSED,      /* orderly close or reset by the NIU */
+    ARCTIC_DISCONNECT_REJECTED,         /* handshake refused (REJECT sent) */
+    ARCTIC_DISCONNECT_BAD_FRAME_TYPE,
+    ARCTIC_DISCONNECT_BAD_FRAME_FLAGS,
+    ARCTIC_DISCONNECT_BAD_FRAME_LENGTH,
+    ARCTIC_DISCONNECT_UNEXPECTED_FRAME, /* e.g. a second HELLO, a WELCOME */
+    ARCTIC_DISCONNECT_CREDIT_OVERRUN,   /* more PACKETs than credits granted */
+    ARCTIC_DISCONNECT_CREDIT_OVERFLOW,  /* CREDIT frames beyond any window */
+    ARCTIC_DISCONNECT_HANDSHAKE_TIMEOUT,
+    ARCTIC_DISCONNECT_IO_ERROR,
+    ARCTIC_DISCONNECT_SHUTDOWN,         /* the switch is stopping */
+    ARCTIC_DISCONNECT_REASONS
+};
+
+/* Probabilities of each fault on packets delivered to one port at one
+ * priority (docs/network.md, "Fault injection"). */
+struct arctic_fault_params {
+    double drop;
+    double duplicate;
+    double corrupt;
+    double delay;
+    uint32_t delay_us;          /* how long a delayed packet is held */
+};
+
+enum {
+    ARCTIC_SWITCH_DEFAULT_ROUTER_BUFFERS = 4,
+    ARCTIC_SWITCH_DEFAULT_HOP_LATENCY_NS = 200,
+    ARCTIC_SWITCH_DEFAULT_DELAY_US = 1000,
+    ARCTIC_SWITCH_DEFAULT_HANDSHAKE_TIMEOUT_MS = 10000,
+    ARCTIC_LATENCY_BUCKETS = 24,    /* [0,1us), [1,2us), ... [2^22us, inf) */
+    ARCTIC_SWITCH_MAX_CREDITS = 4096,
+};
+#define ARCTIC_SWITCH_DEFAULT_LINK_MBYTES 160.0
+
+typedef struct {
+    const char *socket_path;    /* UNIX listener, or NULL */
+    const char *tcp_address;    /* "host:port" listener, or NULL */
+    const char *control_path;   /* JSON control socket, or NULL */
+    const char *pcap_path;      /* capture file, or NULL */
+    unsigned ports;             /* 1..ARCTIC_LINK_MAX_NODES */
+    unsigned levels;            /* 0: arctic_tree_levels(ports) */
+    unsigned credits;           /* granted to each NIU per priority */
+    unsigned router_buffers;    /* buffers per router input, >= 2 */
+    bool timing;                /* link bandwidth and hop latency model */
+    double link_mbytes_per_s;
+    unsigned hop_latency_ns;
+    uint64_t seed;              /* faults and random up-routes */
+    unsigned handshake_timeout_ms;
+    bool verbose;               /* log connects and disconnects */
+} ArcticSwitchConfig;
+
+/* Counters of one port at one priority. */
+struct arctic_port_prio_stats {
+    uint64_t rx_packets;        /* PACKET frames from the NIU (good or bad) */
+    uint64_t rx_bytes;
+    uint64_t tx_packets;        /* PACKET frames to the NIU, copies included */
+    uint64_t tx_bytes;
+    uint64_t tx_credit_stalls;  /* packets that waited for the NIU's credit */
+    uint64_t rx_credit_exhausted; /* times the NIU used its last credit */
+    uint64_t network_stalls;    /* hops where a packet from this port waited
+                                   for a router buffer */
+    uint64_t drops[ARCTIC_DROP_REASONS];
+    uint64_t duplicated, corrupted, delayed;
+    unsigned ingress_depth;     /* packets now in this port's input buffer */
+    unsigned egress_depth;      /* packets now waiting to be sent to it */
+    unsigned ingress_depth_max;
+};
+
+struct arctic_port_stats {
+    struct arctic_port_prio_stats prio[ARCTIC_NUM_PRIORITIES];
+    uint64_t connects;
+    uint64_t disconnects[ARCTIC_DISCONNECT_REASONS];
+    bool connected;
+};
+
+typedef struct {
+    unsigned ports, levels, routers;
+    uint64_t uptime_ns;
+    struct arctic_port_stats *port;     /* [ports] */
+    /* Connections that ended before they held a port. */
+    uint64_t unattached_disconnects[ARCTIC_DISCONNECT_REASONS];
+    uint64_t latency[ARCTIC_NUM_PRIORITIES][ARCTIC_LATENCY_BUCKETS];
+    uint64_t router_stalls;
+    uint64_t packets_in_use, packets_in_use_max, packet_bound;
+} ArcticSwitchStats;
+
+void arctic_switch_config_init(ArcticSwitchConfig *config);
+/* Check the configuration, build the tree and open the sockets. */
+ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
+                                GError **errp);
+/* Run the event loop until arctic_switch_stop(). */
+void arctic_switch_run(ArcticSwitch *sw);
+/* Ask the loop to return; async-signal-safe, any thread. */
+void arctic_switch_stop(ArcticSwitch *sw);
+/* Close every connection and socket and free everything. */
+void arctic_switch_free(ArcticSwitch *sw);
+
+/* Run @fn inside the switch loop and wait for it (or directly when the
+ * loop is not running).  Tests read and change state through this. */
+void arctic_switch_invoke(ArcticSwitch *sw,
+                          void (*fn)(ArcticSwitch *sw, void *opaque),
+                          void *opaque);
+
+/* Serve an already connected stream socket as an NIU link (loop thread,
+ * or before the loop runs).  The switch owns @fd from now on. */
+void arctic_switch_adopt_fd(ArcticSwitch *sw, int fd);
+
+/* Set faults of @port (-1: every port) at @priority (-1: both).  Loop
+ * thread or before the loop; the control socket uses it too. */
+bool arctic_switch_set_faults(ArcticSwitch *sw, int port, int priority,
+                              const struct arctic_fault_params *params,
+                              GError **errp);
+void arctic_switch_get_faults(ArcticSwitch *sw, unsigned port,
+                              unsigned priority,
+                              struct arctic_fault_params *params);
+/* Restart every fault and route random stream from @seed. */
+void arctic_switch_reseed(ArcticSwitch *sw, uint64_t seed);
+
+/* Parse "PORT[:PRIO]:key=value,..." (docs/switch.md); PORT may be "*",
+ * PRIO "low", "high" or "both".  Keys not given are 0 (delay-us: default). */
+bool arctic_fault_spec_parse(const char *spec, int *port, int *priority,
+                             struct arctic_fault_params *params,
+                             GError **errp);
+
+/* Start or stop the pcap capture (loop thread or before the loop). */
+bool arctic_switch_pcap_open(ArcticSwitch *sw, const char *path,
+                             GError **errp);
+void arctic_switch_pcap_close(ArcticSwitch *sw);
+
+/* Copy of every counter; safe from any thread. */
+ArcticSwitchStats *arctic_switch_stats_snapshot(ArcticSwitch *sw);
+void arctic_switch_stats_free(ArcticSwitchStats *stats);
+void arctic_switch_stats_reset(ArcticSwitch *sw);   /* loop thread */
+/* Human-readable summary (what arctic-switch prints on exit). */
+void arctic_switch_stats_print(const ArcticSwitchStats *stats, FILE *out);
+/* The "stats" reply of the control socket, as a JSON text. */
+char *arctic_switch_stats_to_json(const ArcticSwitchStats *stats);
+
+const char *arctic_drop_reason_name(enum arctic_drop_reason reason);
+const char *arctic_disconnect_reason_name(enum arctic_disconnect_reason r);
+
+#endif /* ARCTIC_SWITCH_H */

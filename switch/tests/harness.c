@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Implementation of the arctic-switch test harness (harness.h): the switch
+ * runs in the test process on a thread, exactly the library the daemon
+ * uses, and the synthetic clients talk to it over its real UNIX socket so
+ * framing, batching and back-pressure are exercised end to end.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <glib-unix.h>
+#include <glib/gstdio.h>
+
+#include "harness.h"
+
+static gpointer switch_thread(gpointer opaque)
+{
+    arctic_switch_run(opaque);
+    return NULL;
+}
+
+TestSwitch *test_switch_start(ArcticSwitchConfig *config)
+{
+    TestSwitch *ts = g_new0(TestSwitch, 1);
+    GError *err = NULL;
+
+    ts->dir = g_dir_make_tmp("arctic-switch-test-XXXXXX", &err);
+    g_assert_no_error(err);
+    ts->socket_path = g_build_filename(ts->dir, "switch.sock", NULL);
+    ts->control_path = g_build_filename(ts->dir, "control.sock", NULL);
+    config->socket_path = ts->socket_path;
+    config->control_path = ts->control_path;
+    ts->sw = arctic_switch_new(config, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(ts->sw);
+    ts->thread = g_thread_new("test-switch", switch_thread, ts->sw);
+    return ts;
+}
+
+void test_switch_stop(TestSwitch *ts)
+{
+    arctic_switch_stop(ts->sw);
+    g_thread_join(ts->thread);
+    arctic_switch_free(ts->sw);
+    g_rmdir(ts->dir);
+    g_free(ts->dir);
+    g_free(ts->socket_path);
+    g_free(ts->control_path);
+    g_free(ts);
+}
+
+ArcticSwitchStats *test_switch_stats(TestSwitch *ts)
+{
+    return arctic_switch_stats_snapshot(ts->sw);
+}
+
+int test_connect_unix(const char *path)
+{
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_strlcpy(addr.sun_path, path, sizeof(addr.sun_path));
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        g_error("connect %s: %s", path, g_strerror(errno));
+    }
+    return fd;
+}
+
+void test_client_free(TestClient *c)
+{
+    if (!c) {
+        return;
+    }
+    if (c->fd >= 0) {
+        close(c->fd);
+    }
+    g_queue_clear_full(&c->packets, (GDestroyNotify)g_bytes_unref);
+    g_free(c);
+}
+
+void test_client_write(TestClient *c, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+
+    while (len) {
+        ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
+
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd pfd = { .fd = c->fd, .events = POLLOUT };
+
+            poll(&pfd, 1, 100);
+            continue;
+        }
+        if (n <= 0) {
+            c->closed = true;
+            return;
+        }
+        p += n;
+        len -= n;
+    }
+}
+
+/* Handle complete frames in the input buffer: credits are added, packets
+ * queued, WELCOME/REJECT reported through @control (type, body). */
+static void client_parse(TestClient *c, uint16_t *control_type,
+                         uint8_t *control_body)
+{
+    size_t off = 0;
+
+    while (c->input_len - off >= ARCTIC_LINK_HEADER_SIZE) {
+        struct arctic_frame_header h;
+        const uint8_t *body;
+
+        arctic_frame_header_decode(c->input + off, &h);
+        g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
+        if (c->input_len - off < ARCTIC_LINK_HEADER_SIZE + h.length) {
+            break;
+        }
+        body = c->input + off + ARCTIC_LINK_HEADER_SIZE;
+        switch (h.type) {
+        case ARCTIC_FRAME_CREDIT:
+            c->send_credits[ARCTIC_PRIORITY_LOW] += arctic_get_le16(body);
+            c->send_credits[ARCTIC_PRIORITY_HIGH] += arctic_get_le16(body + 2);
+            break;
+        case ARCTIC_FRAME_PACKET:
+            g_queue_push_tail(&c->packets, g_bytes_new(body, h.length));
+            break;
+        default:
+            g_assert_nonnull(control_type);
+            *control_type = h.type;
+            memcpy(control_body, body, h.length);
+            break;
+        }
+        off += ARCTIC_LINK_HEADER_SIZE + h.length;
+    }
+    memmove(c->input, c->input + off, c->input_len - off);
+    c->input_len -= off;
+}
+
+static bool client_read(TestClient *c, int timeout_ms, uint16_t *control_type,
+                        uint8_t *control_body)
+{
+    struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+    ssize_t n;
+
+    if (c->closed || poll(&pfd, 1, timeout_ms) <= 0) {
+        return false;
+    }
+    n = recv(c->fd, c->input + c->input_len, sizeof(c->input) - c->input_len,
+             MSG_DONTWAIT);
+    if (n <= 0) {
+        if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            c->closed = true;
+        }
+        return false;
+    }
+    c->input_len += n;
+    client_parse(c, control_type, control_body);
+    return true;
+}
+
+bool test_client_poll(TestClient *c, int timeout_ms)
+{
+    return client_read(c, timeout_ms, NULL, NULL);
+}
+
+uint32_t test_client_try_connect(const char *path, unsigned node,
+                                 unsigned credits_low, unsigned credits_high,
+                                 TestClient **out)
+{
+    TestClient *c = g_new0(TestClient, 1);
+    uint8_t frame[ARCTIC_LINK_HEADER_SIZE + ARCTIC_HELLO_SIZE];
+    uint8_t body[ARCTIC_LINK_MAX_BODY];
+    struct arctic_hello hello = {
+        .magic = ARCTIC_LINK_MAGIC,
+        .version_major = ARCTIC_LINK_VERSION_MAJOR,
+        .version_minor = ARCTIC_LINK_VERSION_MINOR,
+        .node_id = node,
+        .credits = { credits_low, credits_high },
+    };
+    uint16_t type = 0;
+    gint64 deadline = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+
+    c->fd = test_connect_unix(path);
+    c->node = node;
+    g_queue_init(&c->packets);
+    arctic_frame_header_encode(frame, ARCTIC_FRAME_HELLO, ARCTIC_HELLO_SIZE);
+    arctic_hello_encode(frame + ARCTIC_LINK_HEADER_SIZE, &hello);
+    test_client_write(c, frame, sizeof(frame));
+    while (!type && !c->closed && g_get_monotonic_time() < deadline) {
+        client_read(c, 100, &type, body);
+    }
+    if (type == ARCTIC_FRAME_WELCOME) {
+        struct arctic_welcome w;
+
+        arctic_welcome_decode(body, &w);
+        g_assert_cmphex(w.magic, ==, ARCTIC_LINK_MAGIC);
+        g_assert_cmpuint(w.node_id, ==, node);
+        c->num_nodes = w.num_nodes;
+        c->levels = w.levels;
+        c->send_credits[0] = w.credits[0];
+        c->send_credits[1] = w.credits[1];
+        *out = c;
+        return 0;
+    }
+    g_assert_cmpuint(type, ==, ARCTIC_FRAME_REJECT);
+    test_client_free(c);
+    *out = NULL;
+    return arctic_get_le32(body);
+}
+
+TestClient *test_client_connect(const char *path, unsigned node,
+                                unsigned credits_low, unsigned credits_high)
+{
+    TestClient *c = NULL;
+    uint32_t reason = test_client_try_connect(path, node, credits_low,
+                                              credits_high, &c);
+
+    g_assert_cmpuint(reason, ==, 0);
+    return c;
+}
+
+bool test_client_wait_closed(TestClient *c, int timeout_ms)
+{
+    gint64 deadline = g_get_monotonic_time() + timeout_ms * 1000ll;
+
+    while (!c->closed && g_get_monotonic_time() < deadline) {
+        client_read(c, 50, NULL, NULL);
+    }
+    return c->closed;
+}
+
+size_t test_build_packet(uint8_t *buf, unsigned src, unsigned dst, bool high,
+                         bool random_up, uint32_t seq, unsigned payload_words)
+{
+    struct arctic_e2e_header e2e = {
+        .kind = ARCTIC_E2E_DATA,
+        .flags = ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, PRIORITY, high),
+        .src_node = src,
+        .dst_node = dst,
+        .job = 7,
+        .epoch = 1,
+        .seq = seq,
+    };
+    uint32_t route = arctic_route_entry(src, dst, high, random_up);
+    unsigned length = ARCTIC_MPI_LENGTH_EXTRA + payload_words;
+    uint8_t *words = buf + ARCTIC_WIRE_WORDS_OFFSET;
+    size_t size = arctic_wire_size(length);
+    unsigned i;
+
+    g_assert_cmpuint(length, <=, ARCTIC_MAX_PACKET_WORDS);
+    arctic_e2e_encode(buf, &e2e);
+    arctic_put_le32(words, route & 0xffff);
+    arctic_put_le32(words + 4,
+                    ARCTIC_FIELD_PREP(ARCTIC_W1, DOWNROUTE,
+                                      ARCTIC_FIELD_GET(ROUTE_ENTRY, DOWNROUTE,
+                                                       route)) |
+                    ARCTIC_FIELD_PREP(ARCTIC_W1, TYPE, 5) |
+                    ARCTIC_FIELD_PREP(ARCTIC_W1, LENGTH, length));
+    arctic_put_le32(words + 8, 0xc0de0000 | src);     /* command0 */
+    arctic_put_le32(words + 12, dst);                 /* command1 */
+    for (i = 0; i < payload_words; i++) {
+        arctic_put_le32(words + 16 + 4 * i, seq ^ i);
+    }
+    arctic_wire_seal(buf, size);
+    return size;
+}
+
+bool test_packet_valid(const uint8_t *pkt, size_t size, unsigned *src,
+                       unsigned *dst, uint32_t *seq, bool *high)
+{
+    struct arctic_e2e_header e2e;
+    uint32_t w0, w1;
+    unsigned len, i;
+
+    if (arctic_wire_check(pkt, size) != ARCTIC_WIRE_OK) {
+        return false;
+    }
+    arctic_e2e_decode(pkt, &e2e);
+    w0 = arctic_get_le32(pkt + ARCTIC_WIRE_WORDS_OFFSET);
+    w1 = arctic_get_le32(pkt + ARCTIC_WIRE_WORDS_OFFSET + 4);
+    len = ARCTIC_FIELD_GET(ARCTIC_W1, LENGTH, w1);
+    if (len < ARCTIC_MPI_LENGTH_EXTRA ||
+        arctic_get_le32(pkt + ARCTIC_WIRE_WORDS_OFFSET + 8) !=
+        (0xc0de0000u | e2e.src_node) ||
+        arctic_get_le32(pkt + ARCTIC_WIRE_WORDS_OFFSET + 12) !=
+        e2e.dst_node) {
+        return false;
+    }
+    for (i = 0; i < len - ARCTIC_MPI_LENGTH_EXTRA; i++) {
+        if (arctic_get_le32(pkt + ARCTIC_WIRE_WORDS_OFFSET + 16 + 4 * i) !=
+            (e2e.seq ^ i)) {
+            return false;
+        }
+    }
+    *src = e2e.src_node;
+    *dst = e2e.dst_node;
+    *seq = e2e.seq;
+    *high = ARCTIC_FIELD_GET(ARCTIC_W0, PRIORITY, w0);
+    return true;
+}
+
+static void frame_packet(uint8_t *out, const uint8_t *pkt, size_t size)
+{
+    arctic_frame_header_encode(out, ARCTIC_FRAME_PACKET, size);
+    memcpy(out + ARCTIC_LINK_HEADER_SIZE, pkt, size);
+}
+
+bool test_client_send_packet(TestClient *c, const uint8_t *pkt, size_t size,
+                             int timeout_ms)
+{
+    uint8_t frame[ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE];
+    unsigned prio = ARCTIC_FIELD_GET(ARCTIC_W0, PRIORITY,
+                                     arctic_get_le32(pkt +
+                                         ARCTIC_WIRE_WORDS_OFFSET));
+    gint64 deadline = g_get_monotonic_time() + timeout_ms * 1000ll;
+
+    while (c->send_credits[prio] == 0) {
+        if (c->closed || g_get_monotonic_time() >= deadline) {
+            return false;
+        }
+        client_read(c, 20, NULL, NULL);
+    }
+    c->send_credits[prio]--;
+    frame_packet(frame, pkt, size);
+    test_client_write(c, frame, ARCTIC_LINK_HEADER_SIZE + size);
+    return !c->closed;
+}
+
+GBytes *test_client_recv_packet(TestClient *c, int timeout_ms)
+{
+    gint64 deadline = g_get_monotonic_time() + timeout_ms * 1000ll;
+
+    while (g_queue_is_empty(&c->packets)) {
+        gint64 left = (deadline - g_get_monotonic_time()) / 1000;
+
+        if (c->closed || left <= 0) {
+            return NULL;
+        }
+        client_read(c, (int)MIN(left, 100), NULL, NULL);
+    }
+    return g_queue_pop_head(&c->packets);
+}
+
+void test_client_return_credits(TestClient *c, unsigned low, unsigned high)
+{
+    uint8_t frame[ARCTIC_LINK_HEADER_SIZE + ARCTIC_CREDIT_SIZE];
+
+    arctic_frame_header_encode(frame, ARCTIC_FRAME_CREDIT, ARCTIC_CREDIT_SIZE);
+    arctic_put_le16(frame + ARCTIC_LINK_HEADER_SIZE, low);
+    arctic_put_le16(frame + ARCTIC_LINK_HEADER_SIZE + 2, high);
+    test_client_write(c, frame, sizeof(frame));
+}
+
+/* --- the traffic pump ------------------------------------------------- */
+
+struct pump_client {
+    uint8_t pending[ARCTIC_WIRE_MAX_SIZE];
+    size_t pending_size;        /* 0: none */
+    bool done;
+    unsigned owed[ARCTIC_NUM_PRIORITIES];
+};
+
+static void pump_flush(TestClient *c)
+{
+    size_t off = 0;
+
+    while (off < c->output_len) {
+        ssize_t n = send(c->fd, c->output + off, c->output_len - off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+
+        if (n > 0) {
+            off += n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else {
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                c->closed = true;
+                c->output_len = 0;
+                return;
+            }
+            break;
+        }
+    }
+    memmove(c->output, c->output + off, c->output_len - off);
+    c->output_len -= off;
+}
+
+/* Queue packets while credits and buffer room last. */
+static bool pump_fill(TestTraffic *t, unsigned i, struct pump_client *pc)
+{
+    TestClient *c = t->clients[i];
+    bool progress = false;
+
+    while (!pc->done) {
+        unsigned prio;
+
+        if (!pc->pending_size &&
+            !t->next_packet(t->opaque, i, pc->pending, &pc->pending_size)) {
+            pc->done = true;
+            pc->pending_size = 0;
+            break;
+        }
+        prio = ARCTIC_FIELD_GET(ARCTIC_W0, PRIORITY,
+                                arctic_get_le32(pc->pending +
+                                                ARCTIC_WIRE_WORDS_OFFSET));
+        if (!c->send_credits[prio] ||
+            c->output_len + ARCTIC_LINK_HEADER_SIZE + pc->pending_size >
+            sizeof(c->output)) {
+            break;
+        }
+        c->send_credits[prio]--;
+        frame_packet(c->output + c->output_len, pc->pending,
+                     pc->pending_size);
+        c->output_len += ARCTIC_LINK_HEADER_SIZE + pc->pending_size;
+        pc->pending_size = 0;
+        t->sent++;
+        progress = true;
+    }
+    return progress;
+}
+
+/* Deliver received packets and give their credits back in one frame. */
+static bool pump_drain(TestTraffic *t, unsigned i, struct pump_client *pc)
+{
+    TestClient *c = t->clients[i];
+    bool progress = false;
+    GBytes *b;
+
+    while ((b = g_queue_pop_head(&c->packets))) {
+        gsize size;
+        const uint8_t *pkt = g_bytes_get_data(b, &size);
+        unsigned prio = ARCTIC_FIELD_GET(ARCTIC_W0, PRIORITY,
+                                         arctic_get_le32(pkt +
+                                             ARCTIC_WIRE_WORDS_OFFSET));
+
+        if (t->received) {
+            t->received(t->opaque, i, pkt, size);
+        }
+        pc->owed[prio]++;
+        t->received_count++;
+        g_bytes_unref(b);
+        progress = true;
+    }
+    if ((pc->owed[0] || pc->owed[1]) &&
+        c->output_len + ARCTIC_LINK_HEADER_SIZE + ARCTIC_CREDIT_SIZE <=
+        sizeof(c->output)) {
+        uint8_t *f = c->output + c->output_len;
+
+        arctic_frame_header_encode(f, ARCTIC_FRAME_CREDIT,
+                                   ARCTIC_CREDIT_SIZE);
+        arctic_put_le16(f + ARCTIC_LINK_HEADER_SIZE, pc->owed[0]);
+        arctic_put_le16(f + ARCTIC_LINK_HEADER_SIZE + 2, pc->owed[1]);
+        c->output_len += ARCTIC_LINK_HEADER_SIZE + ARCTIC_CREDIT_SIZE;
+        pc->owed[0] = pc->owed[1] = 0;
+    }
+    return progress;
+}
+
+uint64_t test_traffic_run(TestTraffic *t)
+{
+    struct pump_client *pcs = g_new0(struct pump_client, t->num_clients);
+    struct pollfd *pfds = g_new0(struct pollfd, t->num_clients);
+    gint64 last_progress = g_get_monotonic_time();
+    unsigned i;
+
+    for (i = 0; i < t->num_clients; i++) {
+        g_unix_set_fd_nonblocking(t->clients[i]->fd, TRUE, NULL);
+        pfds[i].fd = t->clients[i]->fd;
+    }
+    while (t->received_count < t->expected) {
+        bool progress = false;
+        int n;
+
+        for (i = 0; i < t->num_clients; i++) {
+            progress |= pump_fill(t, i, &pcs[i]);
+            pump_flush(t->clients[i]);
+            pfds[i].events = POLLIN |
+                             (t->clients[i]->output_len ? POLLOUT : 0);
+        }
+        n = poll(pfds, t->num_clients, 50);
+        for (i = 0; n > 0 && i < t->num_clients; i++) {
+            TestClient *c = t->clients[i];
+
+            if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+                ssize_t got = recv(c->fd, c->input + c->input_len,
+                                   sizeof(c->input) - c->input_len,
+                                   MSG_DONTWAIT);
+
+                if (got > 0) {
+                    c->input_len += got;
+                    client_parse(c, NULL, NULL);
+                    progress = true;
+                } else if (got == 0) {
+                    c->closed = true;
+                    pfds[i].fd = -1;
+                }
+            }
+            progress |= pump_drain(t, i, &pcs[i]);
+        }
+        if (progress) {
+            last_progress = g_get_monotonic_time();
+        } else if (g_get_monotonic_time() - last_progress >
+                   t->idle_timeout_ms * 1000ll) {
+            break;
+        }
+    }
+    for (i = 0; i < t->num_clients; i++) {
+        pump_flush(t->clients[i]);
+    }
+    g_free(pcs);
+    g_free(pfds);
+    return t->received_count;
+}

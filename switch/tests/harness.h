@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Test and benchmark harness for arctic-switch: an embedded switch running
+ * on its own thread, synthetic NIU clients speaking the link protocol over
+ * real UNIX sockets, and a traffic pump that drives many clients at once
+ * (credits both ways, batched writes) for the all-pairs tests and the
+ * benchmark.
+ */
+#ifndef ARCTIC_SWITCH_TEST_HARNESS_H
+#define ARCTIC_SWITCH_TEST_HARNESS_H
+
+#include "switch.h"
+
+typedef struct {
+    ArcticSwitch *sw;
+    GThread *thread;
+    char *dir;
+    char *socket_path;
+    char *control_path;
+} TestSwitch;
+
+/* Start a switch whose sockets live in a fresh temporary directory (the
+ * config's paths are replaced). */
+TestSwitch *test_switch_start(ArcticSwitchConfig *config);
+void test_switch_stop(TestSwitch *ts);
+ArcticSwitchStats *test_switch_stats(TestSwitch *ts);
+
+typedef struct {
+    int fd;
+    unsigned node;
+    unsigned send_credits[ARCTIC_NUM_PRIORITIES]; /* granted by the switch */
+    unsigned num_nodes, levels;
+    uint8_t input[65536];
+    size_t input_len;
+    uint8_t output[65536];
+    size_t output_len;
+    GQueue packets;             /* GBytes received while waiting */
+    bool closed;
+} TestClient;
+
+int test_connect_unix(const char *path);
+/* Connect and handshake; returns 0 on WELCOME (and *out) or the REJECT
+ * reason (then the client is closed). */
+uint32_t test_client_try_connect(const char *path, unsigned node,
+                                 unsigned credits_low, unsigned credits_high,
+                                 TestClient **out);
+TestClient *test_client_connect(const char *path, unsigned node,
+                                unsigned credits_low, unsigned credits_high);
+void test_client_free(TestClient *c);
+
+/* A well-formed wire packet from @src to @dst with arctic_route_entry()'s
+ * route; e2e seq = @seq, payload words = @payload_words (word i = seq ^ i).
+ * Returns its size. */
+size_t test_build_packet(uint8_t *buf, unsigned src, unsigned dst, bool high,
+                         bool random_up, uint32_t seq, unsigned payload_words);
+/* Check a received packet against test_build_packet(); fills src/seq. */
+bool test_packet_valid(const uint8_t *pkt, size_t size, unsigned *src,
+                       unsigned *dst, uint32_t *seq, bool *high);
+
+void test_client_write(TestClient *c, const void *data, size_t len);
+/* Send a PACKET frame, waiting (up to @timeout_ms) for a credit. */
+bool test_client_send_packet(TestClient *c, const uint8_t *pkt, size_t size,
+                             int timeout_ms);
+/* Next received PACKET body (caller frees), or NULL after @timeout_ms. */
+GBytes *test_client_recv_packet(TestClient *c, int timeout_ms);
+void test_client_return_credits(TestClient *c, unsigned low, unsigned high);
+/* Read whatever arrived, waiting up to @timeout_ms for something. */
+bool test_client_poll(TestClient *c, int timeout_ms);
+/* Wait until the switch closes the connection; returns true if it did. */
+bool test_client_wait_closed(TestClient *c, int timeout_ms);
+
+/* The traffic pump. */
+typedef struct {
+    TestClient **clients;
+    unsigned num_clients;
+    /* Produce the next packet of @client into @buf; false when done. */
+    bool (*next_packet)(void *opaque, unsigned client, uint8_t *buf,
+                        size_t *size);
+    void (*received)(void *opaque, unsigned client, const uint8_t *pkt,
+                     size_t size);
+    void *opaque;
+    uint64_t expected;          /* stop once this many were received */
+    unsigned idle_timeout_ms;   /* give up after this long without progress */
+    uint64_t sent, received_count;
+} TestTraffic;
+
+/* Runs until @expected packets were received or the traffic went idle;
+ * returns the count received. */
+uint64_t test_traffic_run(TestTraffic *t);
+
+#endif /* ARCTIC_SWITCH_TEST_HARNESS_H */
