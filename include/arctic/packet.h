@@ -89,6 +89,12 @@ enum arctic_nack_reason {
     ARCTIC_NACK_OUT_OF_ORDER = 3,   /* an earlier seq is missing */
     ARCTIC_NACK_BAD_ENDPOINT = 4,   /* endpoint not enabled (VMASK) */
     ARCTIC_NACK_WRONG_JOB = 5,      /* job tag does not match (GID) */
+    /* The receiver holds no state for this epoch (it was reset, or the
+     * sender's epoch is stale): start a new epoch at seq 0.  The NACK's
+     * seq field carries the receiver's current epoch for the stream, which
+     * the new one must follow. */
+    ARCTIC_NACK_RESYNC = 6,
+    ARCTIC_NACK_RX_ERROR = 7,       /* the receive queue is not reachable */
 };
 
 /* e2e flags: the priority of the stream a DATA packet belongs to, or that

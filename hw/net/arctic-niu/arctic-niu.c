@@ -1,0 +1,723 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Arctic NIU: the MIT StarT network interface unit of CSG Memo 389 (Hoe,
+ * 1996) as a PCI device.  This file is the QEMU glue: type and properties,
+ * the privileged register file of seed 002 §4 plus identity, status, test
+ * and per-endpoint registers (control BAR), the user pages with the
+ * doorbells (user BAR), the test DMA engine, and reset.  The datapaths are
+ * in niu-tx.c and niu-rx.c, the link to arctic-switch in niu-link.c.
+ * docs/programming-guide.md describes the device for driver authors.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/log.h"
+#include "qemu/module.h"
+#include "qapi/error.h"
+#include "hw/qdev-properties.h"
+#include "hw/qdev-properties-system.h"
+#include "migration/blocker.h"
+#include "system/dma.h"
+#include "trace.h"
+
+#include "arctic-niu.h"
+
+/* ------------------------------------------------------------------------
+ * Errors and counters
+ */
+
+static const char *const arctic_error_names[ARCTIC_NUM_ERRORS] = {
+    [ARCTIC_ERR_RO_WRITE] = "read-only register",
+    [ARCTIC_ERR_BAD_REGISTER] = "no such register",
+    [ARCTIC_ERR_BUSY] = "datapath must be OFF",
+    [ARCTIC_ERR_BAD_ALIGN] = "misaligned base",
+    [ARCTIC_ERR_BAD_INDEX] = "index out of range",
+    [ARCTIC_ERR_BAD_LENGTH] = "length over 20 words",
+    [ARCTIC_ERR_NO_ROUTE] = "no route to destination",
+    [ARCTIC_ERR_DMA] = "guest memory access failed",
+    [ARCTIC_ERR_BAD_MODE] = "DMA request not supported here",
+    [ARCTIC_ERR_LINK_REJECTED] = "switch rejected the link",
+    [ARCTIC_ERR_LINK_PROTOCOL] = "link protocol violation",
+    [ARCTIC_ERR_BAD_PACKET] = "malformed packet from the network",
+    [ARCTIC_ERR_DMA_RANGE] = "DMA outside the window",
+    [ARCTIC_ERR_BAD_VALUE] = "invalid value",
+};
+
+void arctic_niu_set_error(ArcticNiuState *s, enum arctic_error cause,
+                          unsigned ep, unsigned queue, uint32_t detail)
+{
+    s->error_cause |= 1u << cause;
+    s->error_info = FIELD_DP32(0, NIU_ERROR_INFO, CAUSE, cause);
+    s->error_info = FIELD_DP32(s->error_info, NIU_ERROR_INFO, ENDPOINT, ep);
+    s->error_info = FIELD_DP32(s->error_info, NIU_ERROR_INFO, QUEUE, queue);
+    s->error_info = FIELD_DP32(s->error_info, NIU_ERROR_INFO, DETAIL, detail);
+    trace_arctic_niu_error(s->node_id, arctic_error_names[cause], ep, queue,
+                           detail);
+}
+
+void arctic_niu_count(ArcticNiuState *s, enum arctic_counter c)
+{
+    s->counters[c]++;
+}
+
+/* ------------------------------------------------------------------------
+ * Control BAR
+ */
+
+static bool arctic_tx_off(ArcticNiuState *s)
+{
+    return !s->tx_enabled && !arctic_tx_draining(s);
+}
+
+/* A write that needs its datapath OFF: refuse it otherwise. */
+static bool arctic_check_off(ArcticNiuState *s, bool off, hwaddr addr)
+{
+    if (!off) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "arctic-niu: write to 0x%" HWADDR_PRIx
+                      " while its datapath is on\n", addr);
+        arctic_niu_set_error(s, ARCTIC_ERR_BUSY, 0, 0, addr);
+        return false;
+    }
+    return true;
+}
+
+static uint32_t arctic_ctrl_read_value(ArcticNiuState *s, bool enabled,
+                                       bool draining)
+{
+    return FIELD_DP32(0, NIU_CTRL, ENABLE, enabled || draining);
+}
+
+/* Replace the low or high half of a 64-bit register. */
+static uint64_t deposit_half(uint64_t old, bool high, uint32_t value)
+{
+    return high ? deposit64(old, 32, 32, value) : deposit64(old, 0, 32, value);
+}
+
+static uint64_t arctic_ep_read(ArcticNiuState *s, unsigned epn, hwaddr reg,
+                               bool *ok)
+{
+    ArcticEndpoint *ep = &s->ep[epn];
+
+    switch (reg) {
+    case A_EP_TX_QBASE_LO:      return (uint32_t)ep->tx_qbase;
+    case A_EP_TX_QBASE_HI:      return ep->tx_qbase >> 32;
+    case A_EP_RX_QBASE_LO:      return (uint32_t)ep->rx_qbase;
+    case A_EP_RX_QBASE_HI:      return ep->rx_qbase >> 32;
+    case A_EP_HI_TX_TL:         return ep->tx_tail[ARCTIC_TXQ_HI];
+    case A_EP_LO_TX_TL:         return ep->tx_tail[ARCTIC_TXQ_LO];
+    case A_EP_DMA_TX_TL:        return ep->tx_tail[ARCTIC_TXQ_DMA];
+    case A_EP_HI_RX_HD:         return ep->rx_head[ARCTIC_RXQ_HI];
+    case A_EP_LO_RX_HD:         return ep->rx_head[ARCTIC_RXQ_LO];
+    case A_EP_DMA_BASE_PHY_LO:  return (uint32_t)ep->dma_base_phy;
+    case A_EP_DMA_BASE_PHY_HI:  return ep->dma_base_phy >> 32;
+    case A_EP_DMA_BASE_VIR_LO:  return (uint32_t)ep->dma_base_vir;
+    case A_EP_DMA_BASE_VIR_HI:  return ep->dma_base_vir >> 32;
+    case A_EP_DMA_RANGE_MASK_LO: return (uint32_t)ep->dma_range_mask;
+    case A_EP_DMA_RANGE_MASK_HI: return ep->dma_range_mask >> 32;
+    case A_EP_JOB:              return ep->job;
+    default:
+        *ok = false;
+        return 0;
+    }
+}
+
+/* A queue base: the value as a whole must keep the region alignment. */
+static void arctic_write_qbase(ArcticNiuState *s, unsigned epn, hwaddr addr,
+                               uint64_t *base, bool high, uint32_t value,
+                               uint64_t align)
+{
+    uint64_t next = deposit_half(*base, high, value);
+
+    if (next & (align - 1)) {
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: queue base 0x%" PRIx64
+                      " of endpoint %u is not %" PRIu64 "-byte aligned\n",
+                      next, epn, align);
+        arctic_niu_set_error(s, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr);
+        return;
+    }
+    *base = next;
+}
+
+static void arctic_write_index(ArcticNiuState *s, unsigned epn, hwaddr addr,
+                               uint32_t *index, uint32_t value)
+{
+    if (value >= ARCTIC_N) {
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: queue index %u of "
+                      "endpoint %u is not below N=%d\n", value, epn, ARCTIC_N);
+        arctic_niu_set_error(s, ARCTIC_ERR_BAD_INDEX, epn, 0, value);
+        return;
+    }
+    *index = value;
+}
+
+/* DMA window registers (seed 002 §4.3): bases 4 MiB aligned, the mask a
+ * power of two minus one, at least 4 MiB - 1.  Each half is checked as
+ * part of the whole 64-bit value it makes. */
+static void arctic_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
+                                 uint64_t *reg, bool high, uint32_t value,
+                                 bool is_mask)
+{
+    uint64_t next = deposit_half(*reg, high, value);
+    bool bad;
+
+    if (is_mask) {
+        uint64_t size = next + 1;   /* 0 for a window of all 2^64 bytes */
+
+        bad = next < ARCTIC_DMA_WINDOW_ALIGN - 1 ||
+              (size != 0 && (size & (size - 1)) != 0);
+    } else {
+        bad = next & (ARCTIC_DMA_WINDOW_ALIGN - 1);
+    }
+    if (bad) {
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: DMA window register "
+                      "0x%" HWADDR_PRIx " value 0x%" PRIx64 " refused\n",
+                      addr, next);
+        arctic_niu_set_error(s, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr);
+        return;
+    }
+    *reg = next;
+}
+
+static void arctic_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
+                            hwaddr reg, uint32_t value, bool *ok)
+{
+    ArcticEndpoint *ep = &s->ep[epn];
+    bool tx_off = arctic_tx_off(s);
+    bool rx_off = !s->rx_enabled;
+
+    switch (reg) {
+    case A_EP_TX_QBASE_LO:
+    case A_EP_TX_QBASE_HI:
+        if (arctic_check_off(s, tx_off, addr)) {
+            arctic_write_qbase(s, epn, addr, &ep->tx_qbase,
+                               reg == A_EP_TX_QBASE_HI, value,
+                               ARCTIC_TX_REGION_ALIGN);
+        }
+        break;
+    case A_EP_RX_QBASE_LO:
+    case A_EP_RX_QBASE_HI:
+        if (arctic_check_off(s, rx_off, addr)) {
+            arctic_write_qbase(s, epn, addr, &ep->rx_qbase,
+                               reg == A_EP_RX_QBASE_HI, value,
+                               ARCTIC_RX_REGION_ALIGN);
+        }
+        break;
+    case A_EP_HI_TX_TL:
+    case A_EP_LO_TX_TL:
+    case A_EP_DMA_TX_TL:
+        if (arctic_check_off(s, tx_off, addr)) {
+            arctic_write_index(s, epn, addr,
+                               &ep->tx_tail[(reg - A_EP_HI_TX_TL) / 4], value);
+        }
+        break;
+    case A_EP_HI_RX_HD:
+    case A_EP_LO_RX_HD:
+        if (arctic_check_off(s, rx_off, addr)) {
+            arctic_write_index(s, epn, addr,
+                               &ep->rx_head[(reg - A_EP_HI_RX_HD) / 4], value);
+        }
+        break;
+    case A_EP_DMA_BASE_PHY_LO:
+    case A_EP_DMA_BASE_PHY_HI:
+        if (arctic_check_off(s, tx_off && rx_off, addr)) {
+            arctic_write_dma_reg(s, epn, addr, &ep->dma_base_phy,
+                                 reg == A_EP_DMA_BASE_PHY_HI, value, false);
+        }
+        break;
+    case A_EP_DMA_BASE_VIR_LO:
+    case A_EP_DMA_BASE_VIR_HI:
+        if (arctic_check_off(s, tx_off && rx_off, addr)) {
+            arctic_write_dma_reg(s, epn, addr, &ep->dma_base_vir,
+                                 reg == A_EP_DMA_BASE_VIR_HI, value, false);
+        }
+        break;
+    case A_EP_DMA_RANGE_MASK_LO:
+    case A_EP_DMA_RANGE_MASK_HI:
+        if (arctic_check_off(s, tx_off && rx_off, addr)) {
+            arctic_write_dma_reg(s, epn, addr, &ep->dma_range_mask,
+                                 reg == A_EP_DMA_RANGE_MASK_HI, value, true);
+        }
+        break;
+    case A_EP_JOB:
+        if (arctic_check_off(s, tx_off && rx_off, addr)) {
+            ep->job = FIELD_EX32(value, EP_JOB, TAG);
+        }
+        break;
+    default:
+        *ok = false;
+        break;
+    }
+}
+
+static uint64_t arctic_control_read(void *opaque, hwaddr addr, unsigned size)
+{
+    ArcticNiuState *s = opaque;
+    uint64_t val = 0;
+    bool ok = true;
+
+    switch (addr) {
+    case A_NIU_ID:
+        val = ARCTIC_NIU_ID_VALUE;
+        break;
+    case A_NIU_VERSION:
+        val = FIELD_DP32(0, NIU_VERSION, MAJOR, ARCTIC_NIU_VERSION_MAJOR);
+        val = FIELD_DP32(val, NIU_VERSION, MINOR, ARCTIC_NIU_VERSION_MINOR);
+        break;
+    case A_NIU_CAPS:
+        val = FIELD_DP32(0, NIU_CAPS, ENDPOINTS, ARCTIC_ENDPOINTS);
+        val = FIELD_DP32(val, NIU_CAPS, LOG2_N, ARCTIC_LOG2_N);
+        val = FIELD_DP32(val, NIU_CAPS, LINES, ARCTIC_LINES);
+        val = FIELD_DP32(val, NIU_CAPS, HI_LINES, ARCTIC_HI_RESERVED_LINES);
+        break;
+    case A_NIU_NODE_ID:
+        val = s->node_id;
+        break;
+    case A_NIU_NUM_NODES:
+        val = s->num_nodes;
+        break;
+    case A_NIU_NET_LEVELS:
+        val = s->net_levels;
+        break;
+    case A_NIU_LINK_STATUS:
+        val = FIELD_DP32(0, NIU_LINK_STATUS, UP,
+                         s->link_state == ARCTIC_LINK_UP);
+        val = FIELD_DP32(val, NIU_LINK_STATUS, CONNECTED,
+                         s->link_state != ARCTIC_LINK_DOWN);
+        val = FIELD_DP32(val, NIU_LINK_STATUS, REJECTED, s->link_rejected);
+        val = FIELD_DP32(val, NIU_LINK_STATUS, UP_COUNT, s->link_up_count);
+        break;
+    case A_NIU_ERROR_CAUSE:
+        val = s->error_cause;
+        break;
+    case A_NIU_ERROR_INFO:
+        val = s->error_info;
+        break;
+    case A_NIU_SCRATCH:
+        val = s->scratch;
+        break;
+    case A_NIU_TEST_DMA_ADDR_LO:
+        val = (uint32_t)s->test_dma_addr;
+        break;
+    case A_NIU_TEST_DMA_ADDR_HI:
+        val = s->test_dma_addr >> 32;
+        break;
+    case A_NIU_TEST_DMA_SIZE:
+        val = s->test_dma_size;
+        break;
+    case A_NIU_TEST_DMA_SEED:
+        val = s->test_dma_seed;
+        break;
+    case A_NIU_TEST_DMA_CTRL:
+        val = s->test_dma_cmd;
+        break;
+    case A_NIU_TEST_DMA_STATUS:
+        val = s->test_dma_status;
+        break;
+    case A_NIU_TX_CTRL:
+        val = arctic_ctrl_read_value(s, s->tx_enabled, arctic_tx_draining(s));
+        break;
+    case A_NIU_RX_CTRL:
+        val = arctic_ctrl_read_value(s, s->rx_enabled, false);
+        break;
+    case A_NIU_VMASK:
+        val = s->vmask;
+        break;
+    case A_NIU_DOORBELL_ALL:
+        val = 0;
+        break;
+    default:
+        if (addr >= A_NIU_COUNTER_BASE &&
+            addr < ARCTIC_COUNTER_OFFSET(ARCTIC_NUM_COUNTERS)) {
+            val = s->counters[(addr - A_NIU_COUNTER_BASE) / 4];
+        } else if (addr >= A_NIU_ROUTE_TABLE &&
+                   addr < A_NIU_ROUTE_TABLE + ARCTIC_ROUTE_TABLE_SIZE) {
+            unsigned i = (addr - A_NIU_ROUTE_TABLE) / 4;
+            val = s->route_table[i / ARCTIC_S][i % ARCTIC_S];
+        } else if (addr >= ARCTIC_EP_BLOCK_BASE &&
+                   addr < ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0)) {
+            unsigned epn = (addr - ARCTIC_EP_BLOCK_BASE) /
+                           ARCTIC_EP_BLOCK_STRIDE;
+            val = arctic_ep_read(s, epn, (addr - ARCTIC_EP_BLOCK_BASE) %
+                                 ARCTIC_EP_BLOCK_STRIDE, &ok);
+        } else {
+            ok = false;
+        }
+        break;
+    }
+    if (!ok) {
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: read of unassigned "
+                      "control register 0x%" HWADDR_PRIx "\n", addr);
+        arctic_niu_set_error(s, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr);
+    }
+    trace_arctic_niu_control_read(s->node_id, addr, val);
+    return val;
+}
+
+static void arctic_start_test_dma(ArcticNiuState *s, uint32_t cmd);
+
+static void arctic_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
+{
+    bool enable = FIELD_EX32(value, NIU_CTRL, ENABLE);
+
+    if (value & ~(R_NIU_CTRL_ENABLE_MASK | R_NIU_CTRL_RESET_MASK)) {
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: reserved bits set in "
+                      "%s 0x%x\n", tx ? "TxCtrl" : "RxCtrl", value);
+        arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0,
+                             tx ? A_NIU_TX_CTRL : A_NIU_RX_CTRL);
+        return;
+    }
+    if (FIELD_EX32(value, NIU_CTRL, RESET)) {
+        /* Seed 002 §4.1.1: a complete low-level reset, restarting
+         * disabled; the ENABLE bit of the same write is ignored. */
+        trace_arctic_niu_ctrl_reset(s->node_id, tx);
+        arctic_niu_full_reset(s);
+        return;
+    }
+    if (tx) {
+        if (s->tx_enabled != enable) {
+            s->tx_enabled = enable;
+            trace_arctic_niu_tx_ctrl(s->node_id, enable);
+            arctic_tx_enable_changed(s);
+        }
+    } else if (s->rx_enabled != enable) {
+        s->rx_enabled = enable;
+        trace_arctic_niu_rx_ctrl(s->node_id, enable);
+    }
+}
+
+static void arctic_control_write(void *opaque, hwaddr addr, uint64_t val64,
+                                 unsigned size)
+{
+    ArcticNiuState *s = opaque;
+    uint32_t val = val64;
+    bool ok = true;
+    bool read_only = false;
+
+    trace_arctic_niu_control_write(s->node_id, addr, val);
+
+    switch (addr) {
+    case A_NIU_ID:
+    case A_NIU_VERSION:
+    case A_NIU_CAPS:
+    case A_NIU_NODE_ID:
+    case A_NIU_NUM_NODES:
+    case A_NIU_NET_LEVELS:
+    case A_NIU_LINK_STATUS:
+    case A_NIU_ERROR_INFO:
+    case A_NIU_TEST_DMA_STATUS:
+        read_only = true;
+        break;
+    case A_NIU_ERROR_CAUSE:
+        s->error_cause &= ~val;
+        break;
+    case A_NIU_SCRATCH:
+        s->scratch = val;
+        break;
+    case A_NIU_TEST_DMA_ADDR_LO:
+    case A_NIU_TEST_DMA_ADDR_HI:
+        s->test_dma_addr = deposit_half(s->test_dma_addr,
+                                        addr == A_NIU_TEST_DMA_ADDR_HI, val);
+        break;
+    case A_NIU_TEST_DMA_SIZE:
+        s->test_dma_size = val;
+        break;
+    case A_NIU_TEST_DMA_SEED:
+        s->test_dma_seed = val;
+        break;
+    case A_NIU_TEST_DMA_CTRL:
+        arctic_start_test_dma(s, FIELD_EX32(val, NIU_TEST_DMA_CTRL, CMD));
+        break;
+    case A_NIU_TX_CTRL:
+        arctic_ctrl_write(s, true, val);
+        break;
+    case A_NIU_RX_CTRL:
+        arctic_ctrl_write(s, false, val);
+        break;
+    case A_NIU_VMASK:
+        if (arctic_check_off(s, arctic_tx_off(s) && !s->rx_enabled, addr)) {
+            if (val & ~R_NIU_VMASK_MASK_MASK) {
+                arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, addr);
+            } else {
+                s->vmask = val;
+            }
+        }
+        break;
+    case A_NIU_DOORBELL_ALL:
+        arctic_tx_kick(s);
+        break;
+    default:
+        if (addr >= A_NIU_COUNTER_BASE &&
+            addr < ARCTIC_COUNTER_OFFSET(ARCTIC_NUM_COUNTERS)) {
+            read_only = true;
+        } else if (addr >= A_NIU_ROUTE_TABLE &&
+                   addr < A_NIU_ROUTE_TABLE + ARCTIC_ROUTE_TABLE_SIZE) {
+            unsigned i = (addr - A_NIU_ROUTE_TABLE) / 4;
+            if (arctic_check_off(s, arctic_tx_off(s), addr)) {
+                s->route_table[i / ARCTIC_S][i % ARCTIC_S] = val;
+            }
+        } else if (addr >= ARCTIC_EP_BLOCK_BASE &&
+                   addr < ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0)) {
+            unsigned epn = (addr - ARCTIC_EP_BLOCK_BASE) /
+                           ARCTIC_EP_BLOCK_STRIDE;
+            arctic_ep_write(s, epn, addr, (addr - ARCTIC_EP_BLOCK_BASE) %
+                            ARCTIC_EP_BLOCK_STRIDE, val, &ok);
+        } else {
+            ok = false;
+        }
+        break;
+    }
+    if (read_only) {
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: write to read-only "
+                      "register 0x%" HWADDR_PRIx "\n", addr);
+        arctic_niu_set_error(s, ARCTIC_ERR_RO_WRITE, 0, 0, addr);
+    } else if (!ok) {
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: write to unassigned "
+                      "control register 0x%" HWADDR_PRIx "\n", addr);
+        arctic_niu_set_error(s, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr);
+    }
+}
+
+static const MemoryRegionOps arctic_control_ops = {
+    .read = arctic_control_read,
+    .write = arctic_control_write,
+    .endianness = DEVICE_LITTLE_ENDIAN,
+    .valid = {
+        .min_access_size = 4,
+        .max_access_size = 8,   /* 64-bit accesses split into halves */
+    },
+    .impl = {
+        .min_access_size = 4,
+        .max_access_size = 4,
+    },
+};
+
+/* ------------------------------------------------------------------------
+ * User pages
+ */
+
+static uint64_t arctic_user_read(void *opaque, hwaddr addr, unsigned size)
+{
+    ArcticNiuState *s = opaque;
+    unsigned epn = addr / ARCTIC_USER_PAGE_SIZE;
+    hwaddr reg = addr % ARCTIC_USER_PAGE_SIZE;
+
+    /* The raw FIFO access points arrive with the dMPI mode (part 2). */
+    qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: read of user register 0x%"
+                  HWADDR_PRIx " of endpoint %u, which reads nothing\n",
+                  reg, epn);
+    arctic_niu_set_error(s, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg);
+    trace_arctic_niu_user_read(s->node_id, epn, reg, 0);
+    return 0;
+}
+
+static void arctic_user_write(void *opaque, hwaddr addr, uint64_t val,
+                              unsigned size)
+{
+    ArcticNiuState *s = opaque;
+    unsigned epn = addr / ARCTIC_USER_PAGE_SIZE;
+    hwaddr reg = addr % ARCTIC_USER_PAGE_SIZE;
+
+    trace_arctic_niu_user_write(s->node_id, epn, reg, val);
+    if (reg == A_USER_DOORBELL) {
+        /* A doorbell is a hint: it only schedules service, so any value
+         * is accepted and a spurious ring costs one poll. */
+        arctic_tx_kick(s);
+        return;
+    }
+    qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: write to unassigned user "
+                  "register 0x%" HWADDR_PRIx " of endpoint %u\n", reg, epn);
+    arctic_niu_set_error(s, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg);
+}
+
+static const MemoryRegionOps arctic_user_ops = {
+    .read = arctic_user_read,
+    .write = arctic_user_write,
+    .endianness = DEVICE_LITTLE_ENDIAN,
+    .valid = {
+        .min_access_size = 4,
+        .max_access_size = 4,
+    },
+};
+
+/* ------------------------------------------------------------------------
+ * Test DMA engine (driver self-test, rocker style)
+ */
+
+static void arctic_start_test_dma(ArcticNiuState *s, uint32_t cmd)
+{
+    uint32_t size = s->test_dma_size;
+    g_autofree uint32_t *buf = NULL;
+    MemTxResult res;
+    uint32_t i, status = 0;
+
+    if ((cmd != ARCTIC_TEST_DMA_FILL && cmd != ARCTIC_TEST_DMA_CHECK) ||
+        size == 0 || size % 4 || size > ARCTIC_TEST_DMA_MAX_SIZE) {
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: test DMA command %u "
+                      "with size %u refused\n", cmd, size);
+        arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0,
+                             A_NIU_TEST_DMA_CTRL);
+        s->test_dma_status = FIELD_DP32(R_NIU_TEST_DMA_STATUS_DONE_MASK,
+                                        NIU_TEST_DMA_STATUS, BAD_ARGS, 1);
+        return;
+    }
+    s->test_dma_cmd = cmd;
+    buf = g_malloc(size);
+    if (cmd == ARCTIC_TEST_DMA_FILL) {
+        for (i = 0; i < size / 4; i++) {
+            buf[i] = cpu_to_le32(arctic_test_pattern(s->test_dma_seed, i));
+        }
+        res = pci_dma_write(PCI_DEVICE(s), s->test_dma_addr, buf, size);
+    } else {
+        res = pci_dma_read(PCI_DEVICE(s), s->test_dma_addr, buf, size);
+        for (i = 0; res == MEMTX_OK && i < size / 4; i++) {
+            if (le32_to_cpu(buf[i]) !=
+                arctic_test_pattern(s->test_dma_seed, i)) {
+                status = FIELD_DP32(status, NIU_TEST_DMA_STATUS, MISMATCH, 1);
+                break;
+            }
+        }
+    }
+    if (res != MEMTX_OK) {
+        arctic_niu_set_error(s, ARCTIC_ERR_DMA, 0, 0, A_NIU_TEST_DMA_CTRL);
+        status = FIELD_DP32(status, NIU_TEST_DMA_STATUS, DMA_ERROR, 1);
+    }
+    s->test_dma_status = FIELD_DP32(status, NIU_TEST_DMA_STATUS, DONE, 1);
+    trace_arctic_niu_test_dma(s->node_id, cmd, s->test_dma_addr, size,
+                              s->test_dma_status);
+}
+
+/* ------------------------------------------------------------------------
+ * Reset, realize, class
+ */
+
+/* Everything the guest programs, and every datapath state, back to the
+ * power-on values; the link stays connected (it is the cable). */
+void arctic_niu_full_reset(ArcticNiuState *s)
+{
+    s->tx_enabled = false;
+    s->rx_enabled = false;
+    s->vmask = 0;
+    s->error_cause = 0;
+    s->error_info = 0;
+    s->scratch = 0;
+    s->test_dma_addr = 0;
+    s->test_dma_size = 0;
+    s->test_dma_seed = 0;
+    s->test_dma_cmd = 0;
+    s->test_dma_status = 0;
+    memset(s->counters, 0, sizeof(s->counters));
+    memset(s->route_table, 0, sizeof(s->route_table));
+    memset(s->ep, 0, sizeof(s->ep));
+    arctic_tx_reset(s);
+    arctic_rx_reset(s);
+}
+
+static void arctic_niu_reset_hold(Object *obj, ResetType type)
+{
+    arctic_niu_full_reset(ARCTIC_NIU(obj));
+}
+
+static void arctic_niu_realize(PCIDevice *pdev, Error **errp)
+{
+    ArcticNiuState *s = ARCTIC_NIU(pdev);
+
+    if (s->node_id >= ARCTIC_S) {
+        error_setg(errp, "arctic-niu: node-id %u is out of range (0..%d)",
+                   s->node_id, ARCTIC_S - 1);
+        return;
+    }
+    if (s->rx_credits == 0 || s->rx_credits > ARCTIC_MAX_LINK_CREDITS) {
+        error_setg(errp, "arctic-niu: rx-credits must be 1..%d",
+                   ARCTIC_MAX_LINK_CREDITS);
+        return;
+    }
+    if (s->poll_min_ns == 0 || s->poll_max_ns < s->poll_min_ns) {
+        error_setg(errp, "arctic-niu: need 0 < poll-min-ns <= poll-max-ns");
+        return;
+    }
+    if (s->retry_timeout_ns == 0 || s->nack_backoff_ns == 0) {
+        error_setg(errp, "arctic-niu: retry-timeout-ns and nack-backoff-ns "
+                   "must be positive");
+        return;
+    }
+
+    error_setg(&s->migration_blocker, "arctic-niu does not migrate: "
+               "packets held for retransmission and the link session to "
+               "arctic-switch cannot move to another host");
+    if (migrate_add_blocker(&s->migration_blocker, errp) < 0) {
+        return;
+    }
+
+    pci_config_set_interrupt_pin(pdev->config, 1);
+
+    memory_region_init_io(&s->control_bar, OBJECT(s), &arctic_control_ops, s,
+                          "arctic-niu-control", ARCTIC_BAR_CONTROL_SIZE);
+    pci_register_bar(pdev, ARCTIC_BAR_CONTROL, PCI_BASE_ADDRESS_SPACE_MEMORY,
+                     &s->control_bar);
+    memory_region_init_io(&s->user_bar, OBJECT(s), &arctic_user_ops, s,
+                          "arctic-niu-user", ARCTIC_BAR_USER_SIZE);
+    pci_register_bar(pdev, ARCTIC_BAR_USER, PCI_BASE_ADDRESS_SPACE_MEMORY,
+                     &s->user_bar);
+
+    arctic_tx_init(s);
+    arctic_niu_full_reset(s);
+    arctic_link_init(s, errp);
+}
+
+static void arctic_niu_exit(PCIDevice *pdev)
+{
+    ArcticNiuState *s = ARCTIC_NIU(pdev);
+
+    arctic_link_cleanup(s);
+    arctic_tx_cleanup(s);
+    migrate_del_blocker(&s->migration_blocker);
+}
+
+static const Property arctic_niu_properties[] = {
+    DEFINE_PROP_CHR("chardev", ArcticNiuState, chr),
+    DEFINE_PROP_UINT32("node-id", ArcticNiuState, node_id, 0),
+    DEFINE_PROP_UINT32("rx-credits", ArcticNiuState, rx_credits,
+                       ARCTIC_LINK_DEFAULT_CREDITS),
+    DEFINE_PROP_UINT64("poll-min-ns", ArcticNiuState, poll_min_ns, 2000),
+    DEFINE_PROP_UINT64("poll-max-ns", ArcticNiuState, poll_max_ns, 1000000),
+    DEFINE_PROP_UINT64("retry-timeout-ns", ArcticNiuState, retry_timeout_ns,
+                       2000000),
+    DEFINE_PROP_UINT64("nack-backoff-ns", ArcticNiuState, nack_backoff_ns,
+                       10000),
+};
+
+static void arctic_niu_class_init(ObjectClass *klass, void *data)
+{
+    DeviceClass *dc = DEVICE_CLASS(klass);
+    PCIDeviceClass *k = PCI_DEVICE_CLASS(klass);
+    ResettableClass *rc = RESETTABLE_CLASS(klass);
+
+    k->realize = arctic_niu_realize;
+    k->exit = arctic_niu_exit;
+    k->vendor_id = ARCTIC_NIU_PCI_VENDOR_ID;
+    k->device_id = ARCTIC_NIU_PCI_DEVICE_ID;
+    k->revision = ARCTIC_NIU_PCI_REVISION;
+    k->class_id = ARCTIC_NIU_PCI_CLASS;
+    rc->phases.hold = arctic_niu_reset_hold;
+    dc->desc = "MIT StarT Arctic network interface unit";
+    device_class_set_props(dc, arctic_niu_properties);
+    set_bit(DEVICE_CATEGORY_NETWORK, dc->categories);
+}
+
+static const TypeInfo arctic_niu_info = {
+    .name = TYPE_ARCTIC_NIU,
+    .parent = TYPE_PCI_DEVICE,
+    .instance_size = sizeof(ArcticNiuState),
+    .class_init = arctic_niu_class_init,
+    .interfaces = (InterfaceInfo[]) {
+        { INTERFACE_CONVENTIONAL_PCI_DEVICE },
+        { },
+    },
+};
+
+static void arctic_niu_register_types(void)
+{
+    type_register_static(&arctic_niu_info);
+}
+
+type_init(arctic_niu_register_types)

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Arctic NIU: state shared by the device's parts.
+ *
+ * The device is split the way hw/net/igb keeps glue and behaviour apart:
+ *   arctic-niu.c  QOM glue, properties, the register file (MMIO), reset
+ *   niu-tx.c      MPFSM (seed 002 §6.2.1): polls the Tx queues, builds
+ *                 packets into retransmit lines, ack/nack/timeout handling
+ *   niu-rx.c      RCVFSM (§6.3.1): sequence checks, delivery into the Rx
+ *                 queues, and the acks and nacks that answer each packet
+ *   niu-link.c    the chardev link to arctic-switch: framing, handshake,
+ *                 credits, output buffering
+ * The hardware contract (registers, slots, packet, link) is in
+ * include/arctic/, shared with the switch, the qtests and the guest.
+ */
+#ifndef HW_NET_ARCTIC_NIU_H
+#define HW_NET_ARCTIC_NIU_H
+
+#include "hw/pci/pci_device.h"
+#include "hw/registerfields.h"
+#include "chardev/char-fe.h"
+#include "qemu/timer.h"
+#include "qom/object.h"
+
+#include "arctic/niu-hw.h"
+#include "arctic/packet.h"
+#include "arctic/link.h"
+#include "arctic/route.h"
+
+#define TYPE_ARCTIC_NIU "arctic-niu"
+OBJECT_DECLARE_SIMPLE_TYPE(ArcticNiuState, ARCTIC_NIU)
+
+/* Retransmit buffer: lines hold packets until acknowledged (seed 003
+ * §3.2.2); some lines are kept for high priority so low-priority traffic
+ * can never take them all. */
+enum {
+    ARCTIC_LINES = 16,
+    ARCTIC_HI_RESERVED_LINES = 4,
+    /* Slots MPFSM takes from one queue before letting the main loop run. */
+    ARCTIC_TX_BATCH = 32,
+    /* Bytes waiting for the socket beyond which the NIU stops sending. */
+    ARCTIC_OUT_LIMIT = 16 * 1024,
+    /* Credits the NIU accepts from the switch before calling it abuse. */
+    ARCTIC_MAX_LINK_CREDITS = 1024,
+};
+
+typedef struct ArcticLine {
+    bool busy;
+    bool queued;            /* in the send order, not on the wire yet */
+    bool sent_once;         /* has entered the network at least once */
+    bool nack_wait;         /* deadline is a nack back-off, not a timeout */
+    uint64_t queued_order;  /* send order among queued lines */
+    uint8_t prio;           /* ARCTIC_PRIORITY_HIGH / _LOW */
+    uint16_t dst;
+    uint32_t seq;
+    uint32_t retries;
+    int64_t deadline;       /* virtual ns: retransmit if not acked by then */
+    uint16_t size;          /* bytes of wire[] */
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+} ArcticLine;
+
+/* Sender side of one (destination, priority) stream. */
+typedef struct ArcticTxStream {
+    uint32_t epoch;
+    uint32_t next_seq;
+} ArcticTxStream;
+
+/* Receiver side of one (source, priority) stream, and what it owes the
+ * sender: at most one ack and one nack are pending per stream, so the
+ * control traffic the NIU owes is bounded however the network behaves. */
+typedef struct ArcticRxStream {
+    bool known;
+    bool ack_due;
+    bool nack_due;
+    bool in_ctrl_fifo;
+    uint8_t nack_reason;
+    uint32_t epoch;
+    uint32_t expected;
+    uint32_t nack_epoch;    /* epoch the nack refers to */
+    uint32_t nack_seq;
+} ArcticRxStream;
+
+typedef struct ArcticEndpoint {
+    uint64_t tx_qbase;
+    uint64_t rx_qbase;
+    uint32_t tx_tail[ARCTIC_NUM_TX_QUEUES];   /* HiTxTl, LoTxTl, DMATxTl */
+    uint32_t rx_head[ARCTIC_NUM_RX_QUEUES];   /* HiRxHd, LoRxHd */
+    uint64_t dma_base_phy;
+    uint64_t dma_base_vir;
+    uint64_t dma_range_mask;
+    uint32_t job;
+} ArcticEndpoint;
+
+typedef enum ArcticLinkState {
+    ARCTIC_LINK_DOWN,       /* no socket */
+    ARCTIC_LINK_HELLO_SENT, /* socket open, waiting for WELCOME */
+    ARCTIC_LINK_UP,
+} ArcticLinkState;
+
+struct ArcticNiuState {
+    PCIDevice parent_obj;
+
+    MemoryRegion control_bar;
+    MemoryRegion user_bar;
+
+    /* properties */
+    CharBackend chr;
+    uint32_t node_id;
+    uint32_t rx_credits;        /* granted to the switch per priority */
+    uint64_t poll_min_ns;
+    uint64_t poll_max_ns;
+    uint64_t retry_timeout_ns;  /* first retransmit timeout */
+    uint64_t nack_backoff_ns;   /* first delay before retrying a nack */
+
+    /* register file */
+    bool tx_enabled;            /* TxCtrl ON written */
+    bool rx_enabled;
+    uint32_t vmask;
+    uint32_t error_cause;
+    uint32_t error_info;
+    uint32_t scratch;
+    uint64_t test_dma_addr;
+    uint32_t test_dma_size;
+    uint32_t test_dma_seed;
+    uint32_t test_dma_cmd;
+    uint32_t test_dma_status;
+    uint32_t counters[ARCTIC_NUM_COUNTERS];
+    uint32_t route_table[2][ARCTIC_S];
+    ArcticEndpoint ep[ARCTIC_ENDPOINTS];
+
+    /* MPFSM */
+    QEMUTimer *tx_poll_timer;
+    uint64_t tx_poll_interval_ns;
+    QEMUBH *tx_bh;
+    unsigned tx_count;          /* Appendix A COUNT */
+    ArcticLine lines[ARCTIC_LINES];
+    ArcticTxStream tx_stream[ARCTIC_NUM_PRIORITIES][ARCTIC_S];
+    QEMUTimer *retry_timer;
+    uint64_t queue_counter;
+    uint32_t epoch_base;        /* first epoch of every stream after reset */
+
+    /* RCVFSM */
+    ArcticRxStream rx_stream[ARCTIC_NUM_PRIORITIES][ARCTIC_S];
+    /* FIFO of (priority << 8 | source) streams owing an ack or nack */
+    uint16_t ctrl_fifo[ARCTIC_NUM_PRIORITIES * ARCTIC_S];
+    unsigned ctrl_head, ctrl_count;
+
+    /* link */
+    ArcticLinkState link_state;
+    bool link_rejected;
+    uint16_t link_up_count;
+    uint32_t num_nodes;
+    uint32_t net_levels;
+    uint32_t tx_credits[ARCTIC_NUM_PRIORITIES];   /* we may send */
+    uint32_t rx_outstanding[ARCTIC_NUM_PRIORITIES];/* switch may still send */
+    uint32_t credits_to_return[ARCTIC_NUM_PRIORITIES];
+    uint8_t in_buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_LINK_MAX_BODY];
+    uint32_t in_len;
+    GByteArray *out_buf;
+    guint out_watch;
+
+    Error *migration_blocker;
+};
+
+/* arctic-niu.c */
+void arctic_niu_set_error(ArcticNiuState *s, enum arctic_error cause,
+                          unsigned ep, unsigned queue, uint32_t detail);
+void arctic_niu_count(ArcticNiuState *s, enum arctic_counter c);
+void arctic_niu_full_reset(ArcticNiuState *s);
+
+/* niu-tx.c */
+void arctic_tx_init(ArcticNiuState *s);
+void arctic_tx_reset(ArcticNiuState *s);
+void arctic_tx_kick(ArcticNiuState *s);
+void arctic_tx_enable_changed(ArcticNiuState *s);
+bool arctic_tx_draining(ArcticNiuState *s);
+void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h);
+void arctic_tx_handle_nack(ArcticNiuState *s,
+                           const struct arctic_e2e_header *h);
+void arctic_tx_link_up(ArcticNiuState *s);
+ArcticLine *arctic_tx_next_line(ArcticNiuState *s, uint8_t prio);
+void arctic_tx_line_sent(ArcticNiuState *s, ArcticLine *line);
+void arctic_tx_cleanup(ArcticNiuState *s);
+
+/* niu-rx.c */
+void arctic_rx_reset(ArcticNiuState *s);
+void arctic_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size);
+bool arctic_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size);
+
+/* niu-link.c */
+void arctic_link_init(ArcticNiuState *s, Error **errp);
+void arctic_link_cleanup(ArcticNiuState *s);
+void arctic_link_pump(ArcticNiuState *s);
+bool arctic_link_is_up(ArcticNiuState *s);
+
+#endif /* HW_NET_ARCTIC_NIU_H */

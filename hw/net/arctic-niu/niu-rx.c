@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Arctic NIU receive datapath: RCVFSM of seed 002 §6.3.1 and the
+ * receiver's half of the end-to-end ack/retry protocol.
+ *
+ * Every data packet from the network is answered: delivered and acked,
+ * refused and nacked (queue full, Rx datapath OFF, endpoint not served,
+ * packet out of order), or recognised as a duplicate and acked again.
+ * Delivery writes the body of the Rx slot before the header that carries
+ * the valid bit.  What the NIU owes its peers is kept per stream (one ack
+ * and one nack at most), so it is bounded whatever the network does.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/log.h"
+#include "system/dma.h"
+#include "trace.h"
+
+#include "arctic-niu.h"
+
+/* Internal verdict of a delivery attempt: 0 delivered, >0 a nack reason. */
+enum { DELIVERED = 0, DROPPED = 0x100 };
+
+static inline bool seq_after(uint32_t a, uint32_t b)
+{
+    return (int32_t)(a - b) > 0;
+}
+
+void arctic_rx_reset(ArcticNiuState *s)
+{
+    memset(s->rx_stream, 0, sizeof(s->rx_stream));
+    s->ctrl_head = 0;
+    s->ctrl_count = 0;
+}
+
+static void owe_control(ArcticNiuState *s, uint8_t prio, uint16_t src)
+{
+    ArcticRxStream *st = &s->rx_stream[prio][src];
+
+    if (!st->in_ctrl_fifo) {
+        unsigned tail = (s->ctrl_head + s->ctrl_count) %
+                        ARRAY_SIZE(s->ctrl_fifo);
+        s->ctrl_fifo[tail] = prio << 8 | src;
+        s->ctrl_count++;
+        st->in_ctrl_fifo = true;
+    }
+}
+
+static void owe_ack(ArcticNiuState *s, uint8_t prio, uint16_t src)
+{
+    s->rx_stream[prio][src].ack_due = true;
+    owe_control(s, prio, src);
+}
+
+static void owe_nack(ArcticNiuState *s, uint8_t prio, uint16_t src,
+                     uint32_t epoch, uint32_t seq, uint8_t reason)
+{
+    ArcticRxStream *st = &s->rx_stream[prio][src];
+
+    st->nack_due = true;
+    st->nack_epoch = epoch;
+    st->nack_seq = seq;
+    st->nack_reason = reason;
+    owe_control(s, prio, src);
+}
+
+/* Deliver an MPI packet into the endpoint's Rx queue (§6.3.1 steps 1-7). */
+static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
+                        const uint8_t *words)
+{
+    uint32_t w1 = arctic_get_le32(words + 4);
+    unsigned epn = FIELD_EX32(w1, ARCTIC_W1, ENDPOINT);
+    unsigned q = prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_RXQ_HI : ARCTIC_RXQ_LO;
+    ArcticEndpoint *ep = &s->ep[epn];
+    int len = (int)FIELD_EX32(w1, ARCTIC_W1, LENGTH) - ARCTIC_MPI_LENGTH_EXTRA;
+    dma_addr_t addr;
+    uint32_t header, body[2 + ARCTIC_MAX_PAYLOAD];
+    int i;
+
+    if (FIELD_EX32(w1, ARCTIC_W1, MODE) != ARCTIC_MODE_MPI ||
+        len < 0 || len > ARCTIC_MAX_PAYLOAD) {
+        /* Remote DMA data arrives with part 2; an MPI packet of a length
+         * no slot holds is the sender's error.  Neither can ever be
+         * delivered, so it is acked and dropped rather than retried. */
+        arctic_niu_set_error(s, ARCTIC_ERR_BAD_PACKET, epn, q, w1 & 0xffff);
+        arctic_niu_count(s, ARCTIC_CNT_BAD_PACKETS);
+        return DROPPED;
+    }
+    if (!s->rx_enabled) {
+        return ARCTIC_NACK_RX_OFF;
+    }
+    if ((epn & s->vmask) != epn) {
+        return ARCTIC_NACK_BAD_ENDPOINT;
+    }
+    addr = ep->rx_qbase +
+           (q == ARCTIC_RXQ_HI ? ARCTIC_HI_RX_OFFSET : ARCTIC_LO_RX_OFFSET) +
+           (dma_addr_t)ep->rx_head[q] * ARCTIC_SLOT_SIZE;
+    if (pci_dma_read(PCI_DEVICE(s), addr, &header, 4) != MEMTX_OK) {
+        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->rx_head[q]);
+        return ARCTIC_NACK_RX_ERROR;
+    }
+    if (FIELD_EX32(le32_to_cpu(header), MPI_HEADER, VALID)) {
+        trace_arctic_niu_rx_queue_full(s->node_id, epn, q, ep->rx_head[q]);
+        return ARCTIC_NACK_QUEUE_FULL;
+    }
+    for (i = 0; i < 2 + len; i++) {
+        body[i] = cpu_to_le32(arctic_get_le32(words + 8 + 4 * i));
+    }
+    if (pci_dma_write(PCI_DEVICE(s), addr + ARCTIC_SLOT_COMMAND0, body,
+                      2 * 4) != MEMTX_OK ||
+        pci_dma_write(PCI_DEVICE(s), addr + ARCTIC_SLOT_PAYLOAD, body + 2,
+                      4 * len) != MEMTX_OK) {
+        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->rx_head[q]);
+        return ARCTIC_NACK_RX_ERROR;
+    }
+    /* The body must be visible before the valid bit (§3.1). */
+    smp_wmb();
+    /* In a receive slot the dest field (unused by the seed there, §3.2.2
+     * step 3) holds the source node. */
+    header = (w1 & ARCTIC_MPI_HEADER_WIRE_MASK);
+    header = FIELD_DP32(header, MPI_HEADER, LENGTH, len);
+    header = FIELD_DP32(header, MPI_HEADER, DEST, src);
+    header = FIELD_DP32(header, MPI_HEADER, VALID, 1);
+    header = cpu_to_le32(header);
+    if (pci_dma_write(PCI_DEVICE(s), addr, &header, 4) != MEMTX_OK) {
+        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->rx_head[q]);
+        return ARCTIC_NACK_RX_ERROR;
+    }
+    trace_arctic_niu_rx_deliver(s->node_id, epn, q, ep->rx_head[q], src, len);
+    ep->rx_head[q] = (ep->rx_head[q] + 1) % ARCTIC_N;
+    arctic_niu_count(s, q == ARCTIC_RXQ_HI ? ARCTIC_CNT_RX_HI_PACKETS
+                                           : ARCTIC_CNT_RX_LO_PACKETS);
+    return DELIVERED;
+}
+
+static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
+                    const uint8_t *words)
+{
+    uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
+    ArcticRxStream *st = &s->rx_stream[prio][h->src_node];
+    unsigned verdict;
+
+    if (!st->known || h->epoch != st->epoch) {
+        /* A new session starts at seq 0 with a newer epoch; anything else
+         * from an epoch we do not hold asks the sender to start one. */
+        if (h->seq == 0 && (!st->known || seq_after(h->epoch, st->epoch))) {
+            st->known = true;
+            st->epoch = h->epoch;
+            st->expected = 0;
+            trace_arctic_niu_rx_new_epoch(s->node_id, h->src_node, prio,
+                                          h->epoch);
+        } else {
+            owe_nack(s, prio, h->src_node, h->epoch,
+                     st->known ? st->epoch : 0, ARCTIC_NACK_RESYNC);
+            return;
+        }
+    }
+    if (h->seq == st->expected) {
+        verdict = deliver(s, prio, h->src_node, words);
+        if (verdict == DELIVERED || verdict == DROPPED) {
+            st->expected++;
+            owe_ack(s, prio, h->src_node);
+        } else {
+            trace_arctic_niu_rx_refuse(s->node_id, h->src_node, prio, h->seq,
+                                       verdict);
+            owe_nack(s, prio, h->src_node, h->epoch, h->seq, verdict);
+        }
+    } else if (seq_after(st->expected, h->seq)) {
+        /* Already delivered: the ack was lost or the packet duplicated. */
+        arctic_niu_count(s, ARCTIC_CNT_DUPLICATES);
+        trace_arctic_niu_rx_duplicate(s->node_id, h->src_node, prio, h->seq);
+        owe_ack(s, prio, h->src_node);
+    } else {
+        trace_arctic_niu_rx_refuse(s->node_id, h->src_node, prio, h->seq,
+                                   ARCTIC_NACK_OUT_OF_ORDER);
+        owe_nack(s, prio, h->src_node, h->epoch, st->expected,
+                 ARCTIC_NACK_OUT_OF_ORDER);
+    }
+}
+
+void arctic_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
+{
+    enum arctic_wire_error err = arctic_wire_check(pkt, size);
+    const uint8_t *words = pkt + ARCTIC_WIRE_WORDS_OFFSET;
+    struct arctic_e2e_header h;
+
+    if (err == ARCTIC_WIRE_OK) {
+        arctic_e2e_decode(pkt, &h);
+        if (h.dst_node != s->node_id || h.src_node >= ARCTIC_S) {
+            err = ARCTIC_WIRE_BAD_KIND;     /* misrouted or forged */
+        } else if (h.kind == ARCTIC_E2E_DATA &&
+                   FIELD_EX32(h.flags, ARCTIC_E2E_FLAGS, PRIORITY) !=
+                   FIELD_EX32(arctic_get_le32(words), ARCTIC_W0, PRIORITY)) {
+            /* Data travels on the network of its stream's priority; acks
+             * and nacks always travel high. */
+            err = ARCTIC_WIRE_BAD_KIND;
+        }
+    }
+    if (err != ARCTIC_WIRE_OK) {
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: node %u dropped a "
+                      "malformed packet (reason %d)\n", s->node_id, err);
+        arctic_niu_set_error(s, ARCTIC_ERR_BAD_PACKET, 0, 0, err);
+        arctic_niu_count(s, ARCTIC_CNT_BAD_PACKETS);
+        return;
+    }
+    trace_arctic_niu_rx_packet(s->node_id, h.kind, h.src_node, h.flags,
+                               h.epoch, h.seq);
+    switch (h.kind) {
+    case ARCTIC_E2E_DATA:
+        rx_data(s, &h, words);
+        break;
+    case ARCTIC_E2E_ACK:
+        arctic_niu_count(s, ARCTIC_CNT_ACKS_RECEIVED);
+        arctic_tx_handle_ack(s, &h);
+        break;
+    case ARCTIC_E2E_NACK:
+        arctic_niu_count(s, ARCTIC_CNT_NACKS_RECEIVED);
+        arctic_tx_handle_nack(s, &h);
+        break;
+    }
+}
+
+/*
+ * The next ack or nack the NIU owes, as a wire packet on the
+ * high-priority network (acks must never wait behind the traffic they
+ * release).  Returns false when nothing is owed or it cannot be routed.
+ */
+bool arctic_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
+{
+    while (s->ctrl_count) {
+        uint16_t entry = s->ctrl_fifo[s->ctrl_head];
+        uint8_t prio = entry >> 8;
+        uint16_t src = entry & 0xff;
+        ArcticRxStream *st = &s->rx_stream[prio][src];
+        uint32_t route = s->route_table[ARCTIC_ROUTE_TABLE_HIGH][src];
+        struct arctic_e2e_header h = {
+            .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, prio),
+            .src_node = s->node_id,
+            .dst_node = src,
+        };
+        uint32_t w1;
+
+        if (st->ack_due) {
+            st->ack_due = false;
+            h.kind = ARCTIC_E2E_ACK;
+            h.epoch = st->epoch;
+            h.seq = st->expected - 1;
+        } else if (st->nack_due) {
+            st->nack_due = false;
+            h.kind = ARCTIC_E2E_NACK;
+            h.flags = FIELD_DP32(h.flags, ARCTIC_E2E_FLAGS, REASON,
+                                 st->nack_reason);
+            h.epoch = st->nack_epoch;
+            h.seq = st->nack_seq;
+        }
+        if (!st->ack_due && !st->nack_due) {
+            st->in_ctrl_fifo = false;
+            s->ctrl_head = (s->ctrl_head + 1) % ARRAY_SIZE(s->ctrl_fifo);
+            s->ctrl_count--;
+        }
+        if (!h.kind) {
+            continue;
+        }
+        if (!FIELD_EX32(route, ROUTE_ENTRY, VALID)) {
+            /* The sender will time out and retry once a route exists. */
+            arctic_niu_set_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, src);
+            continue;
+        }
+        route = FIELD_DP32(route, ROUTE_ENTRY, PRIORITY, ARCTIC_PRIORITY_HIGH);
+        w1 = (route & R_ROUTE_ENTRY_DOWNROUTE_MASK);
+        w1 = FIELD_DP32(w1, ARCTIC_W1, LENGTH, ARCTIC_CONTROL_PACKET_LENGTH);
+        h.flags = FIELD_DP32(h.flags, ARCTIC_E2E_FLAGS, PRIORITY, prio);
+        arctic_e2e_encode(wire, &h);
+        arctic_put_le32(wire + ARCTIC_WIRE_WORDS_OFFSET,
+                        route & ~R_ROUTE_ENTRY_DOWNROUTE_MASK);
+        arctic_put_le32(wire + ARCTIC_WIRE_WORDS_OFFSET + 4, w1);
+        *size = arctic_wire_size(ARCTIC_CONTROL_PACKET_LENGTH);
+        arctic_wire_seal(wire, *size);
+        arctic_niu_count(s, h.kind == ARCTIC_E2E_ACK ? ARCTIC_CNT_ACKS_SENT
+                                                     : ARCTIC_CNT_NACKS_SENT);
+        trace_arctic_niu_tx_control(s->node_id, h.kind, src, prio, h.epoch,
+                                    h.seq);
+        return true;
+    }
+    return false;
+}

@@ -1,0 +1,567 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Arctic NIU transmit datapath: MPFSM of seed 002 §6.2.1 and the sender's
+ * half of the end-to-end ack/retry protocol (seeds 003 §3.2.2-3.2.4 and
+ * 000 §2.8-2.10).
+ *
+ * MPFSM polls the Tx queues of the served endpoints (high before low),
+ * takes each valid slot, builds its Arctic packet into a retransmit line,
+ * and releases the slot by clearing its header.  A line is freed only when
+ * the receiver acknowledges it; a nack or a timeout sends it again.  The
+ * poll timer runs on the virtual clock with adaptive back-off: fast after
+ * activity, nearly free when idle, and a doorbell skips the wait.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/log.h"
+#include "qemu/main-loop.h"
+#include "system/dma.h"
+#include "trace.h"
+
+#include "arctic-niu.h"
+
+static inline bool seq_before_eq(uint32_t a, uint32_t b)
+{
+    return (int32_t)(a - b) <= 0;
+}
+
+static unsigned lines_busy(ArcticNiuState *s, int prio)
+{
+    unsigned i, n = 0;
+
+    for (i = 0; i < ARCTIC_LINES; i++) {
+        if (s->lines[i].busy && (prio < 0 || s->lines[i].prio == prio)) {
+            n++;
+        }
+    }
+    return n;
+}
+
+/* A free line for a packet of @prio, honouring the high-priority reserve. */
+static ArcticLine *line_alloc(ArcticNiuState *s, uint8_t prio)
+{
+    unsigned i;
+
+    if (prio == ARCTIC_PRIORITY_LOW &&
+        lines_busy(s, ARCTIC_PRIORITY_LOW) >=
+        ARCTIC_LINES - ARCTIC_HI_RESERVED_LINES) {
+        return NULL;
+    }
+    for (i = 0; i < ARCTIC_LINES; i++) {
+        if (!s->lines[i].busy) {
+            return &s->lines[i];
+        }
+    }
+    return NULL;
+}
+
+static void line_queue(ArcticNiuState *s, ArcticLine *line)
+{
+    line->queued = true;
+    line->nack_wait = false;
+    line->queued_order = ++s->queue_counter;
+}
+
+static void retry_timer_rearm(ArcticNiuState *s)
+{
+    int64_t next = INT64_MAX;
+    unsigned i;
+
+    for (i = 0; i < ARCTIC_LINES; i++) {
+        ArcticLine *l = &s->lines[i];
+        if (l->busy && !l->queued && l->deadline < next) {
+            next = l->deadline;
+        }
+    }
+    if (next == INT64_MAX) {
+        timer_del(s->retry_timer);
+    } else {
+        timer_mod(s->retry_timer, next);
+    }
+}
+
+bool arctic_tx_draining(ArcticNiuState *s)
+{
+    unsigned i;
+
+    if (s->tx_enabled) {
+        return false;
+    }
+    /* Seed 002 §4.1.2: OFF reads back only once every packet taken from
+     * the queues has entered the network. */
+    for (i = 0; i < ARCTIC_LINES; i++) {
+        if (s->lines[i].busy && !s->lines[i].sent_once) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------------------
+ * MPFSM
+ */
+
+/* Release a slot by clearing its header (seed 002 §6.2.1 step 8). */
+static bool release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
+                         dma_addr_t addr)
+{
+    uint32_t zero = 0;
+    ArcticEndpoint *ep = &s->ep[epn];
+
+    if (pci_dma_write(PCI_DEVICE(s), addr, &zero, sizeof(zero)) != MEMTX_OK) {
+        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->tx_tail[q]);
+        return false;
+    }
+    trace_arctic_niu_tx_slot_release(s->node_id, epn, q, ep->tx_tail[q]);
+    ep->tx_tail[q] = (ep->tx_tail[q] + 1) % ARCTIC_N;
+    return true;
+}
+
+/* Refuse a slot: record why, drop it so the queue keeps moving. */
+static bool refuse_slot(ArcticNiuState *s, unsigned epn, unsigned q,
+                        dma_addr_t addr, enum arctic_error cause,
+                        uint32_t header)
+{
+    qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: endpoint %u queue %u slot "
+                  "%u header 0x%08x refused\n", epn, q, s->ep[epn].tx_tail[q],
+                  header);
+    arctic_niu_set_error(s, cause, epn, q, s->ep[epn].tx_tail[q]);
+    arctic_niu_count(s, ARCTIC_CNT_TX_ERRORS);
+    return release_slot(s, epn, q, addr);
+}
+
+/* Build the wire packet of an MPI slot into @line (§6.2.1 steps 5-7). */
+static void build_packet(ArcticNiuState *s, ArcticLine *line, unsigned epn,
+                         uint32_t route, uint32_t header,
+                         const struct arctic_mpi_slot *slot)
+{
+    unsigned len = FIELD_EX32(header, MPI_HEADER, LENGTH);
+    uint8_t prio = FIELD_EX32(route, ROUTE_ENTRY, PRIORITY);
+    unsigned dest = FIELD_EX32(header, MPI_HEADER, DEST);
+    ArcticTxStream *st = &s->tx_stream[prio][dest];
+    struct arctic_e2e_header h = {
+        .kind = ARCTIC_E2E_DATA,
+        .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, prio),
+        .src_node = s->node_id,
+        .dst_node = dest,
+        .job = s->ep[epn].job,
+        .epoch = st->epoch,
+        .seq = st->next_seq++,
+    };
+    uint32_t w1 = (route & R_ROUTE_ENTRY_DOWNROUTE_MASK) |
+                  (header & ARCTIC_MPI_HEADER_WIRE_MASK);
+    uint8_t *words = line->wire + ARCTIC_WIRE_WORDS_OFFSET;
+    unsigned i;
+
+    w1 = FIELD_DP32(w1, ARCTIC_W1, LENGTH, len + ARCTIC_MPI_LENGTH_EXTRA);
+    w1 = FIELD_DP32(w1, ARCTIC_W1, MODE, ARCTIC_MODE_MPI);
+    arctic_e2e_encode(line->wire, &h);
+    arctic_put_le32(words, route & (R_ROUTE_ENTRY_UPROUTE_MASK |
+                                    R_ROUTE_ENTRY_VALID_MASK |
+                                    R_ROUTE_ENTRY_PRIORITY_MASK));
+    arctic_put_le32(words + 4, w1);
+    arctic_put_le32(words + 8, le32_to_cpu(slot->command[0]));
+    arctic_put_le32(words + 12, le32_to_cpu(slot->command[1]));
+    for (i = 0; i < len; i++) {
+        arctic_put_le32(words + 16 + 4 * i, le32_to_cpu(slot->payload[i]));
+    }
+    line->size = arctic_wire_size(len + ARCTIC_MPI_LENGTH_EXTRA);
+    arctic_wire_seal(line->wire, line->size);
+    line->busy = true;
+    line->sent_once = false;
+    line->prio = prio;
+    line->dst = dest;
+    line->seq = h.seq;
+    line->retries = 0;
+    line_queue(s, line);
+    trace_arctic_niu_tx_packet(s->node_id, epn, dest, prio, h.epoch, h.seq,
+                               len);
+}
+
+/* Serve one Tx queue of one endpoint; returns the slots taken. */
+static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q)
+{
+    ArcticEndpoint *ep = &s->ep[epn];
+    uint8_t queue_prio = q == ARCTIC_TXQ_HI ? ARCTIC_PRIORITY_HIGH
+                                            : ARCTIC_PRIORITY_LOW;
+    unsigned table = q == ARCTIC_TXQ_HI ? ARCTIC_ROUTE_TABLE_HIGH
+                                        : ARCTIC_ROUTE_TABLE_LOW;
+    hwaddr qoff = q == ARCTIC_TXQ_HI ? ARCTIC_HI_TX_OFFSET
+                                     : ARCTIC_LO_TX_OFFSET;
+    unsigned taken = 0;
+
+    while (taken < ARCTIC_TX_BATCH) {
+        dma_addr_t addr = ep->tx_qbase + qoff +
+                          (dma_addr_t)ep->tx_tail[q] * ARCTIC_SLOT_SIZE;
+        struct arctic_mpi_slot slot;
+        uint32_t header, route;
+        ArcticLine *line;
+
+        if (!line_alloc(s, queue_prio)) {
+            trace_arctic_niu_tx_lines_full(s->node_id, epn, q);
+            break;
+        }
+        if (pci_dma_read(PCI_DEVICE(s), addr, &header, 4) != MEMTX_OK) {
+            arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->tx_tail[q]);
+            break;
+        }
+        header = le32_to_cpu(header);
+        if (!FIELD_EX32(header, MPI_HEADER, VALID)) {
+            break;
+        }
+        /* The producer wrote the body before setting valid (seed §3.2.1
+         * step 4): read it only after seeing the header. */
+        smp_rmb();
+        taken++;
+        if (FIELD_EX32(header, MPI_HEADER, MODE) != ARCTIC_MODE_MPI) {
+            if (!refuse_slot(s, epn, q, addr, ARCTIC_ERR_BAD_MODE, header)) {
+                break;
+            }
+            continue;
+        }
+        if (FIELD_EX32(header, MPI_HEADER, LENGTH) > ARCTIC_MAX_PAYLOAD) {
+            if (!refuse_slot(s, epn, q, addr, ARCTIC_ERR_BAD_LENGTH, header)) {
+                break;
+            }
+            continue;
+        }
+        route = s->route_table[table][FIELD_EX32(header, MPI_HEADER, DEST)];
+        if (!FIELD_EX32(route, ROUTE_ENTRY, VALID)) {
+            if (!refuse_slot(s, epn, q, addr, ARCTIC_ERR_NO_ROUTE, header)) {
+                break;
+            }
+            continue;
+        }
+        /* The route entry decides the network priority (§4.4); it can
+         * differ from the queue's if the driver loaded it so. */
+        line = line_alloc(s, FIELD_EX32(route, ROUTE_ENTRY, PRIORITY));
+        if (!line) {
+            taken--;
+            break;
+        }
+        if (pci_dma_read(PCI_DEVICE(s), addr, &slot, sizeof(slot)) !=
+            MEMTX_OK) {
+            arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->tx_tail[q]);
+            break;
+        }
+        build_packet(s, line, epn, route, header, &slot);
+        arctic_niu_count(s, q == ARCTIC_TXQ_HI ? ARCTIC_CNT_TX_HI_PACKETS
+                                               : ARCTIC_CNT_TX_LO_PACKETS);
+        if (!release_slot(s, epn, q, addr)) {
+            break;
+        }
+    }
+    return taken;
+}
+
+/* The endpoints served this cycle, in Appendix A's COUNT & VMASK order. */
+static unsigned served_endpoints(ArcticNiuState *s, unsigned *order)
+{
+    unsigned c, n = 0, seen = 0;
+
+    for (c = 0; c < ARCTIC_ENDPOINTS; c++) {
+        unsigned epn = (s->tx_count + c) & s->vmask;
+        if (!(seen & (1u << epn))) {
+            seen |= 1u << epn;
+            order[n++] = epn;
+        }
+    }
+    s->tx_count++;
+    return n;
+}
+
+static void tx_service(ArcticNiuState *s)
+{
+    unsigned order[ARCTIC_ENDPOINTS];
+    unsigned n, i, taken = 0;
+    bool more = false;
+
+    if (s->tx_enabled) {
+        n = served_endpoints(s, order);
+        /* High before low across every endpoint, so low-priority work of
+         * one endpoint never delays another's high-priority slots. */
+        for (i = 0; i < n; i++) {
+            unsigned t = service_queue(s, order[i], ARCTIC_TXQ_HI);
+            more |= t == ARCTIC_TX_BATCH;
+            taken += t;
+        }
+        for (i = 0; i < n; i++) {
+            unsigned t = service_queue(s, order[i], ARCTIC_TXQ_LO);
+            more |= t == ARCTIC_TX_BATCH;
+            taken += t;
+        }
+        if (taken) {
+            s->tx_poll_interval_ns = s->poll_min_ns;
+        } else {
+            s->tx_poll_interval_ns = MIN(s->tx_poll_interval_ns * 2,
+                                         s->poll_max_ns);
+        }
+        timer_mod(s->tx_poll_timer,
+                  qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
+                  s->tx_poll_interval_ns);
+        if (more) {
+            qemu_bh_schedule(s->tx_bh);
+        }
+    }
+    arctic_link_pump(s);
+}
+
+static void tx_poll_timer_cb(void *opaque)
+{
+    tx_service(opaque);
+}
+
+static void tx_bh_cb(void *opaque)
+{
+    tx_service(opaque);
+}
+
+void arctic_tx_kick(ArcticNiuState *s)
+{
+    s->tx_poll_interval_ns = s->poll_min_ns;
+    qemu_bh_schedule(s->tx_bh);
+}
+
+void arctic_tx_enable_changed(ArcticNiuState *s)
+{
+    if (s->tx_enabled) {
+        arctic_tx_kick(s);
+    } else {
+        timer_del(s->tx_poll_timer);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Sending lines, acks, nacks, timeouts
+ */
+
+ArcticLine *arctic_tx_next_line(ArcticNiuState *s, uint8_t prio)
+{
+    ArcticLine *best = NULL;
+    unsigned i;
+
+    for (i = 0; i < ARCTIC_LINES; i++) {
+        ArcticLine *l = &s->lines[i];
+        if (l->busy && l->queued && l->prio == prio &&
+            (!best || l->queued_order < best->queued_order)) {
+            best = l;
+        }
+    }
+    return best;
+}
+
+static int64_t line_backoff(uint64_t base, uint32_t retries)
+{
+    return base << MIN(retries, 6);
+}
+
+void arctic_tx_line_sent(ArcticNiuState *s, ArcticLine *line)
+{
+    line->queued = false;
+    line->sent_once = true;
+    line->deadline = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
+                     line_backoff(s->retry_timeout_ns, line->retries);
+    retry_timer_rearm(s);
+}
+
+/* Requeue lines in sequence order so each stream goes out in order. */
+static void requeue_sorted(ArcticNiuState *s, ArcticLine **v, unsigned n,
+                           bool count_timeouts)
+{
+    unsigned i, j;
+
+    for (i = 1; i < n; i++) {
+        for (j = i; j > 0 && !seq_before_eq(v[j - 1]->seq, v[j]->seq); j--) {
+            ArcticLine *t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        if (count_timeouts && !v[i]->nack_wait) {
+            arctic_niu_count(s, ARCTIC_CNT_TIMEOUTS);
+        }
+        if (v[i]->sent_once) {
+            v[i]->retries++;
+            arctic_niu_count(s, ARCTIC_CNT_RETRANSMITS);
+        }
+        trace_arctic_niu_tx_retransmit(s->node_id, v[i]->dst, v[i]->prio,
+                                       v[i]->seq, v[i]->retries,
+                                       v[i]->nack_wait);
+        line_queue(s, v[i]);
+    }
+}
+
+static void retry_timer_cb(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    ArcticLine *due[ARCTIC_LINES];
+    unsigned i, n = 0;
+
+    if (!arctic_link_is_up(s)) {
+        return;     /* everything unacked goes out again at link up */
+    }
+    for (i = 0; i < ARCTIC_LINES; i++) {
+        ArcticLine *l = &s->lines[i];
+        if (l->busy && !l->queued && l->deadline <= now) {
+            due[n++] = l;
+        }
+    }
+    requeue_sorted(s, due, n, true);
+    retry_timer_rearm(s);
+    arctic_link_pump(s);
+}
+
+void arctic_tx_link_up(ArcticNiuState *s)
+{
+    ArcticLine *all[ARCTIC_LINES];
+    unsigned i, n = 0;
+
+    for (i = 0; i < ARCTIC_LINES; i++) {
+        ArcticLine *l = &s->lines[i];
+        if (l->busy && !l->queued) {
+            all[n++] = l;
+        }
+    }
+    requeue_sorted(s, all, n, false);
+    retry_timer_rearm(s);
+    arctic_tx_kick(s);
+}
+
+void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h)
+{
+    uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
+    ArcticTxStream *st = &s->tx_stream[prio][h->src_node];
+    unsigned i, freed = 0;
+
+    if (h->epoch != st->epoch) {
+        trace_arctic_niu_tx_stale(s->node_id, "ack", h->src_node, h->epoch);
+        return;
+    }
+    for (i = 0; i < ARCTIC_LINES; i++) {
+        ArcticLine *l = &s->lines[i];
+        if (l->busy && l->dst == h->src_node && l->prio == prio &&
+            seq_before_eq(l->seq, h->seq)) {
+            l->busy = false;
+            l->queued = false;
+            freed++;
+        }
+    }
+    trace_arctic_niu_tx_ack(s->node_id, h->src_node, prio, h->seq, freed);
+    if (freed) {
+        retry_timer_rearm(s);
+        arctic_tx_kick(s);
+    }
+}
+
+/* The receiver lost its state for our epoch: number the stream's unacked
+ * packets again from 0 in an epoch newer than both sides have seen. */
+static void tx_resync(ArcticNiuState *s, uint8_t prio, uint16_t dst,
+                      uint32_t receiver_epoch)
+{
+    ArcticTxStream *st = &s->tx_stream[prio][dst];
+    ArcticLine *v[ARCTIC_LINES];
+    unsigned i, n = 0;
+
+    st->epoch = ((int32_t)(receiver_epoch - st->epoch) > 0 ? receiver_epoch
+                                                           : st->epoch) + 1;
+    for (i = 0; i < ARCTIC_LINES; i++) {
+        ArcticLine *l = &s->lines[i];
+        if (l->busy && l->dst == dst && l->prio == prio) {
+            v[n++] = l;
+        }
+    }
+    requeue_sorted(s, v, n, false);
+    st->next_seq = 0;
+    for (i = 0; i < n; i++) {
+        struct arctic_e2e_header h;
+
+        arctic_e2e_decode(v[i]->wire, &h);
+        h.epoch = st->epoch;
+        h.seq = v[i]->seq = st->next_seq++;
+        arctic_e2e_encode(v[i]->wire, &h);
+        arctic_wire_seal(v[i]->wire, v[i]->size);
+    }
+    trace_arctic_niu_tx_resync(s->node_id, dst, prio, st->epoch, n);
+}
+
+void arctic_tx_handle_nack(ArcticNiuState *s,
+                           const struct arctic_e2e_header *h)
+{
+    uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
+    uint8_t reason = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, REASON);
+    ArcticTxStream *st = &s->tx_stream[prio][h->src_node];
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    unsigned i;
+
+    if (h->epoch != st->epoch) {
+        trace_arctic_niu_tx_stale(s->node_id, "nack", h->src_node, h->epoch);
+        return;
+    }
+    trace_arctic_niu_tx_nack(s->node_id, h->src_node, prio, h->seq, reason);
+    if (reason == ARCTIC_NACK_RESYNC) {
+        tx_resync(s, prio, h->src_node, h->seq);
+        arctic_link_pump(s);
+        return;
+    }
+    /* Everything from the refused packet on will be refused too: back off
+     * and send the stream again from there, in order. */
+    for (i = 0; i < ARCTIC_LINES; i++) {
+        ArcticLine *l = &s->lines[i];
+        if (l->busy && !l->queued && l->dst == h->src_node &&
+            l->prio == prio && seq_before_eq(h->seq, l->seq)) {
+            int64_t when = now + line_backoff(s->nack_backoff_ns, l->retries);
+            if (!l->nack_wait || when < l->deadline) {
+                l->deadline = when;
+            }
+            l->nack_wait = true;
+        }
+    }
+    retry_timer_rearm(s);
+}
+
+/* ------------------------------------------------------------------------
+ * Life cycle
+ */
+
+void arctic_tx_init(ArcticNiuState *s)
+{
+    s->tx_poll_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_poll_timer_cb, s);
+    s->retry_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, retry_timer_cb, s);
+    s->tx_bh = qemu_bh_new_guarded(tx_bh_cb, s,
+                                   &DEVICE(s)->mem_reentrancy_guard);
+}
+
+void arctic_tx_cleanup(ArcticNiuState *s)
+{
+    timer_free(s->tx_poll_timer);
+    timer_free(s->retry_timer);
+    qemu_bh_delete(s->tx_bh);
+}
+
+void arctic_tx_reset(ArcticNiuState *s)
+{
+    uint32_t epoch;
+    unsigned p, d;
+
+    timer_del(s->tx_poll_timer);
+    timer_del(s->retry_timer);
+    memset(s->lines, 0, sizeof(s->lines));
+    s->tx_count = 0;
+    s->tx_poll_interval_ns = s->poll_min_ns;
+    /* A new epoch for every stream, later than any this NIU used before,
+     * and (from the host clock) most likely later than any a receiver
+     * remembers from an earlier run of this node. */
+    epoch = (uint32_t)qemu_clock_get_ms(QEMU_CLOCK_HOST);
+    if ((int32_t)(epoch - s->epoch_base) <= 0) {
+        epoch = s->epoch_base + 1;
+    }
+    s->epoch_base = epoch;
+    for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
+        for (d = 0; d < ARCTIC_S; d++) {
+            s->tx_stream[p][d].epoch = epoch;
+            s->tx_stream[p][d].next_seq = 0;
+        }
+    }
+}

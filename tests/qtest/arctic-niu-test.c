@@ -1,0 +1,1608 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * qtests for the Arctic NIU (-device arctic-niu).
+ *
+ * The test plays both the arctic-switch and the peer NIUs: it listens on a
+ * UNIX socket, answers the device's HELLO, and exchanges link frames with
+ * it, building and checking every packet byte for byte with the same
+ * contract headers the device uses (include/arctic/).  The guest side is
+ * played through qtest memory accesses: slots are written and read in
+ * guest RAM exactly as seed 002 §3.2 describes.  Device timers run on the
+ * virtual clock, which qtest only moves when told to, so every retry and
+ * timeout happens exactly when a test steps the clock.
+ */
+
+#include "qemu/osdep.h"
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <glib/gstdio.h>
+#include "libqtest.h"
+#include "libqos/pci-pc.h"
+#include "hw/registerfields.h"
+#include "standard-headers/linux/pci_regs.h"
+
+#include "arctic/niu-hw.h"
+#include "arctic/packet.h"
+#include "arctic/link.h"
+#include "arctic/route.h"
+
+#define NIU_NODE        1
+#define NET_NODES       4
+#define PEER            0           /* the node the test usually plays */
+#define TX_BASE         0x1000000ull
+#define RX_BASE         0x1040000ull
+#define SCRATCH_MEM     0x2000000ull
+#define RETRY_NS        2000000ull  /* device default retry-timeout-ns */
+#define NACK_NS         10000ull    /* device default nack-backoff-ns */
+#define WAIT_MS         5000        /* for frames the device must send */
+#define QUIET_MS        300         /* to check the device sends nothing */
+
+typedef struct Niu {
+    QTestState *qts;
+    QPCIBus *bus;
+    QPCIDevice *dev;
+    QPCIBar ctrl, user;
+    char *dir;
+    char *sock_path;
+    int listen_fd;
+    int fd;
+    uint8_t in[ARCTIC_LINK_HEADER_SIZE + ARCTIC_LINK_MAX_BODY];
+    size_t in_len;
+    uint32_t niu_credits[2];        /* what the device let us send */
+    uint32_t credits_seen[2];       /* CREDIT frames received, summed */
+    bool hold_credits[2];           /* play a congested switch */
+    uint32_t tx_head[2];            /* guest producer indices: HiTx, LoTx */
+    uint32_t rx_tail[2];            /* guest consumer indices: HiRx, LoRx */
+    uint32_t peer_epoch;            /* epoch the test uses as a sender */
+    uint32_t peer_seq[2];
+} Niu;
+
+/* ------------------------------------------------------------------------
+ * Registers and guest memory
+ */
+
+static uint32_t reg_r(Niu *n, uint64_t off)
+{
+    return qpci_io_readl(n->dev, n->ctrl, off);
+}
+
+static void reg_w(Niu *n, uint64_t off, uint32_t v)
+{
+    qpci_io_writel(n->dev, n->ctrl, off, v);
+}
+
+static uint32_t counter(Niu *n, enum arctic_counter c)
+{
+    return reg_r(n, ARCTIC_COUNTER_OFFSET(c));
+}
+
+static void ep_w(Niu *n, unsigned ep, uint64_t reg, uint32_t v)
+{
+    reg_w(n, ARCTIC_EP_OFFSET(ep, reg), v);
+}
+
+static uint32_t ep_r(Niu *n, unsigned ep, uint64_t reg)
+{
+    return reg_r(n, ARCTIC_EP_OFFSET(ep, reg));
+}
+
+static void doorbell(Niu *n)
+{
+    qpci_io_writel(n->dev, n->user, A_USER_DOORBELL,
+                   R_USER_DOORBELL_HI_TX_MASK | R_USER_DOORBELL_LO_TX_MASK);
+}
+
+/* Take and clear the error causes, checking that exactly @want are set. */
+static void expect_errors(Niu *n, uint32_t want)
+{
+    uint32_t got = reg_r(n, A_NIU_ERROR_CAUSE);
+
+    g_assert_cmphex(got, ==, want);
+    reg_w(n, A_NIU_ERROR_CAUSE, got);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+}
+
+static uint64_t tx_slot_addr(unsigned q, uint32_t idx)
+{
+    return TX_BASE + (q == ARCTIC_TXQ_HI ? ARCTIC_HI_TX_OFFSET
+                                         : ARCTIC_LO_TX_OFFSET) +
+           (uint64_t)idx * ARCTIC_SLOT_SIZE;
+}
+
+static uint64_t rx_slot_addr(unsigned q, uint32_t idx)
+{
+    return RX_BASE + (q == ARCTIC_RXQ_HI ? ARCTIC_HI_RX_OFFSET
+                                         : ARCTIC_LO_RX_OFFSET) +
+           (uint64_t)idx * ARCTIC_SLOT_SIZE;
+}
+
+/* Seed 002 §3.2.1 TransmitHi/Lo, with a raw header word. */
+static void guest_send_raw(Niu *n, unsigned q, uint32_t header, uint32_t cmd0,
+                           uint32_t cmd1, const uint32_t *payload,
+                           unsigned words)
+{
+    uint64_t slot = tx_slot_addr(q, n->tx_head[q]);
+    unsigned i;
+
+    g_assert_cmphex(qtest_readl(n->qts, slot), ==, 0);     /* step 1 */
+    qtest_writel(n->qts, slot + ARCTIC_SLOT_COMMAND0, cmd0);
+    qtest_writel(n->qts, slot + ARCTIC_SLOT_COMMAND1, cmd1);
+    for (i = 0; i < words; i++) {
+        qtest_writel(n->qts, slot + ARCTIC_SLOT_PAYLOAD + 4 * i, payload[i]);
+    }
+    qtest_writel(n->qts, slot, header);                     /* step 5 */
+    n->tx_head[q] = (n->tx_head[q] + 1) % ARCTIC_N;
+}
+
+static uint32_t mpi_header(unsigned dest, unsigned type, unsigned len)
+{
+    uint32_t h = FIELD_DP32(0, MPI_HEADER, VALID, 1);
+
+    h = FIELD_DP32(h, MPI_HEADER, DEST, dest);
+    h = FIELD_DP32(h, MPI_HEADER, TYPE, type);
+    return FIELD_DP32(h, MPI_HEADER, LENGTH, len);
+}
+
+static void guest_send(Niu *n, unsigned q, unsigned dest, unsigned type,
+                       uint32_t cmd0, uint32_t cmd1, const uint32_t *payload,
+                       unsigned len)
+{
+    guest_send_raw(n, q, mpi_header(dest, type, len), cmd0, cmd1, payload,
+                   len);
+}
+
+/* A payload word that names its message and position. */
+static uint32_t pattern(uint32_t msg, unsigned i)
+{
+    return 0xa5000000u ^ (msg << 8) ^ i;
+}
+
+/* ------------------------------------------------------------------------
+ * The switch side of the link
+ */
+
+static void link_write(Niu *n, uint16_t type, const void *body, uint32_t len)
+{
+    uint8_t buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_LINK_MAX_BODY];
+
+    arctic_frame_header_encode(buf, type, len);
+    memcpy(buf + ARCTIC_LINK_HEADER_SIZE, body, len);
+    g_assert_cmpint(send(n->fd, buf, ARCTIC_LINK_HEADER_SIZE + len,
+                         MSG_NOSIGNAL), ==, ARCTIC_LINK_HEADER_SIZE + len);
+}
+
+/*
+ * Read one frame; 1 when one arrived, 0 on timeout, -1 when the device
+ * closed the connection.
+ */
+static int link_read(Niu *n, uint16_t *type, uint8_t *body, uint32_t *len,
+                     int timeout_ms)
+{
+    for (;;) {
+        if (n->in_len >= ARCTIC_LINK_HEADER_SIZE) {
+            struct arctic_frame_header h;
+
+            arctic_frame_header_decode(n->in, &h);
+            g_assert_cmpint(arctic_frame_header_check(&h), ==,
+                            ARCTIC_FRAME_OK);
+            if (n->in_len >= ARCTIC_LINK_HEADER_SIZE + h.length) {
+                size_t total = ARCTIC_LINK_HEADER_SIZE + h.length;
+
+                *type = h.type;
+                *len = h.length;
+                memcpy(body, n->in + ARCTIC_LINK_HEADER_SIZE, h.length);
+                memmove(n->in, n->in + total, n->in_len - total);
+                n->in_len -= total;
+                return 1;
+            }
+        }
+        {
+            struct pollfd pfd = { .fd = n->fd, .events = POLLIN };
+            ssize_t got;
+
+            if (poll(&pfd, 1, timeout_ms) == 0) {
+                return 0;
+            }
+            got = recv(n->fd, n->in + n->in_len, sizeof(n->in) - n->in_len,
+                       0);
+            if (got <= 0) {
+                return -1;
+            }
+            n->in_len += got;
+        }
+    }
+}
+
+static void link_accept(Niu *n)
+{
+    struct pollfd pfd = { .fd = n->listen_fd, .events = POLLIN };
+
+    g_assert_cmpint(poll(&pfd, 1, 10000), ==, 1);
+    n->fd = accept(n->listen_fd, NULL, NULL);
+    g_assert_cmpint(n->fd, >=, 0);
+    n->in_len = 0;
+}
+
+static void link_close(Niu *n)
+{
+    if (n->fd >= 0) {
+        close(n->fd);
+        n->fd = -1;
+    }
+}
+
+static void link_send_welcome(Niu *n, uint16_t hi_credits, uint16_t lo_credits)
+{
+    uint8_t body[ARCTIC_WELCOME_SIZE];
+    struct arctic_welcome w = {
+        .magic = ARCTIC_LINK_MAGIC,
+        .version_major = ARCTIC_LINK_VERSION_MAJOR,
+        .version_minor = ARCTIC_LINK_VERSION_MINOR,
+        .node_id = NIU_NODE,
+        .num_nodes = NET_NODES,
+        .levels = arctic_tree_levels(NET_NODES),
+    };
+
+    w.credits[ARCTIC_PRIORITY_HIGH] = hi_credits;
+    w.credits[ARCTIC_PRIORITY_LOW] = lo_credits;
+    arctic_welcome_encode(body, &w);
+    link_write(n, ARCTIC_FRAME_WELCOME, body, sizeof(body));
+}
+
+/* Read the device's HELLO and check every field of it. */
+static void link_expect_hello(Niu *n)
+{
+    uint8_t body[ARCTIC_LINK_MAX_BODY];
+    struct arctic_hello h;
+    uint16_t type;
+    uint32_t len;
+
+    g_assert_cmpint(link_read(n, &type, body, &len, WAIT_MS), ==, 1);
+    g_assert_cmpint(type, ==, ARCTIC_FRAME_HELLO);
+    g_assert_cmpint(len, ==, ARCTIC_HELLO_SIZE);
+    arctic_hello_decode(body, &h);
+    g_assert_cmphex(h.magic, ==, ARCTIC_LINK_MAGIC);
+    g_assert_cmpint(h.version_major, ==, ARCTIC_LINK_VERSION_MAJOR);
+    g_assert_cmpint(h.node_id, ==, NIU_NODE);
+    g_assert_cmpint(h.credits[ARCTIC_PRIORITY_HIGH], ==,
+                    ARCTIC_LINK_DEFAULT_CREDITS);
+    g_assert_cmpint(h.credits[ARCTIC_PRIORITY_LOW], ==,
+                    ARCTIC_LINK_DEFAULT_CREDITS);
+    n->niu_credits[ARCTIC_PRIORITY_HIGH] = h.credits[ARCTIC_PRIORITY_HIGH];
+    n->niu_credits[ARCTIC_PRIORITY_LOW] = h.credits[ARCTIC_PRIORITY_LOW];
+}
+
+static void link_handshake(Niu *n, uint16_t hi_credits, uint16_t lo_credits)
+{
+    link_accept(n);
+    link_expect_hello(n);
+    link_send_welcome(n, hi_credits, lo_credits);
+    /* The register shows the link up once the WELCOME was taken in. */
+    for (int i = 0; i < 1000 &&
+         !FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS, UP); i++) {
+        g_usleep(1000);
+    }
+    g_assert_true(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
+                             UP));
+    g_assert_cmpint(reg_r(n, A_NIU_NUM_NODES), ==, NET_NODES);
+}
+
+/* The next PACKET from the device; CREDIT frames on the way are summed. */
+static void link_send_credit(Niu *n, uint16_t hi, uint16_t lo);
+
+static size_t link_expect_packet(Niu *n, uint8_t *wire)
+{
+    uint16_t type;
+    uint32_t len;
+    uint8_t prio;
+
+    for (;;) {
+        g_assert_cmpint(link_read(n, &type, wire, &len, WAIT_MS), ==, 1);
+        if (type == ARCTIC_FRAME_CREDIT) {
+            n->credits_seen[ARCTIC_PRIORITY_LOW] += arctic_get_le16(wire);
+            n->credits_seen[ARCTIC_PRIORITY_HIGH] += arctic_get_le16(wire + 2);
+            continue;
+        }
+        g_assert_cmpint(type, ==, ARCTIC_FRAME_PACKET);
+        g_assert_cmpint(arctic_wire_check(wire, len), ==, ARCTIC_WIRE_OK);
+        /* As the switch does once the packet has moved on. */
+        prio = FIELD_EX32(arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET),
+                          ARCTIC_W0, PRIORITY);
+        if (!n->hold_credits[prio]) {
+            link_send_credit(n, prio == ARCTIC_PRIORITY_HIGH,
+                             prio == ARCTIC_PRIORITY_LOW);
+        }
+        return len;
+    }
+}
+
+/* Check that the device sends no packet for a while (credits may come). */
+static void link_expect_silence(Niu *n)
+{
+    uint8_t body[ARCTIC_LINK_MAX_BODY];
+    uint16_t type;
+    uint32_t len;
+    int r;
+
+    while ((r = link_read(n, &type, body, &len, QUIET_MS)) == 1) {
+        g_assert_cmpint(type, ==, ARCTIC_FRAME_CREDIT);
+        n->credits_seen[ARCTIC_PRIORITY_LOW] += arctic_get_le16(body);
+        n->credits_seen[ARCTIC_PRIORITY_HIGH] += arctic_get_le16(body + 2);
+    }
+    g_assert_cmpint(r, ==, 0);
+}
+
+static void link_send_packet(Niu *n, const uint8_t *wire, size_t size)
+{
+    link_write(n, ARCTIC_FRAME_PACKET, wire, size);
+}
+
+static void link_send_credit(Niu *n, uint16_t hi, uint16_t lo)
+{
+    uint8_t body[ARCTIC_CREDIT_SIZE];
+
+    arctic_put_le16(body, lo);
+    arctic_put_le16(body + 2, hi);
+    link_write(n, ARCTIC_FRAME_CREDIT, body, sizeof(body));
+}
+
+/* Build a wire packet the way an NIU does (the test's own encoder). */
+static size_t build_wire(uint8_t *wire, const struct arctic_e2e_header *h,
+                         uint32_t route, uint32_t header_low16, uint32_t cmd0,
+                         uint32_t cmd1, const uint32_t *payload, int len)
+{
+    unsigned arctic_len = len < 0 ? ARCTIC_CONTROL_PACKET_LENGTH
+                                  : len + ARCTIC_MPI_LENGTH_EXTRA;
+    uint32_t w1 = (route & R_ROUTE_ENTRY_DOWNROUTE_MASK) | header_low16;
+    size_t size = arctic_wire_size(arctic_len);
+    int i;
+
+    w1 = FIELD_DP32(w1, ARCTIC_W1, LENGTH, arctic_len);
+    memset(wire, 0, size);
+    arctic_e2e_encode(wire, h);
+    arctic_put_le32(wire + 16, route & 0xffff);
+    arctic_put_le32(wire + 20, w1);
+    if (len >= 0) {
+        arctic_put_le32(wire + 24, cmd0);
+        arctic_put_le32(wire + 28, cmd1);
+        for (i = 0; i < len; i++) {
+            arctic_put_le32(wire + 32 + 4 * i, payload[i]);
+        }
+    }
+    arctic_wire_seal(wire, size);
+    return size;
+}
+
+/* A data packet from peer @src to the NIU on stream (@prio, epoch, seq). */
+static size_t peer_data(Niu *n, uint8_t *wire, unsigned src, uint8_t prio,
+                        uint32_t epoch, uint32_t seq, unsigned type,
+                        uint32_t cmd0, uint32_t cmd1, const uint32_t *payload,
+                        int len)
+{
+    struct arctic_e2e_header h = {
+        .kind = ARCTIC_E2E_DATA,
+        .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, prio),
+        .src_node = src,
+        .dst_node = NIU_NODE,
+        .epoch = epoch,
+        .seq = seq,
+    };
+    uint32_t route = arctic_route_entry(src, NIU_NODE,
+                                        prio == ARCTIC_PRIORITY_HIGH, false);
+
+    return build_wire(wire, &h, route, FIELD_DP32(0, ARCTIC_W1, TYPE, type),
+                      cmd0, cmd1, payload, len);
+}
+
+/* An ack or nack from peer @src for the NIU's stream to it. */
+static void peer_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
+                         uint32_t epoch, uint32_t seq, uint8_t reason)
+{
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_e2e_header h = {
+        .kind = kind,
+        .flags = ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, PRIORITY, prio) |
+                 ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, REASON, reason),
+        .src_node = src,
+        .dst_node = NIU_NODE,
+        .epoch = epoch,
+        .seq = seq,
+    };
+    size_t size = build_wire(wire, &h, arctic_route_entry(src, NIU_NODE, true,
+                                                          false),
+                             0, 0, 0, NULL, -1);
+
+    link_send_packet(n, wire, size);
+}
+
+/* Expect the NIU's answer to a data packet from @src, and check it whole. */
+static void expect_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
+                           uint32_t epoch, uint32_t seq, uint8_t reason)
+{
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE], want[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_e2e_header h = {
+        .kind = kind,
+        .flags = ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, PRIORITY, prio) |
+                 ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, REASON, reason),
+        .src_node = NIU_NODE,
+        .dst_node = src,
+        .epoch = epoch,
+        .seq = seq,
+    };
+    size_t size = link_expect_packet(n, wire);
+    size_t want_size = build_wire(want, &h,
+                                  arctic_route_entry(NIU_NODE, src, true,
+                                                     false),
+                                  0, 0, 0, NULL, -1);
+
+    g_assert_cmpint(size, ==, want_size);
+    g_assert_cmpmem(wire, size, want, want_size);
+}
+
+/* Send the next data packet of the test's stream and expect an ACK. */
+static void peer_send_acked(Niu *n, uint8_t prio, unsigned type, uint32_t cmd0,
+                            uint32_t cmd1, const uint32_t *payload, int len)
+{
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint32_t seq = n->peer_seq[prio]++;
+    size_t size = peer_data(n, wire, PEER, prio, n->peer_epoch, seq, type,
+                            cmd0, cmd1, payload, len);
+
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, prio, n->peer_epoch, seq, 0);
+}
+
+/*
+ * Expect the data packet the NIU builds for an MPI message, byte for byte
+ * (route words from the NIU's route table, CRC included).  Returns the
+ * epoch it carried so a test can follow the stream.
+ */
+static uint32_t expect_data(Niu *n, unsigned dest, uint8_t prio,
+                            uint32_t seq, unsigned type, uint32_t cmd0,
+                            uint32_t cmd1, const uint32_t *payload, int len)
+{
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE], want[ARCTIC_WIRE_MAX_SIZE];
+    size_t size = link_expect_packet(n, wire);
+    struct arctic_e2e_header got, h = {
+        .kind = ARCTIC_E2E_DATA,
+        .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, prio),
+        .src_node = NIU_NODE,
+        .dst_node = dest,
+        .seq = seq,
+    };
+    size_t want_size;
+
+    arctic_e2e_decode(wire, &got);
+    h.epoch = got.epoch;
+    want_size = build_wire(want, &h,
+                           arctic_route_entry(NIU_NODE, dest,
+                                              prio == ARCTIC_PRIORITY_HIGH,
+                                              false),
+                           FIELD_DP32(0, ARCTIC_W1, TYPE, type), cmd0, cmd1,
+                           payload, len);
+    g_assert_cmpint(size, ==, want_size);
+    g_assert_cmpmem(wire, size, want, want_size);
+    return got.epoch;
+}
+
+/* ------------------------------------------------------------------------
+ * Set-up
+ */
+
+static Niu *niu_start(bool with_link, const char *extra)
+{
+    Niu *n = g_new0(Niu, 1);
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    GString *args = g_string_new("-M q35 -nodefaults -m 64M ");
+
+    if (g_getenv("ARCTIC_NIU_TEST_TRACE")) {
+        /* e.g. ARCTIC_NIU_TEST_TRACE=/tmp/niu.log: trace every device event */
+        g_string_append_printf(args, "-trace arctic_niu_*,file=%s ",
+                               g_getenv("ARCTIC_NIU_TEST_TRACE"));
+    }
+
+    n->fd = -1;
+    n->listen_fd = -1;
+    n->peer_epoch = 0x5eed0000;
+    if (with_link) {
+        n->dir = g_dir_make_tmp("arctic-niu-test-XXXXXX", NULL);
+        g_assert_nonnull(n->dir);
+        n->sock_path = g_build_filename(n->dir, "switch.sock", NULL);
+        n->listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        g_assert_cmpint(n->listen_fd, >=, 0);
+        g_strlcpy(addr.sun_path, n->sock_path, sizeof(addr.sun_path));
+        g_assert_cmpint(bind(n->listen_fd, (struct sockaddr *)&addr,
+                             sizeof(addr)), ==, 0);
+        g_assert_cmpint(listen(n->listen_fd, 4), ==, 0);
+        g_string_append_printf(args, "-chardev socket,id=link,path=%s,"
+                               "reconnect-ms=50 -device arctic-niu,"
+                               "chardev=link,", n->sock_path);
+    } else {
+        g_string_append(args, "-device arctic-niu,");
+    }
+    g_string_append_printf(args, "node-id=%d,addr=04.0%s", NIU_NODE,
+                           extra ? extra : "");
+    n->qts = qtest_init(args->str);
+    g_string_free(args, true);
+
+    n->bus = qpci_new_pc(n->qts, NULL);
+    n->dev = qpci_device_find(n->bus, QPCI_DEVFN(4, 0));
+    g_assert_nonnull(n->dev);
+    qpci_device_enable(n->dev);
+    n->ctrl = qpci_iomap(n->dev, ARCTIC_BAR_CONTROL, NULL);
+    n->user = qpci_iomap(n->dev, ARCTIC_BAR_USER, NULL);
+    return n;
+}
+
+/* What a driver does: queues, route table, Rx then Tx on. */
+static void niu_setup(Niu *n)
+{
+    uint32_t table[2 * NET_NODES];
+    unsigned t, d;
+
+    qtest_memset(n->qts, TX_BASE, 0, ARCTIC_TX_REGION_SIZE);
+    qtest_memset(n->qts, RX_BASE, 0, ARCTIC_RX_REGION_SIZE);
+    ep_w(n, 0, A_EP_TX_QBASE_LO, (uint32_t)TX_BASE);
+    ep_w(n, 0, A_EP_TX_QBASE_HI, TX_BASE >> 32);
+    ep_w(n, 0, A_EP_RX_QBASE_LO, (uint32_t)RX_BASE);
+    ep_w(n, 0, A_EP_RX_QBASE_HI, RX_BASE >> 32);
+    arctic_route_table_fill(table, NIU_NODE, NET_NODES);
+    for (t = 0; t < 2; t++) {
+        for (d = 0; d < NET_NODES; d++) {
+            reg_w(n, ARCTIC_ROUTE_OFFSET(t, d), table[t * NET_NODES + d]);
+        }
+    }
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+}
+
+static Niu *niu_start_linked(uint16_t hi_credits, uint16_t lo_credits)
+{
+    Niu *n = niu_start(true, NULL);
+
+    niu_setup(n);
+    link_handshake(n, hi_credits, lo_credits);
+    return n;
+}
+
+static void niu_stop(Niu *n)
+{
+    link_close(n);
+    qpci_free_pc(n->bus);
+    g_free(n->dev);
+    qtest_quit(n->qts);
+    if (n->listen_fd >= 0) {
+        close(n->listen_fd);
+    }
+    if (n->sock_path) {
+        g_unlink(n->sock_path);
+        g_rmdir(n->dir);
+    }
+    g_free(n->sock_path);
+    g_free(n->dir);
+    g_free(n);
+}
+
+/* Check a receive slot byte for byte and release it (seed 002 §3.2.2). */
+static void guest_expect_rx(Niu *n, unsigned q, unsigned src, unsigned type,
+                            uint32_t cmd0, uint32_t cmd1,
+                            const uint32_t *payload, unsigned len)
+{
+    uint64_t slot = rx_slot_addr(q, n->rx_tail[q]);
+    uint32_t want[ARCTIC_SLOT_SIZE / 4], got[ARCTIC_SLOT_SIZE / 4];
+    unsigned i;
+
+    /* The slot was filled with a marker, so any stray write shows. */
+    for (i = 0; i < ARRAY_SIZE(want); i++) {
+        want[i] = cpu_to_le32(0xdddddddd);
+    }
+    want[0] = cpu_to_le32(FIELD_DP32(mpi_header(src, type, len), MPI_HEADER,
+                                     VALID, 1));
+    want[1] = cpu_to_le32(cmd0);
+    want[2] = cpu_to_le32(cmd1);
+    for (i = 0; i < len; i++) {
+        want[4 + i] = cpu_to_le32(payload[i]);
+    }
+    qtest_memread(n->qts, slot, got, sizeof(got));
+    g_assert_cmpmem(got, sizeof(got), want, sizeof(want));
+    /* Release: step 5, then refill the marker for the next lap. */
+    qtest_memset(n->qts, slot, 0xdd, ARCTIC_SLOT_SIZE);
+    qtest_writel(n->qts, slot, 0);
+    n->rx_tail[q] = (n->rx_tail[q] + 1) % ARCTIC_N;
+}
+
+static void mark_rx_slots(Niu *n)
+{
+    unsigned q, i;
+
+    for (q = 0; q < 2; q++) {
+        for (i = 0; i < ARCTIC_N; i++) {
+            qtest_memset(n->qts, rx_slot_addr(q, i), 0xdd, ARCTIC_SLOT_SIZE);
+            qtest_writel(n->qts, rx_slot_addr(q, i), 0);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Register file
+ */
+
+static void test_identity_and_reset_values(void)
+{
+    Niu *n = niu_start(false, NULL);
+    uint32_t caps = reg_r(n, A_NIU_CAPS);
+    unsigned ep;
+
+    g_assert_cmphex(qpci_config_readw(n->dev, PCI_VENDOR_ID), ==,
+                    ARCTIC_NIU_PCI_VENDOR_ID);
+    g_assert_cmphex(qpci_config_readw(n->dev, PCI_DEVICE_ID), ==,
+                    ARCTIC_NIU_PCI_DEVICE_ID);
+    g_assert_cmphex(reg_r(n, A_NIU_ID), ==, ARCTIC_NIU_ID_VALUE);
+    g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_VERSION), NIU_VERSION, MAJOR),
+                    ==, ARCTIC_NIU_VERSION_MAJOR);
+    g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, ENDPOINTS), ==,
+                    ARCTIC_ENDPOINTS);
+    g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, LOG2_N), ==, ARCTIC_LOG2_N);
+    g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, LINES), ==, 16);
+    g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, HI_LINES), ==, 4);
+    g_assert_cmpint(reg_r(n, A_NIU_NODE_ID), ==, NIU_NODE);
+    g_assert_cmpint(reg_r(n, A_NIU_NUM_NODES), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_LINK_STATUS), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_RX_CTRL), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_VMASK), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    for (ep = 0; ep < ARCTIC_ENDPOINTS; ep++) {
+        g_assert_cmpint(ep_r(n, ep, A_EP_TX_QBASE_LO), ==, 0);
+        g_assert_cmpint(ep_r(n, ep, A_EP_HI_RX_HD), ==, 0);
+    }
+    for (unsigned c = 0; c < ARCTIC_NUM_COUNTERS; c++) {
+        g_assert_cmpint(counter(n, c), ==, 0);
+    }
+    niu_stop(n);
+}
+
+static void test_register_semantics(void)
+{
+    Niu *n = niu_start(false, NULL);
+
+    /* Scratch reads back what was written. */
+    reg_w(n, A_NIU_SCRATCH, 0xdeadbeef);
+    g_assert_cmphex(reg_r(n, A_NIU_SCRATCH), ==, 0xdeadbeef);
+
+    /* Read-only registers refuse writes and say which one. */
+    reg_w(n, A_NIU_ID, 0);
+    g_assert_cmphex(reg_r(n, A_NIU_ID), ==, ARCTIC_NIU_ID_VALUE);
+    g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_ERROR_INFO), NIU_ERROR_INFO,
+                               CAUSE), ==, ARCTIC_ERR_RO_WRITE);
+    g_assert_cmphex(FIELD_EX32(reg_r(n, A_NIU_ERROR_INFO), NIU_ERROR_INFO,
+                               DETAIL), ==, A_NIU_ID);
+    expect_errors(n, 1u << ARCTIC_ERR_RO_WRITE);
+    reg_w(n, ARCTIC_COUNTER_OFFSET(ARCTIC_CNT_RETRANSMITS), 7);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RETRANSMITS), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_RO_WRITE);
+
+    /* Nothing lives at an unassigned offset. */
+    g_assert_cmpint(reg_r(n, 0x0f0), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_REGISTER);
+    reg_w(n, 0x3ffc, 1);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_REGISTER);
+
+    /* Queue bases keep their alignment (seed 002 §4.2). */
+    ep_w(n, 0, A_EP_TX_QBASE_LO, TX_BASE + ARCTIC_TX_REGION_ALIGN / 2);
+    g_assert_cmphex(ep_r(n, 0, A_EP_TX_QBASE_LO), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_ALIGN);
+    ep_w(n, 0, A_EP_TX_QBASE_LO, TX_BASE);
+    ep_w(n, 0, A_EP_TX_QBASE_HI, 0x1);
+    g_assert_cmphex(ep_r(n, 0, A_EP_TX_QBASE_LO), ==, TX_BASE);
+    g_assert_cmphex(ep_r(n, 0, A_EP_TX_QBASE_HI), ==, 0x1);
+    ep_w(n, 0, A_EP_TX_QBASE_HI, 0);
+    ep_w(n, 3, A_EP_RX_QBASE_LO, RX_BASE + ARCTIC_RX_REGION_ALIGN / 2);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_ALIGN);
+    ep_w(n, 3, A_EP_RX_QBASE_LO, RX_BASE + ARCTIC_RX_REGION_ALIGN);
+    g_assert_cmphex(ep_r(n, 3, A_EP_RX_QBASE_LO), ==,
+                    RX_BASE + ARCTIC_RX_REGION_ALIGN);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+
+    /* Indices: only 0..N-1. */
+    ep_w(n, 0, A_EP_LO_TX_TL, ARCTIC_N);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_TX_TL), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_INDEX);
+    ep_w(n, 0, A_EP_LO_TX_TL, ARCTIC_N - 1);
+    ep_w(n, 0, A_EP_HI_RX_HD, 17);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_TX_TL), ==, ARCTIC_N - 1);
+    g_assert_cmpint(ep_r(n, 0, A_EP_HI_RX_HD), ==, 17);
+
+    /* DMA window: 4 MiB aligned bases, power-of-two mask >= 4 MiB - 1. */
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, 0x00400000);
+    ep_w(n, 0, A_EP_DMA_BASE_VIR_LO, 0x00801000);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_ALIGN);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, 0x002fffff);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_ALIGN);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, 0x005fffff);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_ALIGN);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, 0x00ffffff);
+    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_BASE_PHY_LO), ==, 0x00400000);
+    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_BASE_VIR_LO), ==, 0);
+    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_RANGE_MASK_LO), ==, 0x00ffffff);
+
+    /* VMASK is three bits. */
+    reg_w(n, A_NIU_VMASK, 8);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    reg_w(n, A_NIU_VMASK, 3);
+    g_assert_cmpint(reg_r(n, A_NIU_VMASK), ==, 3);
+
+    /* Reserved control bits are refused. */
+    reg_w(n, A_NIU_TX_CTRL, 0x4 | R_NIU_CTRL_ENABLE_MASK);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+
+    /* While on, Tx state is frozen (seed 002 §4.1.2); Rx state is not. */
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, R_NIU_CTRL_ENABLE_MASK);
+    ep_w(n, 0, A_EP_HI_TX_TL, 5);
+    g_assert_cmpint(ep_r(n, 0, A_EP_HI_TX_TL), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BUSY);
+    reg_w(n, ARCTIC_ROUTE_OFFSET(0, 2), 0x1234);
+    g_assert_cmphex(reg_r(n, ARCTIC_ROUTE_OFFSET(0, 2)), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BUSY);
+    ep_w(n, 0, A_EP_LO_RX_HD, 9);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_RX_HD), ==, 9);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    ep_w(n, 0, A_EP_LO_RX_HD, 10);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_RX_HD), ==, 9);
+    expect_errors(n, 1u << ARCTIC_ERR_BUSY);
+    /* Nothing in flight: OFF reads back at once. */
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, 0);
+    reg_w(n, ARCTIC_ROUTE_OFFSET(1, 255), 0xabcd1234);
+    g_assert_cmphex(reg_r(n, ARCTIC_ROUTE_OFFSET(1, 255)), ==, 0xabcd1234);
+
+    /* Reset through RxCtrl: everything back to power-on values. */
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_RESET_MASK);
+    g_assert_cmpint(reg_r(n, A_NIU_RX_CTRL), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_SCRATCH), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_VMASK), ==, 0);
+    g_assert_cmphex(ep_r(n, 0, A_EP_TX_QBASE_LO), ==, 0);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_RX_HD), ==, 0);
+    g_assert_cmphex(reg_r(n, ARCTIC_ROUTE_OFFSET(1, 255)), ==, 0);
+    niu_stop(n);
+}
+
+static void test_dma_self_test(void)
+{
+    Niu *n = niu_start(false, NULL);
+    uint32_t words[64];
+    unsigned i;
+
+    reg_w(n, A_NIU_TEST_DMA_ADDR_LO, (uint32_t)SCRATCH_MEM);
+    reg_w(n, A_NIU_TEST_DMA_ADDR_HI, SCRATCH_MEM >> 32);
+    reg_w(n, A_NIU_TEST_DMA_SIZE, sizeof(words));
+    reg_w(n, A_NIU_TEST_DMA_SEED, 0x1234);
+    reg_w(n, A_NIU_TEST_DMA_CTRL, ARCTIC_TEST_DMA_FILL);
+    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_STATUS), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK);
+    qtest_memread(n->qts, SCRATCH_MEM, words, sizeof(words));
+    for (i = 0; i < ARRAY_SIZE(words); i++) {
+        g_assert_cmphex(le32_to_cpu(words[i]), ==,
+                        arctic_test_pattern(0x1234, i));
+    }
+    reg_w(n, A_NIU_TEST_DMA_CTRL, ARCTIC_TEST_DMA_CHECK);
+    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_STATUS), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK);
+    qtest_writel(n->qts, SCRATCH_MEM + 4 * 40, 0);
+    reg_w(n, A_NIU_TEST_DMA_CTRL, ARCTIC_TEST_DMA_CHECK);
+    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_STATUS), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK |
+                    R_NIU_TEST_DMA_STATUS_MISMATCH_MASK);
+    reg_w(n, A_NIU_TEST_DMA_SIZE, 6);
+    reg_w(n, A_NIU_TEST_DMA_CTRL, ARCTIC_TEST_DMA_FILL);
+    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_STATUS), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK |
+                    R_NIU_TEST_DMA_STATUS_BAD_ARGS_MASK);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    /* The user page's doorbell takes any value; reads there are errors. */
+    qpci_io_writel(n->dev, n->user, A_USER_DOORBELL, 0xffffffff);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    g_assert_cmpint(qpci_io_readl(n->dev, n->user, A_USER_DOORBELL), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_REGISTER);
+    niu_stop(n);
+}
+
+/* ------------------------------------------------------------------------
+ * Transmit and receive
+ */
+
+static void test_tx_all_sizes(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t payload[ARCTIC_MAX_PAYLOAD];
+    unsigned q, len, i;
+
+    for (q = ARCTIC_TXQ_HI; q <= ARCTIC_TXQ_LO; q++) {
+        uint8_t prio = q == ARCTIC_TXQ_HI ? ARCTIC_PRIORITY_HIGH
+                                          : ARCTIC_PRIORITY_LOW;
+        uint32_t epoch = 0;
+
+        for (len = 0; len <= ARCTIC_MAX_PAYLOAD; len++) {
+            for (i = 0; i < len; i++) {
+                payload[i] = pattern(len, i);
+            }
+            guest_send(n, q, PEER, 0x40 + len, 0xc0000000 | len,
+                       0xc1000000 | len, payload, len);
+            doorbell(n);
+            epoch = expect_data(n, PEER, prio, len, 0x40 + len,
+                                0xc0000000 | len, 0xc1000000 | len, payload,
+                                len);
+            peer_control(n, PEER, ARCTIC_E2E_ACK, prio, epoch, len, 0);
+            /* The slot was released by clearing its header. */
+            g_assert_cmphex(qtest_readl(n->qts, tx_slot_addr(q, len)), ==, 0);
+        }
+        g_assert_cmpint(ep_r(n, 0, q == ARCTIC_TXQ_HI ? A_EP_HI_TX_TL
+                                                      : A_EP_LO_TX_TL),
+                        ==, ARCTIC_MAX_PAYLOAD + 1);
+    }
+    link_expect_silence(n);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_HI_PACKETS), ==, 21);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_LO_PACKETS), ==, 21);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_ACKS_RECEIVED), ==, 42);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RETRANSMITS), ==, 0);
+    niu_stop(n);
+}
+
+/* A program that only writes slots and valid bits is served by polling. */
+static void test_tx_polled_without_doorbell(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t payload[3] = { 1, 2, 3 };
+    uint32_t epoch;
+
+    qtest_clock_step(n->qts, 50 * 1000 * 1000);   /* idle: back-off grows */
+    guest_send(n, ARCTIC_TXQ_LO, 2, 9, 10, 11, payload, 3);
+    link_expect_silence(n);         /* virtual time stands still */
+    qtest_clock_step(n->qts, 1000 * 1000);        /* poll-max-ns */
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 9, 10, 11, payload, 3);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 0, 0);
+    link_expect_silence(n);
+    niu_stop(n);
+}
+
+static void test_rx_all_sizes(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t payload[ARCTIC_MAX_PAYLOAD];
+    unsigned q, len, i;
+
+    mark_rx_slots(n);
+    for (q = ARCTIC_RXQ_HI; q <= ARCTIC_RXQ_LO; q++) {
+        uint8_t prio = q == ARCTIC_RXQ_HI ? ARCTIC_PRIORITY_HIGH
+                                          : ARCTIC_PRIORITY_LOW;
+
+        for (len = 0; len <= ARCTIC_MAX_PAYLOAD; len++) {
+            for (i = 0; i < len; i++) {
+                payload[i] = pattern(100 + len, i);
+            }
+            peer_send_acked(n, prio, 0x7f - len, 0xe0000000 | len, len,
+                            payload, len);
+            guest_expect_rx(n, q, PEER, 0x7f - len, 0xe0000000 | len, len,
+                            payload, len);
+        }
+    }
+    g_assert_cmpint(ep_r(n, 0, A_EP_HI_RX_HD), ==, 21);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_RX_HD), ==, 21);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RX_HI_PACKETS), ==, 21);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RX_LO_PACKETS), ==, 21);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_ACKS_SENT), ==, 42);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    niu_stop(n);
+}
+
+#define LAPS_MESSAGES (3 * ARCTIC_N + 7)
+
+static void test_wraparound(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t payload[4];
+    uint32_t m, epoch;
+
+    mark_rx_slots(n);
+    for (m = 0; m < LAPS_MESSAGES; m++) {
+        payload[0] = m;
+        payload[1] = ~m;
+        payload[2] = pattern(m, 2);
+        payload[3] = pattern(m, 3);
+        guest_send(n, ARCTIC_TXQ_HI, 3, m & 0x7f, m, 0, payload, 4);
+        doorbell(n);
+        epoch = expect_data(n, 3, ARCTIC_PRIORITY_HIGH, m, m & 0x7f, m, 0,
+                            payload, 4);
+        peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, m, 0);
+
+        peer_send_acked(n, ARCTIC_PRIORITY_LOW, m & 0x7f, m, ~m, payload, 4);
+        guest_expect_rx(n, ARCTIC_RXQ_LO, PEER, m & 0x7f, m, ~m, payload, 4);
+    }
+    g_assert_cmpint(ep_r(n, 0, A_EP_HI_TX_TL), ==, LAPS_MESSAGES % ARCTIC_N);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_RX_HD), ==, LAPS_MESSAGES % ARCTIC_N);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RETRANSMITS), ==, 0);
+    niu_stop(n);
+}
+
+/* ------------------------------------------------------------------------
+ * Ack/retry
+ */
+
+static void test_rx_queue_full_nack(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint32_t payload[2] = { 0x11, 0x22 };
+    size_t size;
+
+    mark_rx_slots(n);
+    /* The consumer has not released HiRx[0] yet: the queue is full. */
+    qtest_writel(n->qts, rx_slot_addr(ARCTIC_RXQ_HI, 0),
+                 mpi_header(3, 1, 0));
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0,
+                     5, 6, 7, payload, 2);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, 0, ARCTIC_NACK_QUEUE_FULL);
+    g_assert_cmphex(qtest_readl(n->qts, rx_slot_addr(ARCTIC_RXQ_HI, 0) + 4),
+                    ==, 0xdddddddd);
+    /* Retried while still full: refused again, nothing written. */
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, 0, ARCTIC_NACK_QUEUE_FULL);
+    /* The consumer frees the slot; the retry is delivered once. */
+    qtest_memset(n->qts, rx_slot_addr(ARCTIC_RXQ_HI, 0), 0xdd,
+                 ARCTIC_SLOT_SIZE);
+    qtest_writel(n->qts, rx_slot_addr(ARCTIC_RXQ_HI, 0), 0);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, 0, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 5, 6, 7, payload, 2);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_NACKS_SENT), ==, 2);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RX_HI_PACKETS), ==, 1);
+    g_assert_cmpint(qtest_readl(n->qts, rx_slot_addr(ARCTIC_RXQ_HI, 1)), ==,
+                    0);
+    niu_stop(n);
+}
+
+static void test_rx_off_nack(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    size_t size;
+
+    mark_rx_slots(n);
+    reg_w(n, A_NIU_RX_CTRL, 0);
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_LOW, n->peer_epoch, 0,
+                     1, 2, 3, NULL, 0);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW,
+                   n->peer_epoch, 0, ARCTIC_NACK_RX_OFF);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW,
+                   n->peer_epoch, 0, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_LO, PEER, 1, 2, 3, NULL, 0);
+    niu_stop(n);
+}
+
+/* The ack was lost: the receiver sees the packet again and must not
+ * deliver it twice. */
+static void test_rx_duplicate_not_delivered(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint32_t payload[1] = { 42 };
+    size_t size;
+
+    mark_rx_slots(n);
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0,
+                     3, 4, 5, payload, 1);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, 0, 0);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, 0, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 4, 5, payload, 1);
+    g_assert_cmpint(qtest_readl(n->qts, rx_slot_addr(ARCTIC_RXQ_HI, 1)), ==,
+                    0);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_DUPLICATES), ==, 1);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RX_HI_PACKETS), ==, 1);
+    niu_stop(n);
+}
+
+/* Reordered and duplicated packets are delivered once, in order. */
+static void test_rx_reorder_in_order(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t w[4][ARCTIC_WIRE_MAX_SIZE];
+    size_t size[4];
+    uint32_t payload[4][1];
+    unsigned i;
+
+    mark_rx_slots(n);
+    for (i = 0; i < 4; i++) {
+        payload[i][0] = 1000 + i;
+        size[i] = peer_data(n, w[i], 2, ARCTIC_PRIORITY_LOW, n->peer_epoch, i,
+                            i, i, i, payload[i], 1);
+    }
+    link_send_packet(n, w[0], size[0]);
+    expect_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, n->peer_epoch,
+                   0, 0);
+    /* 2 and 3 overtake 1: refused, pointing at the missing 1. */
+    link_send_packet(n, w[2], size[2]);
+    expect_control(n, 2, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW, n->peer_epoch,
+                   1, ARCTIC_NACK_OUT_OF_ORDER);
+    link_send_packet(n, w[3], size[3]);
+    expect_control(n, 2, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW, n->peer_epoch,
+                   1, ARCTIC_NACK_OUT_OF_ORDER);
+    link_send_packet(n, w[1], size[1]);
+    expect_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, n->peer_epoch,
+                   1, 0);
+    link_send_packet(n, w[1], size[1]);     /* a duplicate of 1 */
+    expect_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, n->peer_epoch,
+                   1, 0);
+    link_send_packet(n, w[2], size[2]);
+    expect_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, n->peer_epoch,
+                   2, 0);
+    link_send_packet(n, w[3], size[3]);
+    expect_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, n->peer_epoch,
+                   3, 0);
+    for (i = 0; i < 4; i++) {
+        guest_expect_rx(n, ARCTIC_RXQ_LO, 2, i, i, i, payload[i], 1);
+    }
+    g_assert_cmpint(qtest_readl(n->qts, rx_slot_addr(ARCTIC_RXQ_LO, 4)), ==,
+                    0);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_DUPLICATES), ==, 1);
+    niu_stop(n);
+}
+
+/* A stream the receiver holds no state for starts over (RESYNC). */
+static void test_rx_unknown_stream_resync(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    size_t size;
+
+    mark_rx_slots(n);
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 5,
+                     1, 1, 1, NULL, 0);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, 0, ARCTIC_NACK_RESYNC);
+    g_assert_cmpint(qtest_readl(n->qts, rx_slot_addr(ARCTIC_RXQ_HI, 0)), ==,
+                    0);
+    /* A new session at seq 0 is taken, and an older epoch is not. */
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0,
+                     1, 1, 1, NULL, 0);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, 0, 0);
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch - 1,
+                     0, 2, 2, 2, NULL, 0);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch - 1, n->peer_epoch, ARCTIC_NACK_RESYNC);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 1, 1, 1, NULL, 0);
+    g_assert_cmpint(qtest_readl(n->qts, rx_slot_addr(ARCTIC_RXQ_HI, 1)), ==,
+                    0);
+    niu_stop(n);
+}
+
+/* The ack is lost: the sender times out, sends again, and stops once
+ * acked. */
+static void test_tx_timeout_retransmit(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t payload[5] = { 5, 4, 3, 2, 1 };
+    uint32_t epoch;
+
+    guest_send(n, ARCTIC_TXQ_HI, 2, 7, 8, 9, payload, 5);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 7, 8, 9, payload, 5);
+    link_expect_silence(n);
+    qtest_clock_step(n->qts, RETRY_NS - 1000);
+    link_expect_silence(n);
+    qtest_clock_step(n->qts, 1000);
+    g_assert_cmpint(expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 7, 8, 9,
+                                payload, 5), ==, epoch);
+    /* Second timeout doubles. */
+    qtest_clock_step(n->qts, 2 * RETRY_NS);
+    expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 7, 8, 9, payload, 5);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    qtest_clock_step(n->qts, 100 * RETRY_NS);
+    link_expect_silence(n);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TIMEOUTS), ==, 2);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RETRANSMITS), ==, 2);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_HI_PACKETS), ==, 1);
+    niu_stop(n);
+}
+
+/* A nack sends the stream again from the refused packet, in order. */
+static void test_tx_nack_goes_back(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t p[3][1] = { { 10 }, { 11 }, { 12 } };
+    uint32_t epoch = 0;
+    unsigned i;
+
+    for (i = 0; i < 3; i++) {
+        guest_send(n, ARCTIC_TXQ_LO, 3, i, i, i, p[i], 1);
+    }
+    doorbell(n);
+    for (i = 0; i < 3; i++) {
+        epoch = expect_data(n, 3, ARCTIC_PRIORITY_LOW, i, i, i, i, p[i], 1);
+    }
+    peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 0, 0);
+    peer_control(n, 3, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW, epoch, 1,
+                 ARCTIC_NACK_QUEUE_FULL);
+    link_expect_silence(n);
+    qtest_clock_step(n->qts, NACK_NS);
+    expect_data(n, 3, ARCTIC_PRIORITY_LOW, 1, 1, 1, 1, p[1], 1);
+    expect_data(n, 3, ARCTIC_PRIORITY_LOW, 2, 2, 2, 2, p[2], 1);
+    /* A stale nack from another epoch changes nothing. */
+    peer_control(n, 3, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW, epoch + 7, 1,
+                 ARCTIC_NACK_QUEUE_FULL);
+    peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 2, 0);
+    qtest_clock_step(n->qts, 100 * RETRY_NS);
+    link_expect_silence(n);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_NACKS_RECEIVED), ==, 2);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RETRANSMITS), ==, 2);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TIMEOUTS), ==, 0);
+    niu_stop(n);
+}
+
+/* The receiver lost its state: the stream starts over in a newer epoch,
+ * renumbered from 0, with nothing lost. */
+static void test_tx_resync_renumbers(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t p[2][1] = { { 0xaaa }, { 0xbbb } };
+    uint32_t epoch, epoch2;
+
+    guest_send(n, ARCTIC_TXQ_HI, PEER, 1, 1, 1, p[0], 1);
+    doorbell(n);
+    epoch = expect_data(n, PEER, ARCTIC_PRIORITY_HIGH, 0, 1, 1, 1, p[0], 1);
+    peer_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    guest_send(n, ARCTIC_TXQ_HI, PEER, 2, 2, 2, p[1], 1);
+    doorbell(n);
+    expect_data(n, PEER, ARCTIC_PRIORITY_HIGH, 1, 2, 2, 2, p[1], 1);
+    peer_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH, epoch,
+                 epoch + 100, ARCTIC_NACK_RESYNC);
+    epoch2 = expect_data(n, PEER, ARCTIC_PRIORITY_HIGH, 0, 2, 2, 2, p[1], 1);
+    g_assert_cmphex(epoch2, ==, epoch + 101);
+    peer_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch2, 0, 0);
+    /* The next message continues the new epoch. */
+    guest_send(n, ARCTIC_TXQ_HI, PEER, 3, 3, 3, p[0], 1);
+    doorbell(n);
+    g_assert_cmphex(expect_data(n, PEER, ARCTIC_PRIORITY_HIGH, 1, 3, 3, 3,
+                                p[0], 1), ==, epoch2);
+    peer_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch2, 1, 0);
+    qtest_clock_step(n->qts, 100 * RETRY_NS);
+    link_expect_silence(n);
+    niu_stop(n);
+}
+
+/* ------------------------------------------------------------------------
+ * Priorities
+ */
+
+static void test_rx_high_flows_while_low_full(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    size_t size;
+    unsigned i;
+
+    mark_rx_slots(n);
+    qtest_writel(n->qts, rx_slot_addr(ARCTIC_RXQ_LO, 0), mpi_header(0, 0, 0));
+    size = peer_data(n, wire, 2, ARCTIC_PRIORITY_LOW, n->peer_epoch, 0, 1, 1,
+                     1, NULL, 0);
+    link_send_packet(n, wire, size);
+    expect_control(n, 2, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW, n->peer_epoch,
+                   0, ARCTIC_NACK_QUEUE_FULL);
+    for (i = 0; i < 10; i++) {
+        uint32_t v = i;
+        peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 4, i, 0, &v, 1);
+        guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 4, i, 0, &v, 1);
+    }
+    niu_stop(n);
+}
+
+/* No low-priority credit: low waits, high goes; credit releases low. */
+static void test_tx_high_passes_blocked_low(void)
+{
+    Niu *n = niu_start_linked(8, 1);
+    uint32_t v[3] = { 1, 2, 3 };
+    uint32_t elo, ehi;
+
+    n->hold_credits[ARCTIC_PRIORITY_LOW] = true;
+
+    guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v[0], 1);
+    guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v[1], 1);
+    doorbell(n);
+    elo = expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 0, 0, &v[0], 1);
+    link_expect_silence(n);     /* the second waits for a credit */
+    guest_send(n, ARCTIC_TXQ_HI, 2, 5, 0, 0, &v[2], 1);
+    doorbell(n);
+    ehi = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 5, 0, 0, &v[2], 1);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_CREDIT_STALLS), >, 0);
+    link_send_credit(n, 0, 1);
+    doorbell(n);
+    expect_data(n, 2, ARCTIC_PRIORITY_LOW, 1, 1, 0, 0, &v[1], 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, elo, 1, 0);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, ehi, 0, 0);
+    niu_stop(n);
+}
+
+/* Unacked low-priority packets can hold only the low share of the lines. */
+static void test_tx_high_lines_reserved(void)
+{
+    Niu *n = niu_start_linked(64, 64);
+    unsigned lo_lines = 16 - 4;
+    uint32_t v, elo = 0, ehi;
+    unsigned i;
+
+    for (i = 0; i <= lo_lines; i++) {
+        v = i;
+        guest_send(n, ARCTIC_TXQ_LO, 3, 2, 0, 0, &v, 1);
+    }
+    doorbell(n);
+    for (i = 0; i < lo_lines; i++) {
+        v = i;
+        elo = expect_data(n, 3, ARCTIC_PRIORITY_LOW, i, 2, 0, 0, &v, 1);
+    }
+    link_expect_silence(n);
+    /* The last low slot is still in the queue, not taken. */
+    g_assert_cmphex(qtest_readl(n->qts, tx_slot_addr(ARCTIC_TXQ_LO,
+                                                     lo_lines)), !=, 0);
+    v = 99;
+    guest_send(n, ARCTIC_TXQ_HI, 3, 6, 0, 0, &v, 1);
+    doorbell(n);
+    ehi = expect_data(n, 3, ARCTIC_PRIORITY_HIGH, 0, 6, 0, 0, &v, 1);
+    peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, elo, 0, 0);
+    v = lo_lines;
+    expect_data(n, 3, ARCTIC_PRIORITY_LOW, lo_lines, 2, 0, 0, &v, 1);
+    peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, elo, lo_lines, 0);
+    peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, ehi, 0, 0);
+    niu_stop(n);
+}
+
+/* Writing OFF completes only once what was taken has entered the network
+ * (seed 002 §4.1.2). */
+static void test_tx_off_drains(void)
+{
+    Niu *n = niu_start_linked(1, 8);
+    uint32_t v = 7, epoch;
+
+    n->hold_credits[ARCTIC_PRIORITY_HIGH] = true;
+
+    guest_send(n, ARCTIC_TXQ_HI, 2, 1, 0, 0, &v, 1);
+    guest_send(n, ARCTIC_TXQ_HI, 2, 1, 0, 0, &v, 1);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 1, 0, 0, &v, 1);
+    link_expect_silence(n);
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, R_NIU_CTRL_ENABLE_MASK);
+    ep_w(n, 0, A_EP_HI_TX_TL, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BUSY);
+    link_send_credit(n, 1, 0);
+    expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 1, 1, 0, 0, &v, 1);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, 0);
+    g_assert_cmpint(ep_r(n, 0, A_EP_HI_TX_TL), ==, 2);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 1, 0);
+    niu_stop(n);
+}
+
+/* ------------------------------------------------------------------------
+ * Link
+ */
+
+static void test_link_down_up_loses_nothing(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t v[5] = { 50, 51, 52, 53, 54 };
+    uint32_t epoch = 0;
+    unsigned i;
+
+    mark_rx_slots(n);
+    for (i = 0; i < 3; i++) {
+        guest_send(n, ARCTIC_TXQ_HI, 2, 1, i, 0, &v[i], 1);
+    }
+    doorbell(n);
+    for (i = 0; i < 3; i++) {
+        epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, i, 1, i, 0, &v[i], 1);
+    }
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    /* An incoming packet is acked too, then the cable is pulled. */
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 9, 9, 9, NULL, 0);
+    link_close(n);
+    for (i = 3; i < 5; i++) {
+        guest_send(n, ARCTIC_TXQ_HI, 2, 1, i, 0, &v[i], 1);
+    }
+    doorbell(n);
+    for (i = 0; i < 100 &&
+         FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS, CONNECTED);
+         i++) {
+        g_usleep(1000);
+    }
+    g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
+                               UP), ==, 0);
+    /* The device reconnects; 1 and 2 were never acked, 3 and 4 never
+     * sent: all four go out, in order, on the new session. */
+    link_handshake(n, 8, 8);
+    for (i = 1; i < 5; i++) {
+        expect_data(n, 2, ARCTIC_PRIORITY_HIGH, i, 1, i, 0, &v[i], 1);
+    }
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 4, 0);
+    qtest_clock_step(n->qts, 100 * RETRY_NS);
+    link_expect_silence(n);
+    /* The receive stream survived too: its next packet is taken. */
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 9, 10, 10, NULL, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 9, 9, 9, NULL, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 9, 10, 10, NULL, 0);
+    g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
+                               UP_COUNT), ==, 2);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_LINK_DOWNS), ==, 1);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_HI_PACKETS), ==, 5);
+    niu_stop(n);
+}
+
+static void test_link_rejected_then_accepted(void)
+{
+    Niu *n = niu_start(true, NULL);
+    uint8_t body[ARCTIC_REJECT_SIZE] = { 0 };
+    uint16_t type;
+    uint32_t len;
+    uint8_t buf[ARCTIC_LINK_MAX_BODY];
+
+    niu_setup(n);
+    link_accept(n);
+    link_expect_hello(n);
+    arctic_put_le32(body, ARCTIC_REJECT_NODE_BUSY);
+    strcpy((char *)body + 4, "node 1 is taken");
+    link_write(n, ARCTIC_FRAME_REJECT, body, sizeof(body));
+    g_assert_cmpint(link_read(n, &type, buf, &len, WAIT_MS), ==, -1);
+    link_close(n);
+    g_assert_true(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
+                             REJECTED));
+    g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_ERROR_INFO), NIU_ERROR_INFO,
+                               DETAIL), ==, ARCTIC_REJECT_NODE_BUSY);
+    expect_errors(n, 1u << ARCTIC_ERR_LINK_REJECTED);
+    link_handshake(n, 8, 8);
+    g_assert_false(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
+                              REJECTED));
+    niu_stop(n);
+}
+
+/* ------------------------------------------------------------------------
+ * Bad input
+ */
+
+static void test_bad_slots_refused(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t v[ARCTIC_MAX_PAYLOAD + 1] = { 0 };
+    uint32_t header, epoch;
+
+    /* 21 payload words: refused, released, the queue moves on. */
+    header = mpi_header(2, 1, 0);
+    header = FIELD_DP32(header, MPI_HEADER, LENGTH, ARCTIC_MAX_PAYLOAD + 1);
+    guest_send_raw(n, ARCTIC_TXQ_HI, header, 0, 0, v, ARCTIC_MAX_PAYLOAD);
+    /* No route to node 3 at low priority. */
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    reg_w(n, ARCTIC_ROUTE_OFFSET(ARCTIC_ROUTE_TABLE_LOW, 3), 0);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    guest_send(n, ARCTIC_TXQ_LO, 3, 1, 0, 0, v, 1);
+    /* A DMA request where only MPI packets are served here. */
+    header = FIELD_DP32(mpi_header(2, 1, 0), MPI_HEADER, MODE, 1);
+    guest_send_raw(n, ARCTIC_TXQ_HI, header, 0, 0, v, 0);
+    /* A good one after them still goes. */
+    v[0] = 77;
+    guest_send(n, ARCTIC_TXQ_HI, 2, 3, 4, 5, v, 1);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 3, 4, 5, v, 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    link_expect_silence(n);
+    g_assert_cmphex(qtest_readl(n->qts, tx_slot_addr(ARCTIC_TXQ_HI, 0)), ==, 0);
+    g_assert_cmphex(qtest_readl(n->qts, tx_slot_addr(ARCTIC_TXQ_HI, 1)), ==, 0);
+    g_assert_cmphex(qtest_readl(n->qts, tx_slot_addr(ARCTIC_TXQ_LO, 0)), ==, 0);
+    g_assert_cmpint(ep_r(n, 0, A_EP_HI_TX_TL), ==, 3);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_TX_TL), ==, 1);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_ERRORS), ==, 3);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_LENGTH | 1u << ARCTIC_ERR_NO_ROUTE |
+                  1u << ARCTIC_ERR_BAD_MODE);
+    niu_stop(n);
+}
+
+/* Queues that point at no memory: errors, never a crash. */
+static void test_bad_queue_memory(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    size_t size;
+
+    reg_w(n, A_NIU_RX_CTRL, 0);
+    ep_w(n, 0, A_EP_RX_QBASE_LO, 0);
+    ep_w(n, 0, A_EP_RX_QBASE_HI, 0xfff00000);    /* far beyond RAM */
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0, 1,
+                     1, 1, NULL, 0);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, 0, ARCTIC_NACK_RX_ERROR);
+    expect_errors(n, 1u << ARCTIC_ERR_DMA);
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    ep_w(n, 0, A_EP_TX_QBASE_HI, 0xfff00000);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    doorbell(n);
+    link_expect_silence(n);
+    expect_errors(n, 1u << ARCTIC_ERR_DMA);
+    niu_stop(n);
+}
+
+static void test_bad_packets_from_network(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    size_t size;
+
+    mark_rx_slots(n);
+    /* Corrupted in flight: CRC mismatch, dropped without an answer. */
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0, 1,
+                     2, 3, NULL, 0);
+    wire[ARCTIC_WIRE_WORDS_OFFSET + 9] ^= 0x40;
+    link_send_packet(n, wire, size);
+    /* Misrouted: meant for node 2. */
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0, 1,
+                     2, 3, NULL, 0);
+    wire[4] = 2;
+    arctic_wire_seal(wire, size);
+    link_send_packet(n, wire, size);
+    /* Length field disagreeing with the frame. */
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0, 1,
+                     2, 3, NULL, 0);
+    wire[ARCTIC_WIRE_WORDS_OFFSET + 4] += 1;
+    arctic_wire_seal(wire, size);
+    link_send_packet(n, wire, size);
+    /* An MPI packet claiming 21 payload words is dropped but acked. */
+    {
+        uint32_t big[ARCTIC_MAX_PAYLOAD + 1] = { 0 };
+        size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch,
+                         0, 1, 2, 3, big, ARCTIC_MAX_PAYLOAD + 1);
+        link_send_packet(n, wire, size);
+        expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                       n->peer_epoch, 0, 0);
+    }
+    g_assert_cmpint(counter(n, ARCTIC_CNT_BAD_PACKETS), ==, 4);
+    g_assert_cmpint(qtest_readl(n->qts, rx_slot_addr(ARCTIC_RXQ_HI, 0)), ==,
+                    0);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_PACKET);
+    /* The link is still good. */
+    n->peer_seq[ARCTIC_PRIORITY_HIGH] = 1;
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 1, 2, 3, NULL, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 1, 2, 3, NULL, 0);
+    niu_stop(n);
+}
+
+static void test_bad_frames_reset_link(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t junk[ARCTIC_LINK_HEADER_SIZE + 4];
+    uint8_t buf[ARCTIC_LINK_MAX_BODY];
+    uint16_t type;
+    uint32_t len;
+
+    /* An unknown frame type: the device drops the connection. */
+    arctic_frame_header_encode(junk, 77, 4);
+    g_assert_cmpint(send(n->fd, junk, sizeof(junk), MSG_NOSIGNAL), ==,
+                    sizeof(junk));
+    g_assert_cmpint(link_read(n, &type, buf, &len, WAIT_MS), ==, -1);
+    link_close(n);
+    expect_errors(n, 1u << ARCTIC_ERR_LINK_PROTOCOL);
+    /* It comes back; now a frame too large for any buffer. */
+    link_handshake(n, 8, 8);
+    arctic_frame_header_encode(junk, ARCTIC_FRAME_PACKET, 1u << 30);
+    g_assert_cmpint(send(n->fd, junk, ARCTIC_LINK_HEADER_SIZE, MSG_NOSIGNAL),
+                    ==, ARCTIC_LINK_HEADER_SIZE);
+    g_assert_cmpint(link_read(n, &type, buf, &len, WAIT_MS), ==, -1);
+    link_close(n);
+    expect_errors(n, 1u << ARCTIC_ERR_LINK_PROTOCOL);
+    /* More packets than the credits granted, in one burst so the device
+     * has no chance to return credits in between. */
+    link_handshake(n, 8, 8);
+    {
+        enum { BURST = 3 * ARCTIC_LINK_DEFAULT_CREDITS };
+        uint8_t burst[BURST * (ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MIN_SIZE)];
+        size_t off = 0;
+
+        for (unsigned i = 0; i < BURST; i++) {
+            uint8_t *frame = burst + off;
+            size_t size = peer_data(n, frame + ARCTIC_LINK_HEADER_SIZE, PEER,
+                                    ARCTIC_PRIORITY_LOW, 1, 9, 0, 0, 0,
+                                    NULL, -1);
+            frame[ARCTIC_LINK_HEADER_SIZE + size - 1] ^= 1;   /* bad CRC */
+            arctic_frame_header_encode(frame, ARCTIC_FRAME_PACKET, size);
+            off += ARCTIC_LINK_HEADER_SIZE + size;
+        }
+        g_assert_cmpint(send(n->fd, burst, off, MSG_NOSIGNAL), ==, off);
+    }
+    while (link_read(n, &type, buf, &len, WAIT_MS) == 1) {
+        g_assert_cmpint(type, ==, ARCTIC_FRAME_CREDIT);
+    }
+    link_close(n);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_BAD_PACKETS), ==,
+                    ARCTIC_LINK_DEFAULT_CREDITS);
+    expect_errors(n, 1u << ARCTIC_ERR_LINK_PROTOCOL |
+                  1u << ARCTIC_ERR_BAD_PACKET);
+    link_handshake(n, 8, 8);
+    niu_stop(n);
+}
+
+/* Properties are checked when the device is created. */
+static void test_bad_properties(void)
+{
+    const char *qemu = g_getenv("QTEST_QEMU_BINARY");
+    const char *bad[] = { "node-id=256", "rx-credits=0",
+                          "poll-min-ns=10,poll-max-ns=5" };
+    unsigned i;
+
+    g_assert_nonnull(qemu);
+    for (i = 0; i < ARRAY_SIZE(bad); i++) {
+        g_autofree char *dev = g_strdup_printf("arctic-niu,%s", bad[i]);
+        g_autofree char *err = NULL;
+        const char *argv[] = { qemu, "-M", "q35", "-nodefaults", "-display",
+                               "none", "-S", "-device", dev, NULL };
+        int status = 0;
+
+        g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL,
+                                   G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
+                                   NULL, &err, &status, NULL));
+        g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+        g_assert_nonnull(strstr(err, "arctic-niu"));
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+
+    qtest_add_func("/arctic-niu/registers/reset-values",
+                   test_identity_and_reset_values);
+    qtest_add_func("/arctic-niu/registers/semantics", test_register_semantics);
+    qtest_add_func("/arctic-niu/registers/test-dma", test_dma_self_test);
+    qtest_add_func("/arctic-niu/tx/all-sizes", test_tx_all_sizes);
+    qtest_add_func("/arctic-niu/tx/polled", test_tx_polled_without_doorbell);
+    qtest_add_func("/arctic-niu/rx/all-sizes", test_rx_all_sizes);
+    qtest_add_func("/arctic-niu/queues/wraparound", test_wraparound);
+    qtest_add_func("/arctic-niu/ack/rx-queue-full", test_rx_queue_full_nack);
+    qtest_add_func("/arctic-niu/ack/rx-off", test_rx_off_nack);
+    qtest_add_func("/arctic-niu/ack/rx-duplicate",
+                   test_rx_duplicate_not_delivered);
+    qtest_add_func("/arctic-niu/ack/rx-reorder", test_rx_reorder_in_order);
+    qtest_add_func("/arctic-niu/ack/rx-resync", test_rx_unknown_stream_resync);
+    qtest_add_func("/arctic-niu/ack/tx-timeout", test_tx_timeout_retransmit);
+    qtest_add_func("/arctic-niu/ack/tx-nack", test_tx_nack_goes_back);
+    qtest_add_func("/arctic-niu/ack/tx-resync", test_tx_resync_renumbers);
+    qtest_add_func("/arctic-niu/priority/rx-high-passes",
+                   test_rx_high_flows_while_low_full);
+    qtest_add_func("/arctic-niu/priority/tx-high-passes",
+                   test_tx_high_passes_blocked_low);
+    qtest_add_func("/arctic-niu/priority/lines-reserved",
+                   test_tx_high_lines_reserved);
+    qtest_add_func("/arctic-niu/tx/off-drains", test_tx_off_drains);
+    qtest_add_func("/arctic-niu/link/down-up", test_link_down_up_loses_nothing);
+    qtest_add_func("/arctic-niu/link/rejected",
+                   test_link_rejected_then_accepted);
+    qtest_add_func("/arctic-niu/bad/slots", test_bad_slots_refused);
+    qtest_add_func("/arctic-niu/bad/queue-memory", test_bad_queue_memory);
+    qtest_add_func("/arctic-niu/bad/packets", test_bad_packets_from_network);
+    qtest_add_func("/arctic-niu/bad/frames", test_bad_frames_reset_link);
+    qtest_add_func("/arctic-niu/bad/properties", test_bad_properties);
+    return g_test_run();
+}
