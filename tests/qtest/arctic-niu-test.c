@@ -412,8 +412,19 @@ static void peer_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
     size_t size = build_wire(wire, &h, arctic_route_entry(src, NIU_NODE, true,
                                                           false),
                              0, 0, 0, NULL, -1);
+    enum arctic_counter seen = kind == ARCTIC_E2E_ACK
+                               ? ARCTIC_CNT_ACKS_RECEIVED
+                               : ARCTIC_CNT_NACKS_RECEIVED;
+    uint32_t before = counter(n, seen);
+    int i;
 
     link_send_packet(n, wire, size);
+    /* Wait until the device has taken it in, so that a clock step that
+     * follows cannot overtake it on the other socket. */
+    for (i = 0; i < WAIT_MS && counter(n, seen) == before; i++) {
+        g_usleep(1000);
+    }
+    g_assert_cmpint(counter(n, seen), ==, before + 1);
 }
 
 /* Expect the NIU's answer to a data packet from @src, and check it whole. */

@@ -418,10 +418,11 @@ void arctic_tx_link_up(ArcticNiuState *s)
     ArcticLine *all[ARCTIC_LINES];
     unsigned i, n = 0;
 
+    /* Unacked and never-sent lines alike, so each stream resumes in
+     * sequence order on the new session. */
     for (i = 0; i < ARCTIC_LINES; i++) {
-        ArcticLine *l = &s->lines[i];
-        if (l->busy && !l->queued) {
-            all[n++] = l;
+        if (s->lines[i].busy) {
+            all[n++] = &s->lines[i];
         }
     }
     requeue_sorted(s, all, n, false);

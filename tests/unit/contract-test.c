@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the hardware contract in include/arctic/: the CRC, the
+ * packet and frame validators every consumer relies on, slot layouts, and
+ * the route-table function (checked against an independent walk of the
+ * fat tree it describes).
+ */
+#include <glib.h>
+#include <string.h>
+
+#include "arctic/niu-hw.h"
+#include "arctic/packet.h"
+#include "arctic/link.h"
+#include "arctic/route.h"
+
+static void test_crc_check_value(void)
+{
+    g_assert_cmphex(arctic_crc32c("123456789", 9), ==, 0xe3069283u);
+    g_assert_cmphex(arctic_crc32c("", 0), ==, 0);
+    /* Incremental use gives the same answer. */
+    g_assert_cmphex(arctic_crc_final(arctic_crc_update(
+                        arctic_crc_update(ARCTIC_CRC_INIT, "1234", 4),
+                        "56789", 5)), ==, 0xe3069283u);
+}
+
+static size_t make_packet(uint8_t *pkt, unsigned payload_words)
+{
+    struct arctic_e2e_header h = {
+        .kind = ARCTIC_E2E_DATA, .src_node = 3, .dst_node = 9, .seq = 77,
+    };
+    unsigned len = payload_words + ARCTIC_MPI_LENGTH_EXTRA;
+    size_t size = arctic_wire_size(len);
+
+    memset(pkt, 0x5a, size);
+    arctic_e2e_encode(pkt, &h);
+    arctic_put_le32(pkt + 16, arctic_route_entry(3, 9, true, false) & 0xffff);
+    arctic_put_le32(pkt + 20, ARCTIC_FIELD_PREP(ARCTIC_W1, LENGTH, len));
+    arctic_wire_seal(pkt, size);
+    return size;
+}
+
+static void test_wire_check(void)
+{
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    size_t size = make_packet(pkt, 5);
+    struct arctic_e2e_header h;
+
+    g_assert_cmpint(arctic_wire_check(pkt, size), ==, ARCTIC_WIRE_OK);
+    arctic_e2e_decode(pkt, &h);
+    g_assert_cmpint(h.src_node, ==, 3);
+    g_assert_cmpint(h.dst_node, ==, 9);
+    g_assert_cmpint(h.seq, ==, 77);
+    g_assert_cmpint(arctic_wire_check(pkt, size - 4), ==,
+                    ARCTIC_WIRE_BAD_LENGTH);
+    g_assert_cmpint(arctic_wire_check(pkt, 10), ==, ARCTIC_WIRE_TOO_SHORT);
+    pkt[30] ^= 1;
+    g_assert_cmpint(arctic_wire_check(pkt, size), ==, ARCTIC_WIRE_BAD_CRC);
+    pkt[30] ^= 1;
+    pkt[18] = 1;                            /* upper half of word 0 */
+    arctic_wire_seal(pkt, size);
+    g_assert_cmpint(arctic_wire_check(pkt, size), ==, ARCTIC_WIRE_NOT_ZERO);
+    pkt[18] = 0;
+    pkt[0] = 9;                             /* no such kind */
+    arctic_wire_seal(pkt, size);
+    g_assert_cmpint(arctic_wire_check(pkt, size), ==, ARCTIC_WIRE_BAD_KIND);
+}
+
+static void test_frame_header_check(void)
+{
+    struct arctic_frame_header h = { .type = ARCTIC_FRAME_HELLO,
+                                     .length = ARCTIC_HELLO_SIZE };
+    uint8_t buf[ARCTIC_LINK_HEADER_SIZE];
+
+    g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
+    h.length++;
+    g_assert_cmpint(arctic_frame_header_check(&h), ==,
+                    ARCTIC_FRAME_BAD_LENGTH);
+    h.type = ARCTIC_FRAME_PACKET;
+    h.length = ARCTIC_WIRE_MAX_SIZE + 4;
+    g_assert_cmpint(arctic_frame_header_check(&h), ==,
+                    ARCTIC_FRAME_BAD_LENGTH);
+    h.type = 99;
+    g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_BAD_TYPE);
+    arctic_frame_header_encode(buf, ARCTIC_FRAME_CREDIT, ARCTIC_CREDIT_SIZE);
+    arctic_frame_header_decode(buf, &h);
+    g_assert_cmpint(h.type, ==, ARCTIC_FRAME_CREDIT);
+    g_assert_cmpint(h.length, ==, ARCTIC_CREDIT_SIZE);
+    g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
+    buf[2] = 1;                             /* flags must be zero */
+    arctic_frame_header_decode(buf, &h);
+    g_assert_cmpint(arctic_frame_header_check(&h), ==,
+                    ARCTIC_FRAME_BAD_FLAGS);
+}
+
+/*
+ * Follow route bits through the tree described in route.h, independently
+ * of arctic_route_entry(): climb HOPS levels taking the chosen up ports,
+ * then descend by the downroute bits.  Returns the node reached.
+ */
+static unsigned walk(unsigned src, uint32_t entry)
+{
+    uint32_t up = ARCTIC_FIELD_GET(ROUTE_ENTRY, UPROUTE, entry);
+    uint32_t down = ARCTIC_FIELD_GET(ROUTE_ENTRY, DOWNROUTE, entry);
+    unsigned hops = ARCTIC_FIELD_GET(UPROUTE, HOPS, up);
+    unsigned router = src >> 1, level = 0, h;
+
+    for (h = 0; h < hops; h++, level++) {
+        unsigned port = (ARCTIC_FIELD_GET(UPROUTE, CHOICE, up) >> h) & 1;
+        router = (router & ~(1u << level)) | (port << level);
+    }
+    for (;;) {
+        unsigned port = (down >> level) & 1;
+        if (level == 0) {
+            return router << 1 | port;
+        }
+        router = (router & ~(1u << (level - 1))) | (port << (level - 1));
+        level--;
+    }
+}
+
+static void test_routes_reach_destination(void)
+{
+    static const unsigned sizes[] = { 2, 3, 16, 64, 256 };
+    static uint32_t table[2 * ARCTIC_S];
+    unsigned i, src, dst;
+
+    g_assert_cmpint(arctic_tree_levels(2), ==, 1);
+    g_assert_cmpint(arctic_tree_levels(16), ==, 4);
+    g_assert_cmpint(arctic_tree_levels(17), ==, 5);
+    g_assert_cmpint(arctic_tree_levels(256), ==, 8);
+    for (i = 0; i < G_N_ELEMENTS(sizes); i++) {
+        unsigned nodes = sizes[i];
+        for (src = 0; src < nodes; src++) {
+            arctic_route_table_fill(table, src, nodes);
+            for (dst = 0; dst < nodes; dst++) {
+                uint32_t hi = table[ARCTIC_ROUTE_TABLE_HIGH * nodes + dst];
+                uint32_t lo = table[ARCTIC_ROUTE_TABLE_LOW * nodes + dst];
+                g_assert_cmpint(walk(src, hi), ==, dst);
+                g_assert_cmpint(walk(src, lo), ==, dst);
+                g_assert_true(ARCTIC_FIELD_GET(ROUTE_ENTRY, VALID, hi));
+                g_assert_cmpint(ARCTIC_FIELD_GET(ROUTE_ENTRY, PRIORITY, hi),
+                                ==, 1);
+                g_assert_cmpint(ARCTIC_FIELD_GET(ROUTE_ENTRY, PRIORITY, lo),
+                                ==, 0);
+                g_assert_cmpint(ARCTIC_FIELD_GET(UPROUTE, HOPS,
+                                    ARCTIC_FIELD_GET(ROUTE_ENTRY, UPROUTE,
+                                                     hi)),
+                                ==, arctic_turn_level(src, dst));
+            }
+        }
+    }
+}
+
+static void test_slot_layout(void)
+{
+    g_assert_cmpint(sizeof(struct arctic_mpi_slot), ==, ARCTIC_SLOT_SIZE);
+    g_assert_cmpint(offsetof(struct arctic_mpi_slot, command), ==,
+                    ARCTIC_SLOT_COMMAND0);
+    g_assert_cmpint(offsetof(struct arctic_dma_request, target), ==,
+                    ARCTIC_DMA_SLOT_TARGET);
+    g_assert_cmpint(offsetof(struct arctic_dma_request, source), ==,
+                    ARCTIC_DMA_SLOT_SOURCE);
+    g_assert_cmphex(R_MPI_HEADER_VALID_MASK, ==, 0x80000000u);
+    g_assert_cmphex(R_MPI_HEADER_DEST_MASK, ==, 0x00ff0000u);
+    g_assert_cmphex(R_MPI_HEADER_TYPE_MASK, ==, 0x00001fc0u);
+    g_assert_cmpint(ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0), <=,
+                    ARCTIC_BAR_CONTROL_SIZE);
+    g_assert_cmpint(ARCTIC_ROUTE_OFFSET(1, ARCTIC_S), <=,
+                    ARCTIC_EP_BLOCK_BASE);
+    g_assert_cmpint(ARCTIC_COUNTER_OFFSET(ARCTIC_NUM_COUNTERS), <=,
+                    A_NIU_TX_CTRL);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/contract/crc", test_crc_check_value);
+    g_test_add_func("/contract/wire-check", test_wire_check);
+    g_test_add_func("/contract/frame-header-check", test_frame_header_check);
+    g_test_add_func("/contract/routes", test_routes_reach_destination);
+    g_test_add_func("/contract/slots", test_slot_layout);
+    return g_test_run();
+}
