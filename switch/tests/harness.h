@@ -23,6 +23,8 @@ typedef struct {
  * config's paths are replaced). */
 TestSwitch *test_switch_start(ArcticSwitchConfig *config);
 void test_switch_stop(TestSwitch *ts);
+/* Run an already built switch's loop on a new thread. */
+GThread *test_switch_run_thread(ArcticSwitch *sw);
 ArcticSwitchStats *test_switch_stats(TestSwitch *ts);
 
 typedef struct {
