@@ -465,15 +465,20 @@ static bool egress_forward(ArcticSwitch *sw, struct sw_router *router,
     }
     if (!(p->flags & SW_FAULT_DECIDED)) {
         sw_fault_decide(sw, port_no, p->priority, p);
-        if (p->flags & SW_FAULT_DROP) {
-            return true;
+    }
+    if (p->flags & SW_FAULT_DROP) {
+        return true;
+    }
+    if ((p->flags & SW_FAULT_DELAY) &&
+        !(p->flags & SW_PACKET_DELIVERED_ONCE)) {
+        /* A full delay line holds the packet back rather than skipping
+         * the delay, so a packet's fate never depends on timing. */
+        if (port->delay_line[p->priority].count >= SW_DELAY_LINE_MAX) {
+            out->blocked = true;
+            return false;
         }
-        if ((p->flags & SW_FAULT_DELAY) &&
-            port->delay_line[p->priority].count < SW_DELAY_LINE_MAX) {
-            port->stats.prio[p->priority].delayed++;
-            return true;
-        }
-        p->flags &= ~SW_FAULT_DELAY;
+        port->stats.prio[p->priority].delayed++;
+        return true;
     }
     /* Delayed packets that are due go before newer ones. */
     release_delayed(sw, port_no);
