@@ -89,10 +89,12 @@ enum arctic_nack_reason {
     ARCTIC_NACK_OUT_OF_ORDER = 3,   /* an earlier seq is missing */
     ARCTIC_NACK_BAD_ENDPOINT = 4,   /* endpoint not enabled (VMASK) */
     ARCTIC_NACK_WRONG_JOB = 5,      /* job tag does not match (GID) */
-    /* The receiver holds no state for this epoch (it was reset, or the
-     * sender's epoch is stale): start a new epoch at seq 0.  The NACK's
-     * seq field carries the receiver's current epoch for the stream, which
-     * the new one must follow. */
+    /* The receiver holds no state for this epoch.  If nothing of the
+     * epoch was acked, the sender goes back to seq 0 of it; if a receiver
+     * of another incarnation acked it, the receiver was reset and the
+     * sender numbers its unacked packets again from 0 in a new epoch,
+     * later than the receiver's current one, which the NACK's seq field
+     * carries.  Otherwise the NACK is stale and ignored. */
     ARCTIC_NACK_RESYNC = 6,
     ARCTIC_NACK_RX_ERROR = 7,       /* the receive queue is not reachable */
 };
@@ -107,7 +109,9 @@ struct arctic_e2e_header {
     uint8_t flags;       /* ARCTIC_E2E_FLAGS */
     uint16_t src_node;   /* sender of this packet */
     uint16_t dst_node;   /* node the route leads to: checked on arrival */
-    uint16_t job;        /* job tag (GID) stamped by the sending NIU */
+    uint16_t job;        /* DATA: job tag (GID) stamped by the sending
+                            NIU; ACK/NACK: the receiver's incarnation,
+                            which changes each time it is reset */
     uint32_t epoch;      /* DATA: sender's session; ACK/NACK: the session
                             acknowledged */
     uint32_t seq;        /* DATA: sequence number per (src, dst, priority);

@@ -56,6 +56,9 @@ typedef struct Niu {
     uint32_t rx_tail[2];            /* guest consumer indices: HiRx, LoRx */
     uint32_t peer_epoch;            /* epoch the test uses as a sender */
     uint32_t peer_seq[2];
+    uint16_t peer_incarnation;      /* stamped in the test's acks/nacks */
+    uint16_t niu_incarnation;       /* seen in the device's */
+    bool niu_incarnation_known;
 } Niu;
 
 /* ------------------------------------------------------------------------
@@ -406,6 +409,7 @@ static void peer_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
                  ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, REASON, reason),
         .src_node = src,
         .dst_node = NIU_NODE,
+        .job = n->peer_incarnation,
         .epoch = epoch,
         .seq = seq,
     };
@@ -442,10 +446,20 @@ static void expect_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
         .seq = seq,
     };
     size_t size = link_expect_packet(n, wire);
-    size_t want_size = build_wire(want, &h,
-                                  arctic_route_entry(NIU_NODE, src, true,
-                                                     false),
-                                  0, 0, 0, NULL, -1);
+    struct arctic_e2e_header got;
+    size_t want_size;
+
+    /* The job field of an answer is the NIU's incarnation: constant
+     * between resets. */
+    arctic_e2e_decode(wire, &got);
+    if (!n->niu_incarnation_known) {
+        n->niu_incarnation = got.job;
+        n->niu_incarnation_known = true;
+    }
+    h.job = n->niu_incarnation;
+    want_size = build_wire(want, &h, arctic_route_entry(NIU_NODE, src, true,
+                                                        false),
+                           0, 0, 0, NULL, -1);
 
     g_assert_cmpint(size, ==, want_size);
     g_assert_cmpmem(wire, size, want, want_size);
@@ -516,6 +530,7 @@ static Niu *niu_start(bool with_link, const char *extra)
     n->fd = -1;
     n->listen_fd = -1;
     n->peer_epoch = 0x5eed0000;
+    n->peer_incarnation = 0x1111;
     if (with_link) {
         n->dir = g_dir_make_tmp("arctic-niu-test-XXXXXX", NULL);
         g_assert_nonnull(n->dir);
@@ -1183,6 +1198,12 @@ static void test_tx_resync_renumbers(void)
     guest_send(n, ARCTIC_TXQ_HI, PEER, 2, 2, 2, p[1], 1);
     doorbell(n);
     expect_data(n, PEER, ARCTIC_PRIORITY_HIGH, 1, 2, 2, 2, p[1], 1);
+    /* The same receiver refusing the epoch it acked: a stale answer. */
+    peer_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH, epoch,
+                 epoch + 100, ARCTIC_NACK_RESYNC);
+    link_expect_silence(n);
+    /* A reset receiver (another incarnation): start over, renumbered. */
+    n->peer_incarnation++;
     peer_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH, epoch,
                  epoch + 100, ARCTIC_NACK_RESYNC);
     epoch2 = expect_data(n, PEER, ARCTIC_PRIORITY_HIGH, 0, 2, 2, 2, p[1], 1);
@@ -1194,6 +1215,36 @@ static void test_tx_resync_renumbers(void)
     g_assert_cmphex(expect_data(n, PEER, ARCTIC_PRIORITY_HIGH, 1, 3, 3, 3,
                                 p[0], 1), ==, epoch2);
     peer_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch2, 1, 0);
+    qtest_clock_step(n->qts, 100 * RETRY_NS);
+    link_expect_silence(n);
+    niu_stop(n);
+}
+
+/*
+ * Packet 1 overtook packet 0, so the receiver (no state yet) asked for a
+ * resync, then took packet 0 and acked it; the resync reaches the sender
+ * first.  Renumbering would deliver packet 0's message twice: the sender
+ * must go back to seq 0 of the same epoch instead.
+ */
+static void test_tx_resync_before_first_ack(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t p[2][1] = { { 0x100 }, { 0x101 } };
+    uint32_t epoch;
+
+    guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, p[0], 1);
+    guest_send(n, ARCTIC_TXQ_LO, 2, 1, 1, 0, p[1], 1);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 0, 0, p[0], 1);
+    expect_data(n, 2, ARCTIC_PRIORITY_LOW, 1, 1, 1, 0, p[1], 1);
+    peer_control(n, 2, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW, epoch, 0,
+                 ARCTIC_NACK_RESYNC);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 0, 0);
+    qtest_clock_step(n->qts, NACK_NS);
+    /* Same epoch, same numbers: only the unacked packet 1 goes again. */
+    g_assert_cmphex(expect_data(n, 2, ARCTIC_PRIORITY_LOW, 1, 1, 1, 0, p[1],
+                                1), ==, epoch);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 1, 0);
     qtest_clock_step(n->qts, 100 * RETRY_NS);
     link_expect_silence(n);
     niu_stop(n);
@@ -1600,6 +1651,8 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/ack/tx-timeout", test_tx_timeout_retransmit);
     qtest_add_func("/arctic-niu/ack/tx-nack", test_tx_nack_goes_back);
     qtest_add_func("/arctic-niu/ack/tx-resync", test_tx_resync_renumbers);
+    qtest_add_func("/arctic-niu/ack/tx-resync-before-ack",
+                   test_tx_resync_before_first_ack);
     qtest_add_func("/arctic-niu/priority/rx-high-passes",
                    test_rx_high_flows_while_low_full);
     qtest_add_func("/arctic-niu/priority/tx-high-passes",

@@ -63,6 +63,8 @@ typedef struct ArcticLine {
 typedef struct ArcticTxStream {
     uint32_t epoch;
     uint32_t next_seq;
+    bool acked;                 /* an ack of this epoch has arrived */
+    uint16_t peer_incarnation;  /* the receiver that sent it */
 } ArcticTxStream;
 
 /* Receiver side of one (source, priority) stream, and what it owes the

@@ -237,6 +237,9 @@ bool arctic_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
             .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, prio),
             .src_node = s->node_id,
             .dst_node = src,
+            /* Which incarnation of this receiver answers: a sender tells a
+             * reset receiver from a reordered answer by it. */
+            .job = s->epoch_base & 0xffff,
         };
         uint32_t w1;
 

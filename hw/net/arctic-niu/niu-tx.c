@@ -440,6 +440,10 @@ void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h)
         trace_arctic_niu_tx_stale(s->node_id, "ack", h->src_node, h->epoch);
         return;
     }
+    if (!st->acked) {
+        st->acked = true;
+        st->peer_incarnation = h->job;
+    }
     for (i = 0; i < ARCTIC_LINES; i++) {
         ArcticLine *l = &s->lines[i];
         if (l->busy && l->dst == h->src_node && l->prio == prio &&
@@ -467,6 +471,7 @@ static void tx_resync(ArcticNiuState *s, uint8_t prio, uint16_t dst,
 
     st->epoch = ((int32_t)(receiver_epoch - st->epoch) > 0 ? receiver_epoch
                                                            : st->epoch) + 1;
+    st->acked = false;
     for (i = 0; i < ARCTIC_LINES; i++) {
         ArcticLine *l = &s->lines[i];
         if (l->busy && l->dst == dst && l->prio == prio) {
@@ -494,6 +499,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
     uint8_t reason = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, REASON);
     ArcticTxStream *st = &s->tx_stream[prio][h->src_node];
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    uint32_t go_back_from = h->seq;
     unsigned i;
 
     if (h->epoch != st->epoch) {
@@ -502,16 +508,41 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
     }
     trace_arctic_niu_tx_nack(s->node_id, h->src_node, prio, h->seq, reason);
     if (reason == ARCTIC_NACK_RESYNC) {
-        tx_resync(s, prio, h->src_node, h->seq);
-        arctic_link_pump(s);
-        return;
+        if (!st->acked && (int32_t)(h->seq - st->epoch) >= 0) {
+            /* The receiver holds an epoch of ours at least as new (from
+             * before this NIU's reset): it can never adopt this one, and
+             * never took any of it, so renumbering is safe. */
+            tx_resync(s, prio, h->src_node, h->seq);
+            arctic_link_pump(s);
+            return;
+        }
+        if (!st->acked) {
+            /* Nothing of this epoch was acked, so every packet of it is
+             * still in a line: sending again from seq 0 lets the receiver
+             * adopt the epoch, and cannot deliver anything twice (a seq 0
+             * it already took is a duplicate to it). */
+            go_back_from = 0;
+        } else if (h->job != st->peer_incarnation) {
+            /* A receiver that acked this epoch was reset since: its old
+             * deliveries went to a guest that is gone, so number what is
+             * left again in a new epoch. */
+            tx_resync(s, prio, h->src_node, h->seq);
+            arctic_link_pump(s);
+            return;
+        } else {
+            /* The receiver that acked this epoch still holds it: this
+             * refusal was overtaken by the ack (reordering) and is stale. */
+            trace_arctic_niu_tx_stale(s->node_id, "resync", h->src_node,
+                                      h->epoch);
+            return;
+        }
     }
     /* Everything from the refused packet on will be refused too: back off
      * and send the stream again from there, in order. */
     for (i = 0; i < ARCTIC_LINES; i++) {
         ArcticLine *l = &s->lines[i];
         if (l->busy && !l->queued && l->dst == h->src_node &&
-            l->prio == prio && seq_before_eq(h->seq, l->seq)) {
+            l->prio == prio && seq_before_eq(go_back_from, l->seq)) {
             int64_t when = now + line_backoff(s->nack_backoff_ns, l->retries);
             if (!l->nack_wait || when < l->deadline) {
                 l->deadline = when;
@@ -563,6 +594,7 @@ void arctic_tx_reset(ArcticNiuState *s)
         for (d = 0; d < ARCTIC_S; d++) {
             s->tx_stream[p][d].epoch = epoch;
             s->tx_stream[p][d].next_seq = 0;
+            s->tx_stream[p][d].acked = false;
         }
     }
 }
