@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Control-socket and command-line tests of arctic-switch: the JSON
+ * commands and their errors, arctic-ctl's exit codes, and the daemon
+ * itself (--help, bad options, serving clients, printing its counters and
+ * removing its sockets on SIGTERM).
+ */
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#include "harness.h"
+
+/* One request line, one reply line, parsed. */
+static JsonObject *control_request(const char *path, const char *line,
+                                   JsonParser **parser_out)
+{
+    int fd = test_connect_unix(path);
+    GString *reply = g_string_new(NULL);
+    JsonParser *parser = json_parser_new();
+    char buf[4096];
+    ssize_t n;
+
+    g_assert_cmpint(send(fd, line, strlen(line), MSG_NOSIGNAL), ==,
+                    (ssize_t)strlen(line));
+    g_assert_cmpint(send(fd, "\n", 1, MSG_NOSIGNAL), ==, 1);
+    while (!strchr(reply->str, '\n') &&
+           (n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+        g_string_append_len(reply, buf, n);
+    }
+    close(fd);
+    g_assert_true(json_parser_load_from_data(parser, reply->str, -1, NULL));
+    g_string_free(reply, TRUE);
+    *parser_out = parser;
+    return json_node_get_object(json_parser_get_root(parser));
+}
+
+static void test_control_commands(void)
+{
+    ArcticSwitchConfig config;
+    TestSwitch *ts;
+    TestClient *a, *b;
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    JsonParser *parser;
+    JsonObject *reply, *stats, *port1;
+    JsonArray *faults;
+    size_t size;
+    unsigned i;
+
+    arctic_switch_config_init(&config);
+    config.ports = 4;
+    ts = test_switch_start(&config);
+    a = test_client_connect(ts->socket_path, 0, 8, 8);
+    b = test_client_connect(ts->socket_path, 1, 8, 8);
+    for (i = 0; i < 5; i++) {
+        g_autoptr(GBytes) got = NULL;
+
+        size = test_build_packet(pkt, 0, 1, true, false, i, 10);
+        g_assert_true(test_client_send_packet(a, pkt, size, 2000));
+        got = test_client_recv_packet(b, 2000);
+        g_assert_nonnull(got);
+        test_client_return_credits(b, 0, 1);
+    }
+
+    reply = control_request(ts->control_path, "{\"command\":\"info\"}",
+                            &parser);
+    g_assert_true(json_object_get_boolean_member(reply, "ok"));
+    g_assert_cmpint(json_object_get_int_member(reply, "ports"), ==, 4);
+    g_assert_cmpint(json_object_get_int_member(reply, "levels"), ==, 2);
+    g_assert_cmpuint(json_array_get_length(
+                         json_object_get_array_member(reply, "connected")),
+                     ==, 2);
+    g_object_unref(parser);
+
+    reply = control_request(ts->control_path, "{\"command\":\"stats\"}",
+                            &parser);
+    g_assert_true(json_object_get_boolean_member(reply, "ok"));
+    stats = json_object_get_object_member(reply, "stats");
+    port1 = json_array_get_object_element(
+        json_object_get_array_member(stats, "port"), 1);
+    g_assert_true(json_object_get_boolean_member(port1, "connected"));
+    g_assert_cmpint(json_object_get_int_member(
+                        json_object_get_object_member(port1, "high"),
+                        "tx_packets"), ==, 5);
+    g_assert_cmpint(json_object_get_int_member(
+                        json_object_get_object_member(port1, "high"),
+                        "tx_bytes"), ==, 5 * size);
+    g_object_unref(parser);
+
+    reply = control_request(ts->control_path,
+                            "{\"command\":\"set-faults\",\"port\":2,"
+                            "\"priority\":\"high\",\"drop\":0.5,"
+                            "\"delay_us\":300}", &parser);
+    g_assert_true(json_object_get_boolean_member(reply, "ok"));
+    faults = json_object_get_array_member(reply, "faults");
+    g_assert_cmpuint(json_array_get_length(faults), ==, 2);
+    g_assert_cmpfloat(json_object_get_double_member(
+                          json_array_get_object_element(faults, 1), "drop"),
+                      ==, 0.5);
+    g_assert_cmpfloat(json_object_get_double_member(
+                          json_array_get_object_element(faults, 0), "drop"),
+                      ==, 0.0);
+    g_object_unref(parser);
+    reply = control_request(ts->control_path, "{\"command\":\"get-faults\"}",
+                            &parser);
+    faults = json_object_get_array_member(reply, "faults");
+    g_assert_cmpuint(json_array_get_length(faults), ==, 1);
+    g_assert_cmpint(json_object_get_int_member(
+                        json_array_get_object_element(faults, 0), "delay_us"),
+                    ==, 300);
+    g_object_unref(parser);
+
+    /* Errors are replies, not disconnections or crashes. */
+    {
+        const char *bad[] = {
+            "not json at all",
+            "[1,2,3]",
+            "{\"command\":42}",
+            "{\"command\":\"frobnicate\"}",
+            "{\"command\":\"set-faults\",\"port\":99,\"drop\":0.1}",
+            "{\"command\":\"set-faults\",\"port\":1,\"drop\":2}",
+            "{\"command\":\"set-faults\",\"priority\":\"mid\"}",
+            "{\"command\":\"seed\"}",
+            "{\"command\":\"pcap-start\",\"path\":\"/nonexistent/dir/x\"}",
+        };
+
+        for (i = 0; i < G_N_ELEMENTS(bad); i++) {
+            reply = control_request(ts->control_path, bad[i], &parser);
+            g_assert_false(json_object_get_boolean_member(reply, "ok"));
+            g_assert_cmpstr(json_object_get_string_member(reply, "error"),
+                            !=, "");
+            g_object_unref(parser);
+        }
+    }
+    reply = control_request(ts->control_path, "{\"command\":\"reset-stats\"}",
+                            &parser);
+    g_assert_true(json_object_get_boolean_member(reply, "ok"));
+    g_object_unref(parser);
+    {
+        ArcticSwitchStats *st = test_switch_stats(ts);
+
+        g_assert_cmpuint(st->port[1].prio[1].tx_packets, ==, 0);
+        arctic_switch_stats_free(st);
+    }
+
+    /* arctic-ctl: exit 0 with the reply, 1 with the switch's error. */
+    {
+        const char *ctl = g_getenv("ARCTIC_CTL");
+        g_autofree char *out = NULL, *err = NULL;
+        int status;
+        char *ok_argv[] = { (char *)ctl, (char *)"-s", ts->control_path,
+                            (char *)"info", NULL };
+        char *bad_argv[] = { (char *)ctl, (char *)"-s", ts->control_path,
+                             (char *)"set-faults", (char *)"port=1",
+                             (char *)"drop=7", NULL };
+
+        g_assert_nonnull(ctl);
+        g_assert_true(g_spawn_sync(NULL, ok_argv, NULL, G_SPAWN_DEFAULT, NULL,
+                                   NULL, &out, &err, &status, NULL));
+        g_assert_true(g_spawn_check_wait_status(status, NULL));
+        g_assert_nonnull(strstr(out, "\"ports\" : 4"));
+        g_clear_pointer(&out, g_free);
+        g_clear_pointer(&err, g_free);
+        g_assert_true(g_spawn_sync(NULL, bad_argv, NULL, G_SPAWN_DEFAULT,
+                                   NULL, NULL, &out, &err, &status, NULL));
+        g_assert_false(g_spawn_check_wait_status(status, NULL));
+        g_assert_nonnull(strstr(err, "[0, 1]"));
+    }
+    test_client_free(a);
+    test_client_free(b);
+    test_switch_stop(ts);
+}
+
+static void run_switch(char **argv, int *status, char **out, char **err)
+{
+    g_assert_true(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                               out, err, status, NULL));
+}
+
+static void test_daemon_options(void)
+{
+    const char *exe = g_getenv("ARCTIC_SWITCH");
+    struct {
+        const char *args[4];
+        int exit_code;
+        const char *message;    /* in stdout for --help, else stderr */
+    } cases[] = {
+        { { "--help" }, 0, "--socket" },
+        { { "--bogus" }, 2, "Unknown option" },
+        { { "-s", "/tmp/x", "--ports", "999" }, 1, "--ports 999" },
+        { { "-s", "/tmp/x", "--ports", "ten" }, 2, "ports" },
+        { { "--ports", "4" }, 2, "--socket" },
+        { { "-s", "/tmp/x", "--fault", "3:drop=9" }, 2, "between 0 and 1" },
+        { { "-s", "/tmp/x", "--buffers", "1" }, 1, "--buffers 1" },
+        { { "-s", "/tmp/x", "--levels", "1" }, 1, "levels" },
+        { { "--tcp", "nocolon" }, 1, "HOST:PORT" },
+    };
+    unsigned i;
+
+    g_assert_nonnull(exe);
+    for (i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *out = NULL, *err = NULL;
+        char *argv[6] = { (char *)exe };
+        int status, j;
+        GError *error = NULL;
+
+        for (j = 0; j < 4 && cases[i].args[j]; j++) {
+            argv[j + 1] = (char *)cases[i].args[j];
+        }
+        run_switch(argv, &status, &out, &err);
+        g_spawn_check_wait_status(status, &error);
+        g_assert_cmpint(error ? error->code : 0, ==, cases[i].exit_code);
+        g_clear_error(&error);
+        g_assert_nonnull(strstr(cases[i].exit_code ? err : out,
+                                cases[i].message));
+    }
+}
+
+/* The daemon serves a client, prints its counters on SIGTERM, exits 0 and
+ * removes its sockets. */
+static void test_daemon_run(void)
+{
+    const char *exe = g_getenv("ARCTIC_SWITCH");
+    g_autofree char *dir = g_dir_make_tmp("arctic-daemon-XXXXXX", NULL);
+    g_autofree char *sock = g_build_filename(dir, "s", NULL);
+    g_autofree char *ctl = g_build_filename(dir, "c", NULL);
+    char *argv[] = { (char *)exe, (char *)"-s", sock, (char *)"-c", ctl,
+                     (char *)"-n", (char *)"2", NULL };
+    GPid pid;
+    int out_fd, status = -1;
+    TestClient *a;
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    size_t size;
+    GString *out = g_string_new(NULL);
+    char buf[4096];
+    ssize_t n;
+    int tries;
+
+    g_assert_true(g_spawn_async_with_pipes(NULL, argv, NULL,
+                                           G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                           NULL, &pid, NULL, &out_fd, NULL,
+                                           NULL));
+    for (tries = 0; tries < 500 && !g_file_test(ctl, G_FILE_TEST_EXISTS);
+         tries++) {
+        g_usleep(10000);
+    }
+    a = test_client_connect(sock, 1, 8, 8);
+    size = test_build_packet(pkt, 1, 1, false, false, 0, 4);
+    g_assert_true(test_client_send_packet(a, pkt, size, 2000));
+    {
+        g_autoptr(GBytes) got = test_client_recv_packet(a, 2000);
+
+        g_assert_nonnull(got);
+    }
+    test_client_free(a);
+    kill(pid, SIGTERM);
+    while ((n = read(out_fd, buf, sizeof(buf))) > 0) {
+        g_string_append_len(out, buf, n);
+    }
+    close(out_fd);
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_spawn_close_pid(pid);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    g_assert_nonnull(strstr(out->str, "rx_packets"));
+    g_assert_nonnull(strstr(out->str, "   1  low            1"));
+    g_assert_false(g_file_test(sock, G_FILE_TEST_EXISTS));
+    g_assert_false(g_file_test(ctl, G_FILE_TEST_EXISTS));
+    g_string_free(out, TRUE);
+    g_rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/switch/control/commands", test_control_commands);
+    g_test_add_func("/switch/daemon/options", test_daemon_options);
+    g_test_add_func("/switch/daemon/run", test_daemon_run);
+    return g_test_run();
+}
