@@ -11,14 +11,25 @@
 
 #include "switch.h"
 
-struct options {
+typedef struct {
     char *socket_path, *tcp_address, *control_path, *pcap_path;
     int ports, levels, credits, buffers, hop_latency_ns;
     double link_mbytes;
     gint64 seed;
     gboolean timing, verbose, no_stats;
     char **faults;
-};
+} Options;
+
+/* GOptionContext allocates the strings; every exit path frees them. */
+static void options_clear(Options *o)
+{
+    g_strfreev(o->faults);
+    g_free(o->socket_path);
+    g_free(o->tcp_address);
+    g_free(o->control_path);
+    g_free(o->pcap_path);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Options, options_clear)
 
 static GMainLoop *main_loop;
 
@@ -47,7 +58,7 @@ static bool nonnegative(const char *name, int value, GError **errp)
 
 int main(int argc, char **argv)
 {
-    struct options o = {
+    g_auto(Options) o = {
         .ports = 16,
         .credits = ARCTIC_LINK_DEFAULT_CREDITS,
         .buffers = ARCTIC_SWITCH_DEFAULT_ROUTER_BUFFERS,
@@ -185,10 +196,5 @@ int main(int argc, char **argv)
     }
     arctic_switch_free(sw);
     g_main_loop_unref(main_loop);
-    g_strfreev(o.faults);
-    g_free(o.socket_path);
-    g_free(o.tcp_address);
-    g_free(o.control_path);
-    g_free(o.pcap_path);
     return 0;
 }

@@ -183,6 +183,9 @@ static void test_route_destination(void)
 {
     unsigned sizes[] = { 1, 2, 3, 16, 64, 100, 256 }, s;
 
+    /* The worked example of docs/network.md. */
+    g_assert_cmphex(arctic_route_entry(5, 12, true, false), ==, 0x000ccc05);
+
     for (s = 0; s < G_N_ELEMENTS(sizes); s++) {
         ArcticSwitchConfig config;
         ArcticSwitch *sw;
