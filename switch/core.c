@@ -1024,6 +1024,20 @@ void arctic_switch_run(ArcticSwitch *sw)
     sw->stop_requested = 0;
 }
 
+int arctic_switch_tcp_port(ArcticSwitch *sw)
+{
+    struct sockaddr_storage addr;
+    socklen_t len = sizeof(addr);
+
+    if (sw->tcp_listen_fd < 0 ||
+        getsockname(sw->tcp_listen_fd, (struct sockaddr *)&addr, &len) < 0) {
+        return -1;
+    }
+    return addr.ss_family == AF_INET6
+           ? ntohs(((struct sockaddr_in6 *)&addr)->sin6_port)
+           : ntohs(((struct sockaddr_in *)&addr)->sin_port);
+}
+
 void arctic_switch_free(ArcticSwitch *sw)
 {
     if (!sw) {

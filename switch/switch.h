@@ -127,6 +127,8 @@ ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
 void arctic_switch_run(ArcticSwitch *sw);
 /* Ask the loop to return; async-signal-safe, any thread. */
 void arctic_switch_stop(ArcticSwitch *sw);
+/* The TCP port the switch listens on (useful with "host:0"), or -1. */
+int arctic_switch_tcp_port(ArcticSwitch *sw);
 /* Close every connection and socket and free everything. */
 void arctic_switch_free(ArcticSwitch *sw);
 
