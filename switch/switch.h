@@ -25,7 +25,7 @@ enum arctic_drop_reason {
     ARCTIC_DROP_BAD_LENGTH,     /* W1.LENGTH disagrees with the frame size */
     ARCTIC_DROP_BAD_KIND,       /* e2e header kind unknown */
     ARCTIC_DROP_NOT_ZERO,       /* upper half of word 0 not zero */
-    ARCTIC_DROP_UNKNOWN_ROUTE,  /* route climbs above the tree or ends on no port */
+    ARCTIC_DROP_UNKNOWN_ROUTE,  /* route climbs too high or ends on no port */
     ARCTIC_DROP_PORT_DOWN,      /* destination port has no live NIU */
     ARCTIC_DROP_FAULT,          /* fault injection */
     ARCTIC_DROP_REASONS

@@ -259,7 +259,8 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/switch/route/destination", test_route_destination);
-    g_test_add_func("/switch/route/wire-check", test_wire_check_matches_contract);
+    g_test_add_func("/switch/route/wire-check",
+                    test_wire_check_matches_contract);
     g_test_add_func("/switch/route/all-pairs-13", test_all_pairs_13);
     g_test_add_func("/switch/route/all-pairs-16", test_all_pairs_16);
     g_test_add_func("/switch/route/all-pairs-64", test_all_pairs_64);
