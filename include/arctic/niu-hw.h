@@ -121,6 +121,24 @@ struct arctic_dma_request {
     uint32_t pad[6];
 };
 
+/*
+ * A DMA request the NIU refuses (seed 002 §6.2.2 would turn the transmit
+ * datapath OFF; this NIU keeps going) is answered by an error notice in
+ * the requesting endpoint's own HiRx: a receive slot whose header has MODE
+ * = 1 (a normal notification always has MODE = 0), TYPE of the request,
+ * LENGTH 0, DEST = this node; command[0] = the request's command and
+ * command[1] = one of these codes.
+ */
+enum arctic_dma_status {
+    ARCTIC_DMA_ERR_ALIGN = 1,     /* source or target not D-aligned */
+    ARCTIC_DMA_ERR_RANGE = 2,     /* source outside the endpoint's window */
+    ARCTIC_DMA_ERR_ROUTE = 3,     /* no route to the destination */
+    ARCTIC_DMA_ERR_LENGTH = 4,    /* notification payload over 20 words */
+    ARCTIC_DMA_ERR_MEMORY = 5,    /* reading the source failed */
+    ARCTIC_DMA_ERR_QUEUE = 6,     /* a DMA request in LoTx, or an MPI
+                                     packet in DMATx */
+};
+
 /* Byte offsets within a slot, for DMA engines that read fields one by one. */
 enum {
     ARCTIC_SLOT_HEADER = 0,
@@ -228,6 +246,9 @@ enum arctic_counter {
     ARCTIC_CNT_LINK_UPS,
     ARCTIC_CNT_LINK_DOWNS,
     ARCTIC_CNT_CREDIT_STALLS,        /* a packet waited for link credit */
+    ARCTIC_CNT_DMA_REQUESTS,         /* DMA requests fully sent */
+    ARCTIC_CNT_DMA_RX_PACKETS,       /* DMA data packets written to memory */
+    ARCTIC_CNT_WRONG_JOB,            /* data refused: job tag mismatch */
     ARCTIC_NUM_COUNTERS,
 };
 #define ARCTIC_COUNTER_OFFSET(c)    (A_NIU_COUNTER_BASE + 4 * (c))

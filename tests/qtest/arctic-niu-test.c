@@ -54,6 +54,7 @@ typedef struct Niu {
     bool hold_credits[2];           /* play a congested switch */
     uint32_t tx_head[2];            /* guest producer indices: HiTx, LoTx */
     uint32_t rx_tail[2];            /* guest consumer indices: HiRx, LoRx */
+    uint32_t dma_head;              /* guest producer index: DMATx */
     uint32_t peer_epoch;            /* epoch the test uses as a sender */
     uint32_t peer_seq[2];
     uint16_t peer_incarnation;      /* stamped in the test's acks/nacks */
@@ -1250,6 +1251,372 @@ static void test_tx_resync_before_first_ack(void)
     niu_stop(n);
 }
 
+
+/* ------------------------------------------------------------------------
+ * Remote DMA (seed 002 §2.2, §6.2.2, §6.3.2) and job tags
+ */
+
+#define WIN_PHYS        0x2000000ull    /* 4 MiB aligned, inside 64 MiB */
+#define WIN_VIRT        0x40000000ull
+#define WIN_MASK        0x3fffffull     /* 4 MiB */
+#define REMOTE_TARGET   0x7f0000001800ull
+
+/* Registers that need both datapaths OFF: switch them off and on again. */
+static void set_window_and_job(Niu *n, uint64_t phys, uint64_t virt,
+                               uint64_t mask, uint32_t job)
+{
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    reg_w(n, A_NIU_RX_CTRL, 0);
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, (uint32_t)phys);
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_HI, phys >> 32);
+    ep_w(n, 0, A_EP_DMA_BASE_VIR_LO, (uint32_t)virt);
+    ep_w(n, 0, A_EP_DMA_BASE_VIR_HI, virt >> 32);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, (uint32_t)mask);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_HI, mask >> 32);
+    ep_w(n, 0, A_EP_JOB, job);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+}
+
+/* Put a DMA request in HiTx or DMATx (seed 002 §3.3, 64-bit addresses). */
+static void guest_dma(Niu *n, unsigned q, unsigned dest, unsigned type,
+                      uint32_t command, uint64_t target, uint64_t source,
+                      const uint32_t *payload, unsigned len)
+{
+    uint32_t *head = q == ARCTIC_TXQ_HI ? &n->tx_head[ARCTIC_TXQ_HI]
+                                        : &n->dma_head;
+    uint64_t slot = TX_BASE + (q == ARCTIC_TXQ_HI ? ARCTIC_HI_TX_OFFSET
+                                                  : ARCTIC_DMA_TX_OFFSET) +
+                    (uint64_t)*head * ARCTIC_SLOT_SIZE;
+    unsigned i;
+
+    qtest_writel(n->qts, slot + ARCTIC_DMA_SLOT_COMMAND, command);
+    qtest_writeq(n->qts, slot + ARCTIC_DMA_SLOT_TARGET, target);
+    qtest_writeq(n->qts, slot + ARCTIC_DMA_SLOT_SOURCE, source);
+    for (i = 0; i < len; i++) {
+        qtest_writel(n->qts, slot + ARCTIC_DMA_SLOT_PAYLOAD + 4 * i,
+                     payload[i]);
+    }
+    qtest_writel(n->qts, slot,
+                 FIELD_DP32(mpi_header(dest, type, len), MPI_HEADER, MODE,
+                            ARCTIC_MODE_DMA));
+    *head = (*head + 1) % ARCTIC_N;
+}
+
+/* Expect the 32 data packets and the notification of one DMA request,
+ * acking as they come so the engine never runs out of lines. */
+static void expect_dma(Niu *n, unsigned dest, uint32_t first_seq,
+                       unsigned type, uint32_t command, uint64_t target,
+                       const uint32_t *block, const uint32_t *payload,
+                       unsigned len)
+{
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE], want[ARCTIC_WIRE_MAX_SIZE];
+    uint32_t route = arctic_route_entry(NIU_NODE, dest, true, false);
+    unsigned p;
+
+    for (p = 0; p < ARCTIC_DMA_PACKETS; p++) {
+        uint64_t t = target + 64 * p;
+        size_t size = link_expect_packet(n, wire), want_size;
+        struct arctic_e2e_header got, h = {
+            .kind = ARCTIC_E2E_DATA,
+            .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, 1),
+            .src_node = NIU_NODE,
+            .dst_node = dest,
+            .seq = first_seq + p,
+        };
+
+        arctic_e2e_decode(wire, &got);
+        h.epoch = got.epoch;
+        h.job = got.job;
+        want_size = build_wire(want, &h, route,
+                               ARCTIC_FIELD_PREP(ARCTIC_W1, TYPE, type) |
+                               ARCTIC_FIELD_PREP(ARCTIC_W1, MODE, 1),
+                               (uint32_t)t, t >> 32, block + 16 * p,
+                               ARCTIC_DMA_DATA_WORDS);
+        g_assert_cmpint(size, ==, want_size);
+        g_assert_cmpmem(wire, size, want, want_size);
+        peer_control(n, dest, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, got.epoch,
+                     got.seq, 0);
+    }
+    /* The notification: command, target's low word, payload; mode 0. */
+    peer_control(n, dest, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                 expect_data(n, dest, ARCTIC_PRIORITY_HIGH,
+                             first_seq + ARCTIC_DMA_PACKETS, type, command,
+                             (uint32_t)target, payload, len),
+                 first_seq + ARCTIC_DMA_PACKETS, 0);
+}
+
+static void fill_block(Niu *n, uint64_t phys, uint32_t *block, uint32_t seed)
+{
+    unsigned i;
+
+    for (i = 0; i < ARCTIC_D / 4; i++) {
+        block[i] = seed * 0x10000 + i;
+        qtest_writel(n->qts, phys + 4 * i, block[i]);
+    }
+}
+
+static void test_dma_send(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t block[ARCTIC_D / 4], block2[ARCTIC_D / 4];
+    uint32_t payload[2] = { 0xfeed, 0xbeef };
+
+    set_window_and_job(n, WIN_PHYS, WIN_VIRT, WIN_MASK, 0);
+    fill_block(n, WIN_PHYS + 0x800, block, 1);
+    fill_block(n, WIN_PHYS + WIN_MASK + 1 - ARCTIC_D, block2, 2);
+    guest_dma(n, ARCTIC_TXQ_DMA, 2, 5, 0xc0de, REMOTE_TARGET,
+              WIN_VIRT + 0x800, payload, 2);
+    /* The last block of the window is inside it too. */
+    guest_dma(n, ARCTIC_TXQ_DMA, 2, 6, 0xc0df, REMOTE_TARGET + ARCTIC_D,
+              WIN_VIRT + WIN_MASK + 1 - ARCTIC_D, NULL, 0);
+    doorbell(n);
+    expect_dma(n, 2, 0, 5, 0xc0de, REMOTE_TARGET, block, payload, 2);
+    expect_dma(n, 2, ARCTIC_DMA_PACKETS + 1, 6, 0xc0df,
+               REMOTE_TARGET + ARCTIC_D, block2, NULL, 0);
+    link_expect_silence(n);
+    g_assert_cmphex(qtest_readl(n->qts, TX_BASE + ARCTIC_DMA_TX_OFFSET), ==,
+                    0);
+    g_assert_cmpint(ep_r(n, 0, A_EP_DMA_TX_TL), ==, 2);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_DMA_REQUESTS), ==, 2);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    niu_stop(n);
+}
+
+/* A DMA request in HiTx holds back the HiTx messages behind it, while
+ * LoTx traffic goes on (seed 002 §2.2.2). */
+static void test_dma_in_hitx_blocks_hitx(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t block[ARCTIC_D / 4];
+    uint32_t v = 0x55, w = 0x66;
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_e2e_header h;
+    unsigned i;
+
+    set_window_and_job(n, WIN_PHYS, WIN_VIRT, WIN_MASK, 0);
+    fill_block(n, WIN_PHYS, block, 3);
+    n->hold_credits[ARCTIC_PRIORITY_HIGH] = true;
+    guest_dma(n, ARCTIC_TXQ_HI, 3, 1, 0xd0, REMOTE_TARGET, WIN_VIRT, NULL, 0);
+    guest_send(n, ARCTIC_TXQ_HI, 3, 2, 0, 0, &v, 1);
+    doorbell(n);
+    /* The switch takes 8 high packets and stalls: the engine stops. */
+    for (i = 0; i < 8; i++) {
+        link_expect_packet(n, wire);
+        arctic_e2e_decode(wire, &h);
+        g_assert_cmpint(h.seq, ==, i);
+    }
+    guest_send(n, ARCTIC_TXQ_LO, 3, 4, 0, 0, &w, 1);
+    doorbell(n);
+    expect_data(n, 3, ARCTIC_PRIORITY_LOW, 0, 4, 0, 0, &w, 1);
+    g_assert_cmphex(qtest_readl(n->qts, tx_slot_addr(ARCTIC_TXQ_HI, 0)), !=,
+                    0);
+    n->hold_credits[ARCTIC_PRIORITY_HIGH] = false;
+    link_send_credit(n, 8, 0);
+    peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, h.epoch, 7, 0);
+    for (i = 8; i < ARCTIC_DMA_PACKETS; i++) {
+        link_expect_packet(n, wire);
+        arctic_e2e_decode(wire, &h);
+        g_assert_cmpint(h.seq, ==, i);
+        g_assert_cmpint(ARCTIC_FIELD_GET(ARCTIC_W1, MODE,
+                            arctic_get_le32(wire + 20)), ==, 1);
+        peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, h.epoch, i,
+                     0);
+    }
+    /* Notification, then at last the HiTx message behind the request. */
+    expect_data(n, 3, ARCTIC_PRIORITY_HIGH, ARCTIC_DMA_PACKETS, 1, 0xd0,
+                (uint32_t)REMOTE_TARGET, NULL, 0);
+    expect_data(n, 3, ARCTIC_PRIORITY_HIGH, ARCTIC_DMA_PACKETS + 1, 2, 0, 0,
+                &v, 1);
+    g_assert_cmpint(ep_r(n, 0, A_EP_HI_TX_TL), ==, 2);
+    niu_stop(n);
+}
+
+/* Receive: data lands in the window, the notification in HiRx. */
+static void test_dma_receive(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint32_t block[ARCTIC_D / 4], got[ARCTIC_D / 4], payload[1] = { 9 };
+    uint64_t target = WIN_VIRT + 0x10000;
+    uint32_t before;
+    unsigned p, i;
+
+    set_window_and_job(n, WIN_PHYS, WIN_VIRT, WIN_MASK, 0);
+    mark_rx_slots(n);
+    for (i = 0; i < ARRAY_SIZE(block); i++) {
+        block[i] = 0xd3000000 | i;
+    }
+    qtest_memset(n->qts, WIN_PHYS + 0x10000 - 64, 0xee, ARCTIC_D + 128);
+    for (p = 0; p < ARCTIC_DMA_PACKETS; p++) {
+        uint64_t t = target + 64 * p;
+        struct arctic_e2e_header h = {
+            .kind = ARCTIC_E2E_DATA,
+            .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, 1),
+            .src_node = PEER, .dst_node = NIU_NODE,
+            .epoch = n->peer_epoch, .seq = n->peer_seq[1]++,
+        };
+        size_t size = build_wire(wire, &h,
+                                 arctic_route_entry(PEER, NIU_NODE, true,
+                                                    false),
+                                 ARCTIC_FIELD_PREP(ARCTIC_W1, MODE, 1),
+                                 (uint32_t)t, t >> 32, block + 16 * p,
+                                 ARCTIC_DMA_DATA_WORDS);
+        link_send_packet(n, wire, size);
+        expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                       n->peer_epoch, h.seq, 0);
+    }
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 3, 0xc0de, (uint32_t)target,
+                    payload, 1);
+    qtest_memread(n->qts, WIN_PHYS + 0x10000, got, sizeof(got));
+    for (i = 0; i < ARRAY_SIZE(block); i++) {
+        g_assert_cmphex(le32_to_cpu(got[i]), ==, block[i]);
+    }
+    /* Not a byte before or after the block. */
+    g_assert_cmphex(qtest_readl(n->qts, WIN_PHYS + 0x10000 - 4), ==,
+                    0xeeeeeeee);
+    g_assert_cmphex(qtest_readl(n->qts, WIN_PHYS + 0x10000 + ARCTIC_D), ==,
+                    0xeeeeeeee);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 0xc0de, (uint32_t)target,
+                    payload, 1);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_DMA_RX_PACKETS), ==, 32);
+
+    /* Outside the window (one byte past its end): dropped, acked, and
+     * nothing written anywhere. */
+    before = qtest_readl(n->qts, WIN_PHYS + WIN_MASK + 1);
+    {
+        uint64_t t = WIN_VIRT + WIN_MASK + 1;
+        struct arctic_e2e_header h = {
+            .kind = ARCTIC_E2E_DATA,
+            .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, 1),
+            .src_node = PEER, .dst_node = NIU_NODE,
+            .epoch = n->peer_epoch, .seq = n->peer_seq[1]++,
+        };
+        size_t size = build_wire(wire, &h,
+                                 arctic_route_entry(PEER, NIU_NODE, true,
+                                                    false),
+                                 ARCTIC_FIELD_PREP(ARCTIC_W1, MODE, 1),
+                                 (uint32_t)t, t >> 32, block,
+                                 ARCTIC_DMA_DATA_WORDS);
+        link_send_packet(n, wire, size);
+        expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                       n->peer_epoch, h.seq, 0);
+    }
+    g_assert_cmphex(qtest_readl(n->qts, WIN_PHYS + WIN_MASK + 1), ==, before);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_DMA_RX_PACKETS), ==, 32);
+    expect_errors(n, 1u << ARCTIC_ERR_DMA_RANGE);
+    niu_stop(n);
+}
+
+/* Check the error notice a refused request leaves in the own HiRx. */
+static void guest_expect_notice(Niu *n, unsigned type, uint32_t command,
+                                uint32_t status)
+{
+    uint64_t slot = rx_slot_addr(ARCTIC_RXQ_HI, n->rx_tail[ARCTIC_RXQ_HI]);
+    uint32_t want = FIELD_DP32(mpi_header(NIU_NODE, type, 0), MPI_HEADER,
+                               MODE, ARCTIC_MODE_DMA);
+
+    g_assert_cmphex(qtest_readl(n->qts, slot), ==, want);
+    g_assert_cmphex(qtest_readl(n->qts, slot + ARCTIC_SLOT_COMMAND0), ==,
+                    command);
+    g_assert_cmphex(qtest_readl(n->qts, slot + ARCTIC_SLOT_COMMAND1), ==,
+                    status);
+    qtest_writel(n->qts, slot, 0);
+    n->rx_tail[ARCTIC_RXQ_HI]++;
+}
+
+static void test_dma_refused(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t v = 1, epoch;
+
+    mark_rx_slots(n);
+    /* No window registered yet. */
+    guest_dma(n, ARCTIC_TXQ_DMA, 2, 1, 0xa1, REMOTE_TARGET, WIN_VIRT, NULL,
+              0);
+    doorbell(n);
+    link_expect_silence(n);
+    guest_expect_notice(n, 1, 0xa1, ARCTIC_DMA_ERR_RANGE);
+    expect_errors(n, 1u << ARCTIC_ERR_DMA_RANGE);
+    set_window_and_job(n, WIN_PHYS, WIN_VIRT, WIN_MASK, 0);
+    /* Unaligned source, unaligned target, source past the window,
+     * a source block straddling the window's end, no route. */
+    guest_dma(n, ARCTIC_TXQ_DMA, 2, 2, 0xa2, REMOTE_TARGET, WIN_VIRT + 64,
+              NULL, 0);
+    guest_dma(n, ARCTIC_TXQ_DMA, 2, 3, 0xa3, REMOTE_TARGET + 8, WIN_VIRT,
+              NULL, 0);
+    guest_dma(n, ARCTIC_TXQ_DMA, 2, 4, 0xa4, REMOTE_TARGET,
+              WIN_VIRT + WIN_MASK + 1, NULL, 0);
+    guest_dma(n, ARCTIC_TXQ_DMA, 2, 5, 0xa5, REMOTE_TARGET, WIN_VIRT - 2048,
+              NULL, 0);
+    guest_dma(n, ARCTIC_TXQ_DMA, 200, 6, 0xa6, REMOTE_TARGET, WIN_VIRT, NULL,
+              0);
+    doorbell(n);
+    link_expect_silence(n);
+    guest_expect_notice(n, 2, 0xa2, ARCTIC_DMA_ERR_ALIGN);
+    guest_expect_notice(n, 3, 0xa3, ARCTIC_DMA_ERR_ALIGN);
+    guest_expect_notice(n, 4, 0xa4, ARCTIC_DMA_ERR_RANGE);
+    guest_expect_notice(n, 5, 0xa5, ARCTIC_DMA_ERR_RANGE);
+    guest_expect_notice(n, 6, 0xa6, ARCTIC_DMA_ERR_ROUTE);
+    g_assert_cmpint(ep_r(n, 0, A_EP_DMA_TX_TL), ==, 6);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_ALIGN | 1u << ARCTIC_ERR_DMA_RANGE |
+                  1u << ARCTIC_ERR_NO_ROUTE);
+    /* An MPI packet in DMATx is refused too; MPI traffic still flows. */
+    {
+        uint64_t slot = TX_BASE + ARCTIC_DMA_TX_OFFSET +
+                        (uint64_t)n->dma_head * ARCTIC_SLOT_SIZE;
+        qtest_writel(n->qts, slot, mpi_header(2, 7, 0));
+        n->dma_head++;
+    }
+    guest_send(n, ARCTIC_TXQ_HI, 2, 8, 0, 0, &v, 1);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 8, 0, 0, &v, 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    link_expect_silence(n);
+    guest_expect_notice(n, 7, 0, ARCTIC_DMA_ERR_QUEUE);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_MODE);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_DMA_REQUESTS), ==, 0);
+    niu_stop(n);
+}
+
+/* Job tags (GID): stamped on every packet; data for another job is
+ * refused and retried until that job runs. */
+static void test_job_tags(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_e2e_header h;
+    uint32_t v = 3;
+    size_t size;
+
+    set_window_and_job(n, 0, 0, 0, 7);
+    mark_rx_slots(n);
+    guest_send(n, ARCTIC_TXQ_HI, 2, 1, 0, 0, &v, 1);
+    doorbell(n);
+    size = link_expect_packet(n, wire);
+    arctic_e2e_decode(wire, &h);
+    g_assert_cmpint(h.job, ==, 7);
+    g_assert_cmpint(size, ==, arctic_wire_size(5));
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, h.epoch, 0, 0);
+
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0,
+                     1, 2, 3, NULL, 0);      /* job 0 */
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, 0, ARCTIC_NACK_WRONG_JOB);
+    g_assert_cmpint(qtest_readl(n->qts, rx_slot_addr(ARCTIC_RXQ_HI, 0)), ==,
+                    0);
+    wire[6] = 7;                            /* the running job's tag */
+    arctic_wire_seal(wire, size);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, 0, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 1, 2, 3, NULL, 0);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_WRONG_JOB), ==, 1);
+    niu_stop(n);
+}
+
 /* ------------------------------------------------------------------------
  * Priorities
  */
@@ -1461,9 +1828,9 @@ static void test_bad_slots_refused(void)
     reg_w(n, ARCTIC_ROUTE_OFFSET(ARCTIC_ROUTE_TABLE_LOW, 3), 0);
     reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
     guest_send(n, ARCTIC_TXQ_LO, 3, 1, 0, 0, v, 1);
-    /* A DMA request where only MPI packets are served here. */
+    /* A DMA request in LoTx, where none may be (seed 002 §2.2.1). */
     header = FIELD_DP32(mpi_header(2, 1, 0), MPI_HEADER, MODE, 1);
-    guest_send_raw(n, ARCTIC_TXQ_HI, header, 0, 0, v, 0);
+    guest_send_raw(n, ARCTIC_TXQ_LO, header, 0, 0, v, 0);
     /* A good one after them still goes. */
     v[0] = 77;
     guest_send(n, ARCTIC_TXQ_HI, 2, 3, 4, 5, v, 1);
@@ -1472,10 +1839,10 @@ static void test_bad_slots_refused(void)
     peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
     link_expect_silence(n);
     g_assert_cmphex(qtest_readl(n->qts, tx_slot_addr(ARCTIC_TXQ_HI, 0)), ==, 0);
-    g_assert_cmphex(qtest_readl(n->qts, tx_slot_addr(ARCTIC_TXQ_HI, 1)), ==, 0);
     g_assert_cmphex(qtest_readl(n->qts, tx_slot_addr(ARCTIC_TXQ_LO, 0)), ==, 0);
-    g_assert_cmpint(ep_r(n, 0, A_EP_HI_TX_TL), ==, 3);
-    g_assert_cmpint(ep_r(n, 0, A_EP_LO_TX_TL), ==, 1);
+    g_assert_cmphex(qtest_readl(n->qts, tx_slot_addr(ARCTIC_TXQ_LO, 1)), ==, 0);
+    g_assert_cmpint(ep_r(n, 0, A_EP_HI_TX_TL), ==, 2);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_TX_TL), ==, 2);
     g_assert_cmpint(counter(n, ARCTIC_CNT_TX_ERRORS), ==, 3);
     expect_errors(n, 1u << ARCTIC_ERR_BAD_LENGTH | 1u << ARCTIC_ERR_NO_ROUTE |
                   1u << ARCTIC_ERR_BAD_MODE);
@@ -1653,6 +2020,11 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/ack/tx-resync", test_tx_resync_renumbers);
     qtest_add_func("/arctic-niu/ack/tx-resync-before-ack",
                    test_tx_resync_before_first_ack);
+    qtest_add_func("/arctic-niu/dma/send", test_dma_send);
+    qtest_add_func("/arctic-niu/dma/hitx-blocks", test_dma_in_hitx_blocks_hitx);
+    qtest_add_func("/arctic-niu/dma/receive", test_dma_receive);
+    qtest_add_func("/arctic-niu/dma/refused", test_dma_refused);
+    qtest_add_func("/arctic-niu/protection/job-tags", test_job_tags);
     qtest_add_func("/arctic-niu/priority/rx-high-passes",
                    test_rx_high_flows_while_low_full);
     qtest_add_func("/arctic-niu/priority/tx-high-passes",

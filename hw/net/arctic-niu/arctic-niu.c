@@ -151,8 +151,8 @@ static void arctic_write_index(ArcticNiuState *s, unsigned epn, hwaddr addr,
 }
 
 /* DMA window registers (seed 002 §4.3): bases 4 MiB aligned, the mask a
- * power of two minus one, at least 4 MiB - 1.  Each half is checked as
- * part of the whole 64-bit value it makes. */
+ * power of two minus one, at least 4 MiB - 1, or 0 for no window.  Each
+ * half is checked as part of the whole 64-bit value it makes. */
 static void arctic_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
                                  uint64_t *reg, bool high, uint32_t value,
                                  bool is_mask)
@@ -163,8 +163,9 @@ static void arctic_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
     if (is_mask) {
         uint64_t size = next + 1;   /* 0 for a window of all 2^64 bytes */
 
-        bad = next < ARCTIC_DMA_WINDOW_ALIGN - 1 ||
-              (size != 0 && (size & (size - 1)) != 0);
+        /* 0, the reset value, withdraws the window. */
+        bad = next != 0 && (next < ARCTIC_DMA_WINDOW_ALIGN - 1 ||
+                            (size != 0 && (size & (size - 1)) != 0));
     } else {
         bad = next & (ARCTIC_DMA_WINDOW_ALIGN - 1);
     }

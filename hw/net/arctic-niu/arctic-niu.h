@@ -36,6 +36,9 @@ OBJECT_DECLARE_SIMPLE_TYPE(ArcticNiuState, ARCTIC_NIU)
 enum {
     ARCTIC_LINES = 16,
     ARCTIC_HI_RESERVED_LINES = 4,
+    /* Lines remote-DMA data may hold at once, so MPI messages of both
+     * priorities pass a long DMA operation (seed 002 §2.2.2). */
+    ARCTIC_DMA_MAX_LINES = 8,
     /* Slots MPFSM takes from one queue before letting the main loop run. */
     ARCTIC_TX_BATCH = 32,
     /* Bytes waiting for the socket beyond which the NIU stops sending. */
@@ -49,6 +52,7 @@ typedef struct ArcticLine {
     bool queued;            /* in the send order, not on the wire yet */
     bool sent_once;         /* has entered the network at least once */
     bool nack_wait;         /* deadline is a nack back-off, not a timeout */
+    bool dma;               /* carries remote-DMA data */
     uint64_t queued_order;  /* send order among queued lines */
     uint8_t prio;           /* ARCTIC_PRIORITY_HIGH / _LOW */
     uint16_t dst;
@@ -91,6 +95,10 @@ typedef struct ArcticEndpoint {
     uint64_t dma_base_vir;
     uint64_t dma_range_mask;
     uint32_t job;
+    /* Packets of the DMA request at the tail already built, for the two
+     * queues that can hold one: [0] HiTx, [1] DMATx (32 data packets,
+     * then the notification). */
+    uint32_t dma_progress[2];
 } ArcticEndpoint;
 
 typedef enum ArcticLinkState {
@@ -188,6 +196,10 @@ void arctic_tx_cleanup(ArcticNiuState *s);
 void arctic_rx_reset(ArcticNiuState *s);
 void arctic_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size);
 bool arctic_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size);
+bool arctic_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
+                            uint32_t command, uint32_t status);
+bool arctic_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
+                          uint64_t len, uint64_t *phys);
 
 /* niu-link.c */
 void arctic_link_init(ArcticNiuState *s, Error **errp);

@@ -64,24 +64,99 @@ static void owe_nack(ArcticNiuState *s, uint8_t prio, uint16_t src,
     owe_control(s, prio, src);
 }
 
-/* Deliver an MPI packet into the endpoint's Rx queue (§6.3.1 steps 1-7). */
+/* Write one remote-DMA data packet into the endpoint's window (§6.3.2). */
+static unsigned deliver_dma(ArcticNiuState *s, unsigned epn,
+                            const uint8_t *words)
+{
+    ArcticEndpoint *ep = &s->ep[epn];
+    uint64_t target = arctic_get_le64(words + 8);
+    uint32_t data[ARCTIC_DMA_DATA_WORDS];
+    uint64_t phys;
+    unsigned i;
+
+    if (target % sizeof(data) ||
+        !arctic_dma_translate(ep, target, sizeof(data), &phys)) {
+        /* The sender named memory this endpoint never registered: no byte
+         * is written, and retrying cannot help, so the packet is dropped
+         * (and acked); the receiver's ERROR_CAUSE says why. */
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: node %u endpoint %u "
+                      "refused DMA to 0x%" PRIx64 " outside its window\n",
+                      s->node_id, epn, target);
+        arctic_niu_set_error(s, ARCTIC_ERR_DMA_RANGE, epn, ARCTIC_RXQ_HI,
+                             (uint32_t)target >> 6);
+        arctic_niu_count(s, ARCTIC_CNT_BAD_PACKETS);
+        return DROPPED;
+    }
+    for (i = 0; i < ARRAY_SIZE(data); i++) {
+        data[i] = cpu_to_le32(arctic_get_le32(words + 16 + 4 * i));
+    }
+    if (pci_dma_write(PCI_DEVICE(s), phys, data, sizeof(data)) != MEMTX_OK) {
+        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, ARCTIC_RXQ_HI, 0);
+        return ARCTIC_NACK_RX_ERROR;
+    }
+    trace_arctic_niu_rx_dma(s->node_id, epn, target, phys);
+    arctic_niu_count(s, ARCTIC_CNT_DMA_RX_PACKETS);
+    return DELIVERED;
+}
+
+/* Write a whole receive slot, body before the header that makes it valid
+ * (§6.3.1 steps 4-6).  Returns 0 or a nack reason. */
+static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
+                              uint32_t header, const uint32_t *body,
+                              unsigned payload_words)
+{
+    ArcticEndpoint *ep = &s->ep[epn];
+    dma_addr_t addr = ep->rx_qbase +
+        (q == ARCTIC_RXQ_HI ? ARCTIC_HI_RX_OFFSET : ARCTIC_LO_RX_OFFSET) +
+        (dma_addr_t)ep->rx_head[q] * ARCTIC_SLOT_SIZE;
+    uint32_t old;
+
+    if (pci_dma_read(PCI_DEVICE(s), addr, &old, 4) != MEMTX_OK) {
+        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->rx_head[q]);
+        return ARCTIC_NACK_RX_ERROR;
+    }
+    if (FIELD_EX32(le32_to_cpu(old), MPI_HEADER, VALID)) {
+        trace_arctic_niu_rx_queue_full(s->node_id, epn, q, ep->rx_head[q]);
+        return ARCTIC_NACK_QUEUE_FULL;
+    }
+    if (pci_dma_write(PCI_DEVICE(s), addr + ARCTIC_SLOT_COMMAND0, body,
+                      4 * ARCTIC_COMMAND_WORDS) != MEMTX_OK ||
+        pci_dma_write(PCI_DEVICE(s), addr + ARCTIC_SLOT_PAYLOAD,
+                      body + ARCTIC_COMMAND_WORDS,
+                      4 * payload_words) != MEMTX_OK) {
+        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->rx_head[q]);
+        return ARCTIC_NACK_RX_ERROR;
+    }
+    /* The body must be visible before the valid bit (§3.1). */
+    smp_wmb();
+    header = cpu_to_le32(FIELD_DP32(header, MPI_HEADER, VALID, 1));
+    if (pci_dma_write(PCI_DEVICE(s), addr, &header, 4) != MEMTX_OK) {
+        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->rx_head[q]);
+        return ARCTIC_NACK_RX_ERROR;
+    }
+    ep->rx_head[q] = (ep->rx_head[q] + 1) % ARCTIC_N;
+    return DELIVERED;
+}
+
+/* Deliver a data packet (§6.3.1 steps 1-7, §6.3.2) from @src. */
 static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
-                        const uint8_t *words)
+                        uint16_t job, const uint8_t *words)
 {
     uint32_t w1 = arctic_get_le32(words + 4);
     unsigned epn = FIELD_EX32(w1, ARCTIC_W1, ENDPOINT);
     unsigned q = prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_RXQ_HI : ARCTIC_RXQ_LO;
-    ArcticEndpoint *ep = &s->ep[epn];
-    int len = (int)FIELD_EX32(w1, ARCTIC_W1, LENGTH) - ARCTIC_MPI_LENGTH_EXTRA;
-    dma_addr_t addr;
-    uint32_t header, body[2 + ARCTIC_MAX_PAYLOAD];
+    unsigned arctic_len = FIELD_EX32(w1, ARCTIC_W1, LENGTH);
+    bool dma = FIELD_EX32(w1, ARCTIC_W1, MODE) == ARCTIC_MODE_DMA;
+    int len = (int)arctic_len - ARCTIC_MPI_LENGTH_EXTRA;
+    uint32_t header, body[ARCTIC_COMMAND_WORDS + ARCTIC_MAX_PAYLOAD];
+    unsigned verdict;
     int i;
 
-    if (FIELD_EX32(w1, ARCTIC_W1, MODE) != ARCTIC_MODE_MPI ||
-        len < 0 || len > ARCTIC_MAX_PAYLOAD) {
-        /* Remote DMA data arrives with part 2; an MPI packet of a length
-         * no slot holds is the sender's error.  Neither can ever be
-         * delivered, so it is acked and dropped rather than retried. */
+    if (dma ? arctic_len != ARCTIC_DMA_PACKET_LENGTH
+            : (len < 0 || len > ARCTIC_MAX_PAYLOAD)) {
+        /* A packet of a shape no slot or DMA block holds is the sender's
+         * error; it can never be delivered, so it is acked and dropped
+         * rather than retried forever. */
         arctic_niu_set_error(s, ARCTIC_ERR_BAD_PACKET, epn, q, w1 & 0xffff);
         arctic_niu_count(s, ARCTIC_CNT_BAD_PACKETS);
         return DROPPED;
@@ -92,45 +167,52 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     if ((epn & s->vmask) != epn) {
         return ARCTIC_NACK_BAD_ENDPOINT;
     }
-    addr = ep->rx_qbase +
-           (q == ARCTIC_RXQ_HI ? ARCTIC_HI_RX_OFFSET : ARCTIC_LO_RX_OFFSET) +
-           (dma_addr_t)ep->rx_head[q] * ARCTIC_SLOT_SIZE;
-    if (pci_dma_read(PCI_DEVICE(s), addr, &header, 4) != MEMTX_OK) {
-        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->rx_head[q]);
-        return ARCTIC_NACK_RX_ERROR;
+    if (job != s->ep[epn].job) {
+        /* Seeds 000 Ch. 4, 003 §3.2.1: the packet belongs to a job that
+         * is not running on this endpoint now; it is retried until it is. */
+        arctic_niu_count(s, ARCTIC_CNT_WRONG_JOB);
+        return ARCTIC_NACK_WRONG_JOB;
     }
-    if (FIELD_EX32(le32_to_cpu(header), MPI_HEADER, VALID)) {
-        trace_arctic_niu_rx_queue_full(s->node_id, epn, q, ep->rx_head[q]);
-        return ARCTIC_NACK_QUEUE_FULL;
+    if (dma) {
+        return deliver_dma(s, epn, words);
     }
-    for (i = 0; i < 2 + len; i++) {
+    for (i = 0; i < ARCTIC_COMMAND_WORDS + len; i++) {
         body[i] = cpu_to_le32(arctic_get_le32(words + 8 + 4 * i));
     }
-    if (pci_dma_write(PCI_DEVICE(s), addr + ARCTIC_SLOT_COMMAND0, body,
-                      2 * 4) != MEMTX_OK ||
-        pci_dma_write(PCI_DEVICE(s), addr + ARCTIC_SLOT_PAYLOAD, body + 2,
-                      4 * len) != MEMTX_OK) {
-        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->rx_head[q]);
-        return ARCTIC_NACK_RX_ERROR;
-    }
-    /* The body must be visible before the valid bit (§3.1). */
-    smp_wmb();
     /* In a receive slot the dest field (unused by the seed there, §3.2.2
      * step 3) holds the source node. */
-    header = (w1 & ARCTIC_MPI_HEADER_WIRE_MASK);
+    header = w1 & ARCTIC_MPI_HEADER_WIRE_MASK;
     header = FIELD_DP32(header, MPI_HEADER, LENGTH, len);
     header = FIELD_DP32(header, MPI_HEADER, DEST, src);
-    header = FIELD_DP32(header, MPI_HEADER, VALID, 1);
-    header = cpu_to_le32(header);
-    if (pci_dma_write(PCI_DEVICE(s), addr, &header, 4) != MEMTX_OK) {
-        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->rx_head[q]);
-        return ARCTIC_NACK_RX_ERROR;
+    verdict = write_rx_slot(s, epn, q, header, body, len);
+    if (verdict == DELIVERED) {
+        trace_arctic_niu_rx_deliver(s->node_id, epn, q,
+                                    (s->ep[epn].rx_head[q] + ARCTIC_N - 1) %
+                                    ARCTIC_N, src, len);
+        arctic_niu_count(s, q == ARCTIC_RXQ_HI ? ARCTIC_CNT_RX_HI_PACKETS
+                                               : ARCTIC_CNT_RX_LO_PACKETS);
     }
-    trace_arctic_niu_rx_deliver(s->node_id, epn, q, ep->rx_head[q], src, len);
-    ep->rx_head[q] = (ep->rx_head[q] + 1) % ARCTIC_N;
-    arctic_niu_count(s, q == ARCTIC_RXQ_HI ? ARCTIC_CNT_RX_HI_PACKETS
-                                           : ARCTIC_CNT_RX_LO_PACKETS);
-    return DELIVERED;
+    return verdict;
+}
+
+/* The error notice for a refused DMA request (niu-hw.h, enum
+ * arctic_dma_status), in the requester's own HiRx when there is room. */
+bool arctic_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
+                            uint32_t command, uint32_t status)
+{
+    uint32_t body[ARCTIC_COMMAND_WORDS] = {
+        cpu_to_le32(command), cpu_to_le32(status)
+    };
+    uint32_t notice = header & (R_MPI_HEADER_TYPE_MASK |
+                                R_MPI_HEADER_ENDPOINT_MASK);
+
+    notice = FIELD_DP32(notice, MPI_HEADER, MODE, ARCTIC_MODE_DMA);
+    notice = FIELD_DP32(notice, MPI_HEADER, DEST, s->node_id);
+    if (!s->rx_enabled ||
+        write_rx_slot(s, epn, ARCTIC_RXQ_HI, notice, body, 0) != DELIVERED) {
+        return false;
+    }
+    return true;
 }
 
 static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
@@ -156,7 +238,7 @@ static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
         }
     }
     if (h->seq == st->expected) {
-        verdict = deliver(s, prio, h->src_node, words);
+        verdict = deliver(s, prio, h->src_node, h->job, words);
         if (verdict == DELIVERED || verdict == DROPPED) {
             st->expected++;
             owe_ack(s, prio, h->src_node);

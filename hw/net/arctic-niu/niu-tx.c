@@ -101,8 +101,10 @@ bool arctic_tx_draining(ArcticNiuState *s)
  * MPFSM
  */
 
-/* Release a slot by clearing its header (seed 002 §6.2.1 step 8). */
-static bool release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
+/* Release a slot by clearing its header (seed 002 §6.2.1 step 8).  The
+ * tail moves on even if the write fails: the slot's packet is already in
+ * a line, and sending it again would deliver it twice. */
+static void release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                          dma_addr_t addr)
 {
     uint32_t zero = 0;
@@ -110,15 +112,13 @@ static bool release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
 
     if (pci_dma_write(PCI_DEVICE(s), addr, &zero, sizeof(zero)) != MEMTX_OK) {
         arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->tx_tail[q]);
-        return false;
     }
     trace_arctic_niu_tx_slot_release(s->node_id, epn, q, ep->tx_tail[q]);
     ep->tx_tail[q] = (ep->tx_tail[q] + 1) % ARCTIC_N;
-    return true;
 }
 
 /* Refuse a slot: record why, drop it so the queue keeps moving. */
-static bool refuse_slot(ArcticNiuState *s, unsigned epn, unsigned q,
+static void refuse_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                         dma_addr_t addr, enum arctic_error cause,
                         uint32_t header)
 {
@@ -127,18 +127,21 @@ static bool refuse_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                   header);
     arctic_niu_set_error(s, cause, epn, q, s->ep[epn].tx_tail[q]);
     arctic_niu_count(s, ARCTIC_CNT_TX_ERRORS);
-    return release_slot(s, epn, q, addr);
+    release_slot(s, epn, q, addr);
 }
 
-/* Build the wire packet of an MPI slot into @line (§6.2.1 steps 5-7). */
-static void build_packet(ArcticNiuState *s, ArcticLine *line, unsigned epn,
-                         uint32_t route, uint32_t header,
-                         const struct arctic_mpi_slot *slot)
+/*
+ * Put one packet of stream (@prio, @dest) into @line: e2e header, Arctic
+ * words 0 and 1 (word 1's LENGTH is set here from @body_words), the body,
+ * the CRC.  Every packet the NIU originates is built here.
+ */
+static void line_fill(ArcticNiuState *s, ArcticLine *line, unsigned epn,
+                      unsigned dest, uint32_t route, uint32_t w1,
+                      const uint32_t *body, unsigned body_words)
 {
-    unsigned len = FIELD_EX32(header, MPI_HEADER, LENGTH);
     uint8_t prio = FIELD_EX32(route, ROUTE_ENTRY, PRIORITY);
-    unsigned dest = FIELD_EX32(header, MPI_HEADER, DEST);
     ArcticTxStream *st = &s->tx_stream[prio][dest];
+    unsigned len = ARCTIC_ROUTE_WORDS + body_words;
     struct arctic_e2e_header h = {
         .kind = ARCTIC_E2E_DATA,
         .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, prio),
@@ -148,53 +151,210 @@ static void build_packet(ArcticNiuState *s, ArcticLine *line, unsigned epn,
         .epoch = st->epoch,
         .seq = st->next_seq++,
     };
-    uint32_t w1 = (route & R_ROUTE_ENTRY_DOWNROUTE_MASK) |
-                  (header & ARCTIC_MPI_HEADER_WIRE_MASK);
     uint8_t *words = line->wire + ARCTIC_WIRE_WORDS_OFFSET;
     unsigned i;
 
-    w1 = FIELD_DP32(w1, ARCTIC_W1, LENGTH, len + ARCTIC_MPI_LENGTH_EXTRA);
-    w1 = FIELD_DP32(w1, ARCTIC_W1, MODE, ARCTIC_MODE_MPI);
+    w1 = (w1 & ~R_ARCTIC_W1_DOWNROUTE_MASK) |
+         (route & R_ROUTE_ENTRY_DOWNROUTE_MASK);
+    w1 = FIELD_DP32(w1, ARCTIC_W1, LENGTH, len);
     arctic_e2e_encode(line->wire, &h);
     arctic_put_le32(words, route & (R_ROUTE_ENTRY_UPROUTE_MASK |
                                     R_ROUTE_ENTRY_VALID_MASK |
                                     R_ROUTE_ENTRY_PRIORITY_MASK));
     arctic_put_le32(words + 4, w1);
-    arctic_put_le32(words + 8, le32_to_cpu(slot->command[0]));
-    arctic_put_le32(words + 12, le32_to_cpu(slot->command[1]));
-    for (i = 0; i < len; i++) {
-        arctic_put_le32(words + 16 + 4 * i, le32_to_cpu(slot->payload[i]));
+    for (i = 0; i < body_words; i++) {
+        arctic_put_le32(words + 8 + 4 * i, body[i]);
     }
-    line->size = arctic_wire_size(len + ARCTIC_MPI_LENGTH_EXTRA);
+    line->size = arctic_wire_size(len);
     arctic_wire_seal(line->wire, line->size);
     line->busy = true;
     line->sent_once = false;
+    line->dma = FIELD_EX32(w1, ARCTIC_W1, MODE) == ARCTIC_MODE_DMA;
     line->prio = prio;
     line->dst = dest;
     line->seq = h.seq;
     line->retries = 0;
     line_queue(s, line);
     trace_arctic_niu_tx_packet(s->node_id, epn, dest, prio, h.epoch, h.seq,
-                               len);
+                               FIELD_EX32(w1, ARCTIC_W1, MODE), body_words);
+}
+
+/* An MPI packet (§6.2.1 steps 5-7), or a DMA notification (§6.2.2 step 8,
+ * with the mode cleared and the target's low word as command 1). */
+static void build_mpi(ArcticNiuState *s, ArcticLine *line, unsigned epn,
+                      uint32_t route, uint32_t header, uint32_t cmd0,
+                      uint32_t cmd1, const uint32_t *payload_le)
+{
+    unsigned len = FIELD_EX32(header, MPI_HEADER, LENGTH);
+    uint32_t body[ARCTIC_COMMAND_WORDS + ARCTIC_MAX_PAYLOAD];
+    uint32_t w1 = header & ARCTIC_MPI_HEADER_WIRE_MASK;
+    unsigned i;
+
+    body[0] = cmd0;
+    body[1] = cmd1;
+    for (i = 0; i < len; i++) {
+        body[2 + i] = le32_to_cpu(payload_le[i]);
+    }
+    w1 = FIELD_DP32(w1, ARCTIC_W1, MODE, ARCTIC_MODE_MPI);
+    line_fill(s, line, epn, FIELD_EX32(header, MPI_HEADER, DEST), route, w1,
+              body, ARCTIC_COMMAND_WORDS + len);
+}
+
+bool arctic_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
+                          uint64_t len, uint64_t *phys)
+{
+    uint64_t off = vaddr - ep->dma_base_vir;
+
+    /* A mask of 0 means no window was registered (the smallest is 4 MiB). */
+    if (ep->dma_range_mask == 0 || vaddr < ep->dma_base_vir ||
+        off > ep->dma_range_mask || len - 1 > ep->dma_range_mask - off) {
+        return false;
+    }
+    *phys = ep->dma_base_phy + off;
+    return true;
+}
+
+/* A line for the next DMA data packet, within the DMA share. */
+static bool dma_line_available(ArcticNiuState *s)
+{
+    unsigned i, n = 0;
+
+    for (i = 0; i < ARCTIC_LINES; i++) {
+        n += s->lines[i].busy && s->lines[i].dma;
+    }
+    return n < ARCTIC_DMA_MAX_LINES &&
+           line_alloc(s, ARCTIC_PRIORITY_HIGH) != NULL;
+}
+
+static void dma_refuse(ArcticNiuState *s, unsigned epn, unsigned q,
+                       dma_addr_t addr, enum arctic_error cause,
+                       enum arctic_dma_status status, uint32_t header,
+                       uint32_t command)
+{
+    s->ep[epn].dma_progress[q == ARCTIC_TXQ_HI ? 0 : 1] = 0;
+    refuse_slot(s, epn, q, addr, cause, header);
+    trace_arctic_niu_dma_refused(s->node_id, epn, q, status);
+    arctic_rx_local_notice(s, epn, header, command, status);
+}
+
+/*
+ * DMAFSM (§6.2.2) for the request at the tail of HiTx or DMATx: checks it,
+ * then builds as many of its 32 data packets and its notification as
+ * there are lines for.  Returns true once the slot is released, false
+ * while the request still holds its queue.
+ */
+static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
+                     dma_addr_t addr)
+{
+    ArcticEndpoint *ep = &s->ep[epn];
+    uint32_t *progress = &ep->dma_progress[q == ARCTIC_TXQ_HI ? 0 : 1];
+    struct arctic_dma_request req;
+    uint32_t header, command, route;
+    uint64_t target, source, phys;
+
+    if (pci_dma_read(PCI_DEVICE(s), addr, &req, sizeof(req)) != MEMTX_OK) {
+        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->tx_tail[q]);
+        return false;
+    }
+    header = le32_to_cpu(req.header);
+    command = le32_to_cpu(req.command);
+    target = le64_to_cpu(req.target);
+    source = le64_to_cpu(req.source);
+    route = s->route_table[ARCTIC_ROUTE_TABLE_HIGH]
+                          [FIELD_EX32(header, MPI_HEADER, DEST)];
+    if (FIELD_EX32(header, MPI_HEADER, LENGTH) > ARCTIC_MAX_PAYLOAD) {
+        dma_refuse(s, epn, q, addr, ARCTIC_ERR_BAD_LENGTH,
+                   ARCTIC_DMA_ERR_LENGTH, header, command);
+        return true;
+    }
+    if (!FIELD_EX32(route, ROUTE_ENTRY, VALID)) {
+        dma_refuse(s, epn, q, addr, ARCTIC_ERR_NO_ROUTE,
+                   ARCTIC_DMA_ERR_ROUTE, header, command);
+        return true;
+    }
+    if ((source | target) & (ARCTIC_D - 1)) {
+        dma_refuse(s, epn, q, addr, ARCTIC_ERR_BAD_ALIGN,
+                   ARCTIC_DMA_ERR_ALIGN, header, command);
+        return true;
+    }
+    if (!arctic_dma_translate(ep, source, ARCTIC_D, &phys)) {
+        dma_refuse(s, epn, q, addr, ARCTIC_ERR_DMA_RANGE,
+                   ARCTIC_DMA_ERR_RANGE, header, command);
+        return true;
+    }
+    /* DMA always travels at high priority (§2.2.1). */
+    route = FIELD_DP32(route, ROUTE_ENTRY, PRIORITY, ARCTIC_PRIORITY_HIGH);
+
+    while (*progress <= ARCTIC_DMA_PACKETS) {
+        ArcticLine *line;
+
+        if (!dma_line_available(s)) {
+            trace_arctic_niu_tx_lines_full(s->node_id, epn, q);
+            return false;
+        }
+        line = line_alloc(s, ARCTIC_PRIORITY_HIGH);
+        if (*progress < ARCTIC_DMA_PACKETS) {
+            uint64_t off = (uint64_t)*progress * 4 * ARCTIC_DMA_DATA_WORDS;
+            uint32_t body[2 + ARCTIC_DMA_DATA_WORDS];
+            uint32_t w1 = header & (R_ARCTIC_W1_ENDPOINT_MASK |
+                                    R_ARCTIC_W1_TYPE_MASK);
+            unsigned i;
+
+            if (pci_dma_read(PCI_DEVICE(s), phys + off, body + 2,
+                             4 * ARCTIC_DMA_DATA_WORDS) != MEMTX_OK) {
+                dma_refuse(s, epn, q, addr, ARCTIC_ERR_DMA,
+                           ARCTIC_DMA_ERR_MEMORY, header, command);
+                return true;
+            }
+            for (i = 2; i < ARRAY_SIZE(body); i++) {
+                body[i] = le32_to_cpu(body[i]);
+            }
+            body[0] = (uint32_t)(target + off);
+            body[1] = (target + off) >> 32;
+            w1 = FIELD_DP32(w1, ARCTIC_W1, MODE, ARCTIC_MODE_DMA);
+            line_fill(s, line, epn, FIELD_EX32(header, MPI_HEADER, DEST),
+                      route, w1, body, ARRAY_SIZE(body));
+        } else {
+            build_mpi(s, line, epn, route, header, command, (uint32_t)target,
+                      req.payload);
+        }
+        (*progress)++;
+    }
+    *progress = 0;
+    arctic_niu_count(s, ARCTIC_CNT_DMA_REQUESTS);
+    trace_arctic_niu_dma_done(s->node_id, epn, q, target);
+    release_slot(s, epn, q, addr);
+    return true;
+}
+
+static hwaddr tx_queue_offset(unsigned q)
+{
+    switch (q) {
+    case ARCTIC_TXQ_HI:
+        return ARCTIC_HI_TX_OFFSET;
+    case ARCTIC_TXQ_LO:
+        return ARCTIC_LO_TX_OFFSET;
+    default:
+        return ARCTIC_DMA_TX_OFFSET;
+    }
 }
 
 /* Serve one Tx queue of one endpoint; returns the slots taken. */
 static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q)
 {
     ArcticEndpoint *ep = &s->ep[epn];
-    uint8_t queue_prio = q == ARCTIC_TXQ_HI ? ARCTIC_PRIORITY_HIGH
-                                            : ARCTIC_PRIORITY_LOW;
-    unsigned table = q == ARCTIC_TXQ_HI ? ARCTIC_ROUTE_TABLE_HIGH
-                                        : ARCTIC_ROUTE_TABLE_LOW;
-    hwaddr qoff = q == ARCTIC_TXQ_HI ? ARCTIC_HI_TX_OFFSET
-                                     : ARCTIC_LO_TX_OFFSET;
+    uint8_t queue_prio = q == ARCTIC_TXQ_LO ? ARCTIC_PRIORITY_LOW
+                                            : ARCTIC_PRIORITY_HIGH;
+    unsigned table = q == ARCTIC_TXQ_LO ? ARCTIC_ROUTE_TABLE_LOW
+                                        : ARCTIC_ROUTE_TABLE_HIGH;
     unsigned taken = 0;
 
     while (taken < ARCTIC_TX_BATCH) {
-        dma_addr_t addr = ep->tx_qbase + qoff +
+        dma_addr_t addr = ep->tx_qbase + tx_queue_offset(q) +
                           (dma_addr_t)ep->tx_tail[q] * ARCTIC_SLOT_SIZE;
         struct arctic_mpi_slot slot;
         uint32_t header, route;
+        bool dma;
         ArcticLine *line;
 
         if (!line_alloc(s, queue_prio)) {
@@ -212,24 +372,31 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q)
         /* The producer wrote the body before setting valid (seed §3.2.1
          * step 4): read it only after seeing the header. */
         smp_rmb();
-        taken++;
-        if (FIELD_EX32(header, MPI_HEADER, MODE) != ARCTIC_MODE_MPI) {
-            if (!refuse_slot(s, epn, q, addr, ARCTIC_ERR_BAD_MODE, header)) {
-                break;
-            }
+        dma = FIELD_EX32(header, MPI_HEADER, MODE) == ARCTIC_MODE_DMA;
+        if (dma != (q == ARCTIC_TXQ_DMA) && q != ARCTIC_TXQ_HI) {
+            /* DMATx holds only DMA requests, LoTx none (§2.2.1). */
+            refuse_slot(s, epn, q, addr, ARCTIC_ERR_BAD_MODE, header);
+            arctic_rx_local_notice(s, epn, header, 0, ARCTIC_DMA_ERR_QUEUE);
+            taken++;
             continue;
         }
-        if (FIELD_EX32(header, MPI_HEADER, LENGTH) > ARCTIC_MAX_PAYLOAD) {
-            if (!refuse_slot(s, epn, q, addr, ARCTIC_ERR_BAD_LENGTH, header)) {
+        if (dma) {
+            /* A request in HiTx holds back later HiTx traffic until all
+             * of it is sent (§2.2.2). */
+            if (!dma_step(s, epn, q, addr)) {
                 break;
             }
+            taken++;
+            continue;
+        }
+        taken++;
+        if (FIELD_EX32(header, MPI_HEADER, LENGTH) > ARCTIC_MAX_PAYLOAD) {
+            refuse_slot(s, epn, q, addr, ARCTIC_ERR_BAD_LENGTH, header);
             continue;
         }
         route = s->route_table[table][FIELD_EX32(header, MPI_HEADER, DEST)];
         if (!FIELD_EX32(route, ROUTE_ENTRY, VALID)) {
-            if (!refuse_slot(s, epn, q, addr, ARCTIC_ERR_NO_ROUTE, header)) {
-                break;
-            }
+            refuse_slot(s, epn, q, addr, ARCTIC_ERR_NO_ROUTE, header);
             continue;
         }
         /* The route entry decides the network priority (§4.4); it can
@@ -244,12 +411,12 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q)
             arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->tx_tail[q]);
             break;
         }
-        build_packet(s, line, epn, route, header, &slot);
+        build_mpi(s, line, epn, route, header,
+                  le32_to_cpu(slot.command[0]), le32_to_cpu(slot.command[1]),
+                  slot.payload);
         arctic_niu_count(s, q == ARCTIC_TXQ_HI ? ARCTIC_CNT_TX_HI_PACKETS
                                                : ARCTIC_CNT_TX_LO_PACKETS);
-        if (!release_slot(s, epn, q, addr)) {
-            break;
-        }
+        release_slot(s, epn, q, addr);
     }
     return taken;
 }
@@ -287,6 +454,12 @@ static void tx_service(ArcticNiuState *s)
         }
         for (i = 0; i < n; i++) {
             unsigned t = service_queue(s, order[i], ARCTIC_TXQ_LO);
+            more |= t == ARCTIC_TX_BATCH;
+            taken += t;
+        }
+        /* DMATx last: MPI traffic bypasses long DMA operations (§2.2.2). */
+        for (i = 0; i < n; i++) {
+            unsigned t = service_queue(s, order[i], ARCTIC_TXQ_DMA);
             more |= t == ARCTIC_TX_BATCH;
             taken += t;
         }
