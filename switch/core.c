@@ -481,8 +481,9 @@ static void handle_live_frame(ArcticSwitch *sw, struct sw_conn *conn,
 
     switch (h->type) {
     case ARCTIC_FRAME_PACKET: {
-        uint32_t w0 = arctic_get_le32(body + ARCTIC_WIRE_WORDS_OFFSET);
-        unsigned prio = ARCTIC_FIELD_GET(ARCTIC_W0, PRIORITY, w0);
+        /* The frame, not the packet, says whose credit it uses. */
+        unsigned prio = ARCTIC_FIELD_GET(ARCTIC_FRAME_FLAGS, PRIORITY,
+                                         h->flags);
 
         if (port->ingress_credits[prio] == 0) {
             sw_log(sw, "port %d sent a %s priority packet without credit",
@@ -493,7 +494,7 @@ static void handle_live_frame(ArcticSwitch *sw, struct sw_conn *conn,
         if (--port->ingress_credits[prio] == 0) {
             port->stats.prio[prio].rx_credit_exhausted++;
         }
-        sw_ingress(sw, conn->port, body, h->length);
+        sw_ingress(sw, conn->port, prio, body, h->length);
         return;
     }
     case ARCTIC_FRAME_CREDIT: {
@@ -502,8 +503,9 @@ static void handle_live_frame(ArcticSwitch *sw, struct sw_conn *conn,
 
         port->egress_credits[ARCTIC_PRIORITY_LOW] += low;
         port->egress_credits[ARCTIC_PRIORITY_HIGH] += high;
-        if (port->egress_credits[ARCTIC_PRIORITY_LOW] > UINT16_MAX ||
-            port->egress_credits[ARCTIC_PRIORITY_HIGH] > UINT16_MAX) {
+        if (port->egress_credits[ARCTIC_PRIORITY_LOW] > ARCTIC_LINK_MAX_CREDITS ||
+            port->egress_credits[ARCTIC_PRIORITY_HIGH] >
+            ARCTIC_LINK_MAX_CREDITS) {
             /* No window can be wider than a HELLO can express. */
             sw_conn_close(sw, conn, ARCTIC_DISCONNECT_CREDIT_OVERFLOW);
             return;

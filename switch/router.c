@@ -256,13 +256,12 @@ static void input_released(ArcticSwitch *sw, struct sw_router *router,
  * Valid packets enter the leaf router's input; the others are counted,
  * captured and their credit returned at once.
  */
-void sw_ingress(ArcticSwitch *sw, unsigned port_no, const uint8_t *bytes,
-                size_t size)
+void sw_ingress(ArcticSwitch *sw, unsigned port_no, unsigned prio,
+                const uint8_t *bytes, size_t size)
 {
     struct sw_port *port = &sw->port[port_no];
     uint32_t w0 = arctic_get_le32(bytes + ARCTIC_WIRE_WORDS_OFFSET);
     uint32_t w1 = arctic_get_le32(bytes + ARCTIC_WIRE_WORDS_OFFSET + 4);
-    unsigned prio = ARCTIC_FIELD_GET(ARCTIC_W0, PRIORITY, w0);
     struct arctic_port_prio_stats *st = &port->stats.prio[prio];
     struct sw_router *leaf = port->leaf;
     struct sw_input *in = &leaf->in[port->leaf_input];
@@ -385,7 +384,7 @@ static bool egress_transmit(ArcticSwitch *sw, unsigned port_no,
         }
         frame = sw_conn_output_reserve(port->conn,
                                        ARCTIC_LINK_HEADER_SIZE + p->size);
-        arctic_frame_header_encode(frame, ARCTIC_FRAME_PACKET, p->size);
+        arctic_packet_frame_encode(frame, prio, p->size);
         memcpy(frame + ARCTIC_LINK_HEADER_SIZE, p->bytes, p->size);
         port->egress_credits[prio]--;
         st->tx_packets++;

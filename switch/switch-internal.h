@@ -220,7 +220,8 @@ bool sw_tree_init(ArcticSwitch *sw, GError **errp);
 void sw_tree_free(ArcticSwitch *sw);
 bool sw_route_destination(const ArcticSwitch *sw, unsigned src, uint32_t w0,
                           uint32_t w1, unsigned *dst);
-void sw_ingress(ArcticSwitch *sw, unsigned port_no, const uint8_t *bytes,
+void sw_ingress(ArcticSwitch *sw, unsigned port_no, unsigned prio,
+                const uint8_t *bytes,
                 size_t size);
 void sw_schedule(ArcticSwitch *sw);
 void sw_mark_dirty(ArcticSwitch *sw, struct sw_router *router);

@@ -35,6 +35,9 @@ enum {
     /* Credits an NIU grants the switch and the switch grants an NIU, per
      * priority, unless configured otherwise. */
     ARCTIC_LINK_DEFAULT_CREDITS = 8,
+    /* The most credits one side may hold for one priority; granting more
+     * (in HELLO, WELCOME or CREDIT) ends the connection. */
+    ARCTIC_LINK_MAX_CREDITS = 4096,
     ARCTIC_LINK_REJECT_TEXT_SIZE = 64,
 };
 
@@ -46,7 +49,12 @@ enum arctic_frame_type {
     ARCTIC_FRAME_CREDIT = 5,    /* returns credits, both ways */
 };
 
-/* Frame header: le16 type, le16 flags (must be 0), le32 body length. */
+/* Frame header: le16 type, le16 flags, le32 body length.  Only PACKET
+ * frames have flags: the priority whose credit the packet uses.  It is
+ * kept out of the packet itself so that a packet corrupted in the network
+ * (fault injection flips bits anywhere in it) cannot upset the credits. */
+FIELD(ARCTIC_FRAME_FLAGS, PRIORITY, 0, 1)
+
 struct arctic_frame_header {
     uint16_t type;
     uint16_t flags;
@@ -96,14 +104,31 @@ enum arctic_frame_error {
     ARCTIC_FRAME_BAD_LENGTH,    /* wrong size for its type, or too large */
 };
 
-static inline void arctic_frame_header_encode(void *buf, uint16_t type,
-                                              uint32_t length)
+static inline void arctic_frame_header_encode_flags(void *buf, uint16_t type,
+                                                    uint16_t flags,
+                                                    uint32_t length)
 {
     uint8_t *b = (uint8_t *)buf;
 
     arctic_put_le16(b, type);
-    arctic_put_le16(b + 2, 0);
+    arctic_put_le16(b + 2, flags);
     arctic_put_le32(b + 4, length);
+}
+
+static inline void arctic_frame_header_encode(void *buf, uint16_t type,
+                                              uint32_t length)
+{
+    arctic_frame_header_encode_flags(buf, type, 0, length);
+}
+
+/* The header of a PACKET frame carrying a packet of priority @prio. */
+static inline void arctic_packet_frame_encode(void *buf, unsigned prio,
+                                              uint32_t length)
+{
+    arctic_frame_header_encode_flags(buf, ARCTIC_FRAME_PACKET,
+                                     ARCTIC_FIELD_PREP(ARCTIC_FRAME_FLAGS,
+                                                       PRIORITY, prio),
+                                     length);
 }
 
 static inline void arctic_frame_header_decode(const void *buf,
@@ -124,7 +149,8 @@ static inline void arctic_frame_header_decode(const void *buf,
 static inline enum arctic_frame_error
 arctic_frame_header_check(const struct arctic_frame_header *h)
 {
-    if (h->flags != 0) {
+    if (h->flags & ~(h->type == ARCTIC_FRAME_PACKET
+                     ? R_ARCTIC_FRAME_FLAGS_PRIORITY_MASK : 0)) {
         return ARCTIC_FRAME_BAD_FLAGS;
     }
     switch (h->type) {

@@ -315,7 +315,10 @@ bool test_packet_valid(const uint8_t *pkt, size_t size, unsigned *src,
 
 static void frame_packet(uint8_t *out, const uint8_t *pkt, size_t size)
 {
-    arctic_frame_header_encode(out, ARCTIC_FRAME_PACKET, size);
+    uint32_t w0 = arctic_get_le32(pkt + ARCTIC_WIRE_WORDS_OFFSET);
+
+    arctic_packet_frame_encode(out, ARCTIC_FIELD_GET(ARCTIC_W0, PRIORITY, w0),
+                               size);
     memcpy(out + ARCTIC_LINK_HEADER_SIZE, pkt, size);
 }
 

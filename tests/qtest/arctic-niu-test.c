@@ -48,6 +48,7 @@ typedef struct Niu {
     int listen_fd;
     int fd;
     uint8_t in[ARCTIC_LINK_HEADER_SIZE + ARCTIC_LINK_MAX_BODY];
+    uint16_t in_flags;              /* flags of the last frame read */
     size_t in_len;
     uint32_t niu_credits[2];        /* what the device let us send */
     uint32_t credits_seen[2];       /* CREDIT frames received, summed */
@@ -195,6 +196,7 @@ static int link_read(Niu *n, uint16_t *type, uint8_t *body, uint32_t *len,
 
                 *type = h.type;
                 *len = h.length;
+                n->in_flags = h.flags;
                 memcpy(body, n->in + ARCTIC_LINK_HEADER_SIZE, h.length);
                 memmove(n->in, n->in + total, n->in_len - total);
                 n->in_len -= total;
@@ -310,9 +312,12 @@ static size_t link_expect_packet(Niu *n, uint8_t *wire)
         }
         g_assert_cmpint(type, ==, ARCTIC_FRAME_PACKET);
         g_assert_cmpint(arctic_wire_check(wire, len), ==, ARCTIC_WIRE_OK);
-        /* As the switch does once the packet has moved on. */
+        /* The frame names the credit the packet used: its priority. */
         prio = FIELD_EX32(arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET),
                           ARCTIC_W0, PRIORITY);
+        g_assert_cmphex(n->in_flags, ==,
+                        FIELD_DP32(0, ARCTIC_FRAME_FLAGS, PRIORITY, prio));
+        /* As the switch does once the packet has moved on. */
         if (!n->hold_credits[prio]) {
             link_send_credit(n, prio == ARCTIC_PRIORITY_HIGH,
                              prio == ARCTIC_PRIORITY_LOW);
@@ -339,7 +344,16 @@ static void link_expect_silence(Niu *n)
 
 static void link_send_packet(Niu *n, const uint8_t *wire, size_t size)
 {
-    link_write(n, ARCTIC_FRAME_PACKET, wire, size);
+    uint8_t buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE];
+    uint32_t w0 = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET);
+
+    /* The switch sends a packet on the credit of the priority it
+     * travelled at. */
+    arctic_packet_frame_encode(buf, ARCTIC_FIELD_GET(ARCTIC_W0, PRIORITY, w0),
+                               size);
+    memcpy(buf + ARCTIC_LINK_HEADER_SIZE, wire, size);
+    g_assert_cmpint(send(n->fd, buf, ARCTIC_LINK_HEADER_SIZE + size,
+                         MSG_NOSIGNAL), ==, ARCTIC_LINK_HEADER_SIZE + size);
 }
 
 static void link_send_credit(Niu *n, uint16_t hi, uint16_t lo)

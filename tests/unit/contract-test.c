@@ -90,6 +90,14 @@ static void test_frame_header_check(void)
     arctic_frame_header_decode(buf, &h);
     g_assert_cmpint(arctic_frame_header_check(&h), ==,
                     ARCTIC_FRAME_BAD_FLAGS);
+    /* ...except a PACKET's priority bit, which names its credit. */
+    arctic_packet_frame_encode(buf, ARCTIC_PRIORITY_HIGH, ARCTIC_WIRE_MIN_SIZE);
+    arctic_frame_header_decode(buf, &h);
+    g_assert_cmpint(h.flags, ==, R_ARCTIC_FRAME_FLAGS_PRIORITY_MASK);
+    g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
+    h.flags = 2;
+    g_assert_cmpint(arctic_frame_header_check(&h), ==,
+                    ARCTIC_FRAME_BAD_FLAGS);
 }
 
 /*

@@ -627,9 +627,9 @@ static void arctic_niu_realize(PCIDevice *pdev, Error **errp)
                    s->node_id, ARCTIC_S - 1);
         return;
     }
-    if (s->rx_credits == 0 || s->rx_credits > ARCTIC_MAX_LINK_CREDITS) {
+    if (s->rx_credits == 0 || s->rx_credits > ARCTIC_LINK_MAX_CREDITS) {
         error_setg(errp, "arctic-niu: rx-credits must be 1..%d",
-                   ARCTIC_MAX_LINK_CREDITS);
+                   ARCTIC_LINK_MAX_CREDITS);
         return;
     }
     if (s->poll_min_ns == 0 || s->poll_max_ns < s->poll_min_ns) {

@@ -43,8 +43,6 @@ enum {
     ARCTIC_TX_BATCH = 32,
     /* Bytes waiting for the socket beyond which the NIU stops sending. */
     ARCTIC_OUT_LIMIT = 16 * 1024,
-    /* Credits the NIU accepts from the switch before calling it abuse. */
-    ARCTIC_MAX_LINK_CREDITS = 1024,
 };
 
 typedef struct ArcticLine {

@@ -39,11 +39,12 @@ bool arctic_link_is_up(ArcticNiuState *s)
 }
 
 static void link_append_frame(ArcticNiuState *s, uint16_t type,
-                              const uint8_t *body, uint32_t len)
+                              uint16_t flags, const uint8_t *body,
+                              uint32_t len)
 {
     uint8_t header[ARCTIC_LINK_HEADER_SIZE];
 
-    arctic_frame_header_encode(header, type, len);
+    arctic_frame_header_encode_flags(header, type, flags, len);
     g_byte_array_append(s->out_buf, header, sizeof(header));
     g_byte_array_append(s->out_buf, body, len);
 }
@@ -85,7 +86,9 @@ static void link_send_packet(ArcticNiuState *s, uint8_t prio,
                              const uint8_t *wire, size_t size)
 {
     s->tx_credits[prio]--;
-    link_append_frame(s, ARCTIC_FRAME_PACKET, wire, size);
+    link_append_frame(s, ARCTIC_FRAME_PACKET,
+                      FIELD_DP32(0, ARCTIC_FRAME_FLAGS, PRIORITY, prio),
+                      wire, size);
 }
 
 /*
@@ -112,7 +115,7 @@ void arctic_link_pump(ArcticNiuState *s)
             s->rx_outstanding[p] += s->credits_to_return[p];
             s->credits_to_return[p] = 0;
         }
-        link_append_frame(s, ARCTIC_FRAME_CREDIT, body, sizeof(body));
+        link_append_frame(s, ARCTIC_FRAME_CREDIT, 0, body, sizeof(body));
     }
     while (s->out_buf->len < ARCTIC_OUT_LIMIT) {
         uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
@@ -184,7 +187,9 @@ static void link_handle_welcome(ArcticNiuState *s, const uint8_t *body)
         return;
     }
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
-        if (w.credits[p] == 0 || w.credits[p] > ARCTIC_MAX_LINK_CREDITS) {
+        /* 0 is fine: credits can follow in CREDIT frames (a switch
+         * whose buffers still hold packets of our last session). */
+        if (w.credits[p] > ARCTIC_LINK_MAX_CREDITS) {
             link_protocol_error(s, "WELCOME with bad credits", w.credits[p]);
             return;
         }
@@ -221,12 +226,9 @@ static void link_handle_reject(ArcticNiuState *s, const uint8_t *body)
     qemu_chr_fe_disconnect(&s->chr);
 }
 
-static void link_handle_packet(ArcticNiuState *s, const uint8_t *body,
-                               uint32_t len)
+static void link_handle_packet(ArcticNiuState *s, uint8_t prio,
+                               const uint8_t *body, uint32_t len)
 {
-    uint32_t w0 = arctic_get_le32(body + ARCTIC_WIRE_WORDS_OFFSET);
-    uint8_t prio = FIELD_EX32(w0, ARCTIC_W0, PRIORITY);
-
     if (s->rx_outstanding[prio] == 0) {
         link_protocol_error(s, "PACKET beyond the credits granted", prio);
         return;
@@ -241,8 +243,8 @@ static void link_handle_credit(ArcticNiuState *s, const uint8_t *body)
 {
     uint32_t lo = arctic_get_le16(body), hi = arctic_get_le16(body + 2);
 
-    if (s->tx_credits[ARCTIC_PRIORITY_LOW] + lo > ARCTIC_MAX_LINK_CREDITS ||
-        s->tx_credits[ARCTIC_PRIORITY_HIGH] + hi > ARCTIC_MAX_LINK_CREDITS) {
+    if (s->tx_credits[ARCTIC_PRIORITY_LOW] + lo > ARCTIC_LINK_MAX_CREDITS ||
+        s->tx_credits[ARCTIC_PRIORITY_HIGH] + hi > ARCTIC_LINK_MAX_CREDITS) {
         link_protocol_error(s, "CREDIT beyond any sane window", lo + hi);
         return;
     }
@@ -250,7 +252,7 @@ static void link_handle_credit(ArcticNiuState *s, const uint8_t *body)
     s->tx_credits[ARCTIC_PRIORITY_HIGH] += hi;
 }
 
-static void link_dispatch(ArcticNiuState *s, uint16_t type,
+static void link_dispatch(ArcticNiuState *s, uint16_t type, uint16_t flags,
                           const uint8_t *body, uint32_t len)
 {
     trace_arctic_niu_link_frame_in(s->node_id, type, len);
@@ -266,7 +268,8 @@ static void link_dispatch(ArcticNiuState *s, uint16_t type,
     }
     switch (type) {
     case ARCTIC_FRAME_PACKET:
-        link_handle_packet(s, body, len);
+        link_handle_packet(s, FIELD_EX32(flags, ARCTIC_FRAME_FLAGS, PRIORITY),
+                           body, len);
         break;
     case ARCTIC_FRAME_CREDIT:
         link_handle_credit(s, body);
@@ -323,7 +326,7 @@ static void link_read(void *opaque, const uint8_t *buf, int size)
             }
         }
         s->in_len = 0;
-        link_dispatch(s, h.type, s->in_buf + ARCTIC_LINK_HEADER_SIZE,
+        link_dispatch(s, h.type, h.flags, s->in_buf + ARCTIC_LINK_HEADER_SIZE,
                       h.length);
     }
     arctic_link_pump(s);
@@ -353,7 +356,7 @@ static void link_event(void *opaque, QEMUChrEvent event)
         }
         link_set_state(s, ARCTIC_LINK_HELLO_SENT);
         arctic_hello_encode(body, &hello);
-        link_append_frame(s, ARCTIC_FRAME_HELLO, body, sizeof(body));
+        link_append_frame(s, ARCTIC_FRAME_HELLO, 0, body, sizeof(body));
         link_flush(s);
         break;
     case CHR_EVENT_CLOSED:
