@@ -171,6 +171,7 @@ enum {
     ARCTIC_BAR_USER = 2,            /* one 4 KiB page per endpoint */
     ARCTIC_USER_PAGE_SIZE = 0x1000,
     ARCTIC_BAR_USER_SIZE = ARCTIC_ENDPOINTS * ARCTIC_USER_PAGE_SIZE,
+    ARCTIC_BAR_MSIX = 4,            /* MSI-X table and pending bits */
 };
 
 /* ------------------------------------------------------------------------
@@ -266,6 +267,30 @@ REG32(NIU_VMASK, 0x108)              /* endpoints served (Appendix A) */
     FIELD(NIU_VMASK, MASK, 0, 3)
 REG32(NIU_DOORBELL_ALL, 0x10c)       /* write: poll every endpoint now */
 
+/*
+ * Interrupts, an extension seed 002 lacks: one MSI-X vector per cause
+ * (enum arctic_msix_vector), or INTx A asserted while any IRQ_STATUS bit
+ * is set when MSI-X is off.  A cause sets its IRQ_STATUS bit, and fires,
+ * only while its IRQ_ENABLE bit is set.  The receive and transmit causes
+ * are one-shot: firing clears their enable bit, so a process that polls
+ * its queues takes no interrupts; it arms them (USER_IRQ_ARM) before it
+ * sleeps and then looks at its queue once more, since anything that
+ * arrived before the arming raises nothing.  ERROR stays enabled.
+ * IRQ_STATUS bits are cleared by writing 1.
+ */
+REG32(NIU_IRQ_STATUS, 0x110)
+REG32(NIU_IRQ_ENABLE, 0x114)
+    FIELD(NIU_IRQ, RX, 0, 8)         /* bit e: endpoint e received */
+    FIELD(NIU_IRQ, TX, 8, 8)         /* bit e: endpoint e's Tx slots freed */
+    FIELD(NIU_IRQ, ERROR, 16, 1)     /* a new ERROR_CAUSE bit */
+
+enum arctic_msix_vector {
+    ARCTIC_MSIX_RX = 0,              /* + endpoint */
+    ARCTIC_MSIX_TX = ARCTIC_MSIX_RX + ARCTIC_ENDPOINTS,   /* + endpoint */
+    ARCTIC_MSIX_ERROR = ARCTIC_MSIX_TX + ARCTIC_ENDPOINTS,
+    ARCTIC_MSIX_VECTORS,
+};
+
 /* Route table (seed 002 §4.4): RouteTable[2][S], index 0 high priority.
  * Entries are ROUTE_ENTRY values (arctic/packet.h). */
 REG32(NIU_ROUTE_TABLE, 0x800)
@@ -310,8 +335,11 @@ REG32(USER_DOORBELL, 0x000)          /* write: serve this endpoint now */
     FIELD(USER_DOORBELL, HI_TX, 0, 1)
     FIELD(USER_DOORBELL, LO_TX, 1, 1)
     FIELD(USER_DOORBELL, DMA_TX, 2, 1)
-/* dMPI raw FIFO access points (seed 002 §2.3), endpoint 0's page only;
- * implemented by part 2, their places are kept now. */
+/* Arm this endpoint's one-shot interrupts (see NIU_IRQ_ENABLE). */
+REG32(USER_IRQ_ARM, 0x004)
+    FIELD(USER_IRQ_ARM, RX, 0, 1)
+    FIELD(USER_IRQ_ARM, TX, 1, 1)
+/* dMPI raw FIFO access points (seed 002 §2.3), endpoint 0's page only. */
 REG32(USER_HI_TX_FIFO, 0x040)
 REG32(USER_HI_TX_FIFO_LAST, 0x044)
 REG32(USER_LO_TX_FIFO, 0x048)

@@ -1631,6 +1631,90 @@ static void test_job_tags(void)
     niu_stop(n);
 }
 
+
+/* ------------------------------------------------------------------------
+ * Interrupts
+ */
+
+static bool intx_asserted(Niu *n)
+{
+    return qpci_config_readw(n->dev, PCI_STATUS) & PCI_STATUS_INTERRUPT;
+}
+
+static void arm(Niu *n, unsigned ep, uint32_t what)
+{
+    qpci_io_writel(n->dev, n->user, ep * ARCTIC_USER_PAGE_SIZE +
+                   A_USER_IRQ_ARM, what);
+}
+
+/* INTx: a one-shot receive interrupt, so a busy poller takes none. */
+static void test_irq_intx_one_shot(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+
+    mark_rx_slots(n);
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 1, 0, 0, NULL, 0);
+    g_assert_cmphex(reg_r(n, A_NIU_IRQ_STATUS), ==, 0);   /* not armed */
+    g_assert_false(intx_asserted(n));
+    arm(n, 0, R_USER_IRQ_ARM_RX_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_IRQ_ENABLE), ==, 1u << R_NIU_IRQ_RX_SHIFT);
+    peer_send_acked(n, ARCTIC_PRIORITY_LOW, 2, 0, 0, NULL, 0);
+    g_assert_cmphex(reg_r(n, A_NIU_IRQ_STATUS), ==, 1u << R_NIU_IRQ_RX_SHIFT);
+    g_assert_cmphex(reg_r(n, A_NIU_IRQ_ENABLE), ==, 0);   /* disarmed */
+    g_assert_true(intx_asserted(n));
+    reg_w(n, A_NIU_IRQ_STATUS, 1u << R_NIU_IRQ_RX_SHIFT);
+    g_assert_false(intx_asserted(n));
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 3, 0, 0, NULL, 0);
+    g_assert_cmphex(reg_r(n, A_NIU_IRQ_STATUS), ==, 0);
+    g_assert_false(intx_asserted(n));
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 1, 0, 0, NULL, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_LO, PEER, 2, 0, 0, NULL, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 0, 0, NULL, 0);
+    niu_stop(n);
+}
+
+/* MSI-X: each cause has its vector (entries start masked, so a fired
+ * vector shows as pending). */
+static void test_irq_msix_vectors(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t v = 1, epoch;
+    unsigned vec;
+
+    qpci_msix_enable(n->dev);
+    g_assert_cmpint(qpci_msix_table_size(n->dev), ==, ARCTIC_MSIX_VECTORS);
+    mark_rx_slots(n);
+    /* Endpoint 2 armed but a message for endpoint 0 arrives: nothing. */
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    reg_w(n, A_NIU_RX_CTRL, 0);
+    reg_w(n, A_NIU_VMASK, 3);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    arm(n, 2, R_USER_IRQ_ARM_RX_MASK);
+    arm(n, 0, R_USER_IRQ_ARM_TX_MASK);
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 1, 0, 0, NULL, 0);
+    for (vec = 0; vec < ARCTIC_MSIX_VECTORS; vec++) {
+        g_assert_false(qpci_msix_pending(n->dev, vec));
+    }
+    /* Endpoint 0 sends: its transmit vector fires once the slot is free. */
+    guest_send(n, ARCTIC_TXQ_HI, 2, 1, 0, 0, &v, 1);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 1, 0, 0, &v, 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    g_assert_true(qpci_msix_pending(n->dev, ARCTIC_MSIX_TX + 0));
+    g_assert_false(qpci_msix_pending(n->dev, ARCTIC_MSIX_RX + 2));
+    g_assert_false(intx_asserted(n));       /* MSI-X replaces INTx */
+    /* Errors: persistent enable, set by the driver. */
+    reg_w(n, A_NIU_IRQ_ENABLE, reg_r(n, A_NIU_IRQ_ENABLE) |
+          R_NIU_IRQ_ERROR_MASK);
+    reg_w(n, A_NIU_ID, 0);
+    g_assert_true(qpci_msix_pending(n->dev, ARCTIC_MSIX_ERROR));
+    g_assert_true(reg_r(n, A_NIU_IRQ_ENABLE) & R_NIU_IRQ_ERROR_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_IRQ_STATUS), ==,
+                    R_NIU_IRQ_ERROR_MASK | 1u << (R_NIU_IRQ_TX_SHIFT + 0));
+    niu_stop(n);
+}
+
 /* ------------------------------------------------------------------------
  * Priorities
  */
@@ -2039,6 +2123,8 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/dma/receive", test_dma_receive);
     qtest_add_func("/arctic-niu/dma/refused", test_dma_refused);
     qtest_add_func("/arctic-niu/protection/job-tags", test_job_tags);
+    qtest_add_func("/arctic-niu/irq/intx-one-shot", test_irq_intx_one_shot);
+    qtest_add_func("/arctic-niu/irq/msix-vectors", test_irq_msix_vectors);
     qtest_add_func("/arctic-niu/priority/rx-high-passes",
                    test_rx_high_flows_while_low_full);
     qtest_add_func("/arctic-niu/priority/tx-high-passes",

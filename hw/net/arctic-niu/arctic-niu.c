@@ -15,6 +15,7 @@
 #include "qapi/error.h"
 #include "hw/qdev-properties.h"
 #include "hw/qdev-properties-system.h"
+#include "hw/pci/msix.h"
 #include "migration/blocker.h"
 #include "system/dma.h"
 #include "trace.h"
@@ -42,9 +43,47 @@ static const char *const arctic_error_names[ARCTIC_NUM_ERRORS] = {
     [ARCTIC_ERR_BAD_VALUE] = "invalid value",
 };
 
+/* INTx follows IRQ_STATUS when MSI-X is off. */
+static void arctic_niu_update_intx(ArcticNiuState *s)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+
+    pci_set_irq(pdev, !msix_enabled(pdev) && s->irq_status != 0);
+}
+
+/*
+ * Raise the causes in @cause_mask (NIU_IRQ bits) that are enabled: set
+ * their status, fire their vectors, and disarm the one-shot ones.
+ */
+void arctic_niu_irq_event(ArcticNiuState *s, uint32_t cause_mask)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    uint32_t fire = cause_mask & s->irq_enable;
+    unsigned bit;
+
+    if (!fire) {
+        return;
+    }
+    s->irq_status |= fire;
+    s->irq_enable &= ~(fire & ~R_NIU_IRQ_ERROR_MASK);
+    trace_arctic_niu_irq(s->node_id, fire, msix_enabled(pdev));
+    if (msix_enabled(pdev)) {
+        for (bit = 0; bit < 32; bit++) {
+            if (!(fire & (1u << bit))) {
+                continue;
+            }
+            /* Status bit n maps to vector n: RX, TX, then ERROR. */
+            msix_notify(pdev, bit);
+        }
+    }
+    arctic_niu_update_intx(s);
+}
+
 void arctic_niu_set_error(ArcticNiuState *s, enum arctic_error cause,
                           unsigned ep, unsigned queue, uint32_t detail)
 {
+    bool new_cause = !(s->error_cause & (1u << cause));
+
     s->error_cause |= 1u << cause;
     s->error_info = FIELD_DP32(0, NIU_ERROR_INFO, CAUSE, cause);
     s->error_info = FIELD_DP32(s->error_info, NIU_ERROR_INFO, ENDPOINT, ep);
@@ -52,6 +91,9 @@ void arctic_niu_set_error(ArcticNiuState *s, enum arctic_error cause,
     s->error_info = FIELD_DP32(s->error_info, NIU_ERROR_INFO, DETAIL, detail);
     trace_arctic_niu_error(s->node_id, arctic_error_names[cause], ep, queue,
                            detail);
+    if (new_cause) {
+        arctic_niu_irq_event(s, R_NIU_IRQ_ERROR_MASK);
+    }
 }
 
 void arctic_niu_count(ArcticNiuState *s, enum arctic_counter c)
@@ -326,6 +368,12 @@ static uint64_t arctic_control_read(void *opaque, hwaddr addr, unsigned size)
     case A_NIU_DOORBELL_ALL:
         val = 0;
         break;
+    case A_NIU_IRQ_STATUS:
+        val = s->irq_status;
+        break;
+    case A_NIU_IRQ_ENABLE:
+        val = s->irq_enable;
+        break;
     default:
         if (addr >= A_NIU_COUNTER_BASE &&
             addr < ARCTIC_COUNTER_OFFSET(ARCTIC_NUM_COUNTERS)) {
@@ -446,6 +494,14 @@ static void arctic_control_write(void *opaque, hwaddr addr, uint64_t val64,
     case A_NIU_DOORBELL_ALL:
         arctic_tx_kick(s);
         break;
+    case A_NIU_IRQ_STATUS:
+        s->irq_status &= ~val;
+        arctic_niu_update_intx(s);
+        break;
+    case A_NIU_IRQ_ENABLE:
+        s->irq_enable = val & (R_NIU_IRQ_RX_MASK | R_NIU_IRQ_TX_MASK |
+                               R_NIU_IRQ_ERROR_MASK);
+        break;
     default:
         if (addr >= A_NIU_COUNTER_BASE &&
             addr < ARCTIC_COUNTER_OFFSET(ARCTIC_NUM_COUNTERS)) {
@@ -525,6 +581,15 @@ static void arctic_user_write(void *opaque, hwaddr addr, uint64_t val,
         arctic_tx_kick(s);
         return;
     }
+    if (reg == A_USER_IRQ_ARM) {
+        if (FIELD_EX32(val, USER_IRQ_ARM, RX)) {
+            s->irq_enable |= 1u << (R_NIU_IRQ_RX_SHIFT + epn);
+        }
+        if (FIELD_EX32(val, USER_IRQ_ARM, TX)) {
+            s->irq_enable |= 1u << (R_NIU_IRQ_TX_SHIFT + epn);
+        }
+        return;
+    }
     qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: write to unassigned user "
                   "register 0x%" HWADDR_PRIx " of endpoint %u\n", reg, epn);
     arctic_niu_set_error(s, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg);
@@ -600,6 +665,9 @@ void arctic_niu_full_reset(ArcticNiuState *s)
     s->vmask = 0;
     s->error_cause = 0;
     s->error_info = 0;
+    s->irq_status = 0;
+    s->irq_enable = 0;
+    arctic_niu_update_intx(s);
     s->scratch = 0;
     s->test_dma_addr = 0;
     s->test_dma_size = 0;
@@ -650,6 +718,14 @@ static void arctic_niu_realize(PCIDevice *pdev, Error **errp)
     }
 
     pci_config_set_interrupt_pin(pdev->config, 1);
+    if (msix_init_exclusive_bar(pdev, ARCTIC_MSIX_VECTORS, ARCTIC_BAR_MSIX,
+                                errp)) {
+        migrate_del_blocker(&s->migration_blocker);
+        return;
+    }
+    for (unsigned v = 0; v < ARCTIC_MSIX_VECTORS; v++) {
+        msix_vector_use(pdev, v);
+    }
 
     memory_region_init_io(&s->control_bar, OBJECT(s), &arctic_control_ops, s,
                           "arctic-niu-control", ARCTIC_BAR_CONTROL_SIZE);
@@ -671,6 +747,7 @@ static void arctic_niu_exit(PCIDevice *pdev)
 
     arctic_link_cleanup(s);
     arctic_tx_cleanup(s);
+    msix_uninit_exclusive_bar(pdev);
     migrate_del_blocker(&s->migration_blocker);
 }
 

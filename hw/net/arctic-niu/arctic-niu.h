@@ -124,6 +124,8 @@ struct ArcticNiuState {
     bool tx_enabled;            /* TxCtrl ON written */
     bool rx_enabled;
     uint32_t vmask;
+    uint32_t irq_status;
+    uint32_t irq_enable;
     uint32_t error_cause;
     uint32_t error_info;
     uint32_t scratch;
@@ -174,6 +176,7 @@ struct ArcticNiuState {
 void arctic_niu_set_error(ArcticNiuState *s, enum arctic_error cause,
                           unsigned ep, unsigned queue, uint32_t detail);
 void arctic_niu_count(ArcticNiuState *s, enum arctic_counter c);
+void arctic_niu_irq_event(ArcticNiuState *s, uint32_t cause_mask);
 void arctic_niu_full_reset(ArcticNiuState *s);
 
 /* niu-tx.c */

@@ -135,6 +135,7 @@ static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
         return ARCTIC_NACK_RX_ERROR;
     }
     ep->rx_head[q] = (ep->rx_head[q] + 1) % ARCTIC_N;
+    arctic_niu_irq_event(s, 1u << (R_NIU_IRQ_RX_SHIFT + epn));
     return DELIVERED;
 }
 

@@ -115,6 +115,7 @@ static void release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
     }
     trace_arctic_niu_tx_slot_release(s->node_id, epn, q, ep->tx_tail[q]);
     ep->tx_tail[q] = (ep->tx_tail[q] + 1) % ARCTIC_N;
+    arctic_niu_irq_event(s, 1u << (R_NIU_IRQ_TX_SHIFT + epn));
 }
 
 /* Refuse a slot: record why, drop it so the queue keeps moving. */
