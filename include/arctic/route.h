@@ -98,6 +98,22 @@ static inline uint32_t arctic_route_entry(unsigned src, unsigned dst,
 }
 
 /*
+ * The node a packet from @src with Arctic words @w0 and @w1 reaches: below
+ * the turn level the down bits name it, above it src and dst agree.  A
+ * raw-mode (dMPI) sender gives route bits, not a node id; the NIU needs
+ * the node for its end-to-end header.
+ */
+static inline unsigned arctic_route_destination(unsigned src, uint32_t w0,
+                                                uint32_t w1)
+{
+    uint32_t up = ARCTIC_FIELD_GET(ARCTIC_W0, UPROUTE, w0);
+    unsigned hops = ARCTIC_FIELD_GET(UPROUTE, HOPS, up);
+    uint32_t mask = (2u << hops) - 1;
+
+    return (src & ~mask) | (ARCTIC_FIELD_GET(ARCTIC_W1, DOWNROUTE, w1) & mask);
+}
+
+/*
  * Fill @table[2][num_nodes] (ARCTIC_ROUTE_TABLE_HIGH/LOW rows) for node
  * @self.  This is what a driver loads at probe time.
  */

@@ -144,6 +144,9 @@ static void test_routes_reach_destination(void)
                 uint32_t hi = table[ARCTIC_ROUTE_TABLE_HIGH * nodes + dst];
                 uint32_t lo = table[ARCTIC_ROUTE_TABLE_LOW * nodes + dst];
                 g_assert_cmpint(walk(src, hi), ==, dst);
+                g_assert_cmpint(arctic_route_destination(src, hi & 0xffff,
+                                                         hi & 0xffff0000),
+                                ==, dst);
                 g_assert_cmpint(walk(src, lo), ==, dst);
                 g_assert_true(ARCTIC_FIELD_GET(ROUTE_ENTRY, VALID, hi));
                 g_assert_cmpint(ARCTIC_FIELD_GET(ROUTE_ENTRY, PRIORITY, hi),

@@ -558,7 +558,12 @@ static uint64_t arctic_user_read(void *opaque, hwaddr addr, unsigned size)
     unsigned epn = addr / ARCTIC_USER_PAGE_SIZE;
     hwaddr reg = addr % ARCTIC_USER_PAGE_SIZE;
 
-    /* The raw FIFO access points arrive with the dMPI mode (part 2). */
+    uint32_t val = 0;
+
+    if (epn == 0 && arctic_raw_access(s, reg, false, &val)) {
+        trace_arctic_niu_user_read(s->node_id, epn, reg, val);
+        return val;
+    }
     qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: read of user register 0x%"
                   HWADDR_PRIx " of endpoint %u, which reads nothing\n",
                   reg, epn);
@@ -580,6 +585,13 @@ static void arctic_user_write(void *opaque, hwaddr addr, uint64_t val,
          * is accepted and a spurious ring costs one poll. */
         arctic_tx_kick(s);
         return;
+    }
+    if (epn == 0) {
+        uint32_t v = val;
+
+        if (arctic_raw_access(s, reg, true, &v)) {
+            return;
+        }
     }
     if (reg == A_USER_IRQ_ARM) {
         if (FIELD_EX32(val, USER_IRQ_ARM, RX)) {
@@ -679,6 +691,7 @@ void arctic_niu_full_reset(ArcticNiuState *s)
     memset(s->ep, 0, sizeof(s->ep));
     arctic_tx_reset(s);
     arctic_rx_reset(s);
+    arctic_raw_reset(s);
 }
 
 static void arctic_niu_reset_hold(Object *obj, ResetType type)

@@ -41,6 +41,10 @@ enum {
     ARCTIC_DMA_MAX_LINES = 8,
     /* Slots MPFSM takes from one queue before letting the main loop run. */
     ARCTIC_TX_BATCH = 32,
+    /* Packets the receive FIFO of each priority holds in dMPI mode
+     * (RxCtrl OFF) before the NIU refuses more (seed 002 §4.1.2: they
+     * "back up into the network"). */
+    ARCTIC_RAW_RX_PACKETS = 8,
     /* Bytes waiting for the socket beyond which the NIU stops sending. */
     ARCTIC_OUT_LIMIT = 16 * 1024,
 };
@@ -149,6 +153,18 @@ struct ArcticNiuState {
     uint64_t queue_counter;
     uint32_t epoch_base;        /* first epoch of every stream after reset */
 
+    /* dMPI raw mode (niu-raw.c), indexed by priority */
+    uint32_t raw_tx[ARCTIC_NUM_PRIORITIES][ARCTIC_MAX_PACKET_WORDS];
+    unsigned raw_tx_len[ARCTIC_NUM_PRIORITIES];
+    bool raw_tx_ready[ARCTIC_NUM_PRIORITIES];     /* whole, waits a line */
+    struct {
+        uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+        uint16_t size;
+    } raw_rx[ARCTIC_NUM_PRIORITIES][ARCTIC_RAW_RX_PACKETS];
+    unsigned raw_rx_head[ARCTIC_NUM_PRIORITIES];
+    unsigned raw_rx_count[ARCTIC_NUM_PRIORITIES];
+    unsigned raw_rx_word[ARCTIC_NUM_PRIORITIES];  /* next word of the head */
+
     /* RCVFSM */
     ArcticRxStream rx_stream[ARCTIC_NUM_PRIORITIES][ARCTIC_S];
     /* FIFO of (priority << 8 | source) streams owing an ack or nack */
@@ -201,6 +217,18 @@ bool arctic_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
                             uint32_t command, uint32_t status);
 bool arctic_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
                           uint64_t len, uint64_t *phys);
+
+/* niu-raw.c */
+void arctic_raw_reset(ArcticNiuState *s);
+bool arctic_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
+                       uint32_t *val);
+bool arctic_raw_rx_push(ArcticNiuState *s, uint8_t prio, const uint8_t *pkt,
+                        size_t size);
+void arctic_raw_tx_flush(ArcticNiuState *s);
+
+/* niu-tx.c, for niu-raw.c */
+bool arctic_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
+                        unsigned count);
 
 /* niu-link.c */
 void arctic_link_init(ArcticNiuState *s, Error **errp);

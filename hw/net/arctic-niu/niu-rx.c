@@ -141,8 +141,9 @@ static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
 
 /* Deliver a data packet (§6.3.1 steps 1-7, §6.3.2) from @src. */
 static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
-                        uint16_t job, const uint8_t *words)
+                        uint16_t job, const uint8_t *pkt, size_t size)
 {
+    const uint8_t *words = pkt + ARCTIC_WIRE_WORDS_OFFSET;
     uint32_t w1 = arctic_get_le32(words + 4);
     unsigned epn = FIELD_EX32(w1, ARCTIC_W1, ENDPOINT);
     unsigned q = prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_RXQ_HI : ARCTIC_RXQ_LO;
@@ -153,6 +154,11 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     unsigned verdict;
     int i;
 
+    if (!s->rx_enabled) {
+        /* dMPI mode: the raw receive FIFO takes any packet (§6.1). */
+        return arctic_raw_rx_push(s, prio, pkt, size) ? DELIVERED
+                                                      : ARCTIC_NACK_RX_OFF;
+    }
     if (dma ? arctic_len != ARCTIC_DMA_PACKET_LENGTH
             : (len < 0 || len > ARCTIC_MAX_PAYLOAD)) {
         /* A packet of a shape no slot or DMA block holds is the sender's
@@ -161,9 +167,6 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
         arctic_niu_set_error(s, ARCTIC_ERR_BAD_PACKET, epn, q, w1 & 0xffff);
         arctic_niu_count(s, ARCTIC_CNT_BAD_PACKETS);
         return DROPPED;
-    }
-    if (!s->rx_enabled) {
-        return ARCTIC_NACK_RX_OFF;
     }
     if ((epn & s->vmask) != epn) {
         return ARCTIC_NACK_BAD_ENDPOINT;
@@ -217,7 +220,7 @@ bool arctic_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
 }
 
 static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
-                    const uint8_t *words)
+                    const uint8_t *pkt, size_t size)
 {
     uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
     ArcticRxStream *st = &s->rx_stream[prio][h->src_node];
@@ -239,7 +242,7 @@ static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
         }
     }
     if (h->seq == st->expected) {
-        verdict = deliver(s, prio, h->src_node, h->job, words);
+        verdict = deliver(s, prio, h->src_node, h->job, pkt, size);
         if (verdict == DELIVERED || verdict == DROPPED) {
             st->expected++;
             owe_ack(s, prio, h->src_node);
@@ -290,7 +293,7 @@ void arctic_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
                                h.epoch, h.seq);
     switch (h.kind) {
     case ARCTIC_E2E_DATA:
-        rx_data(s, &h, words);
+        rx_data(s, &h, pkt, size);
         break;
     case ARCTIC_E2E_ACK:
         arctic_niu_count(s, ARCTIC_CNT_ACKS_RECEIVED);

@@ -328,6 +328,40 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
     return true;
 }
 
+/*
+ * A raw packet from the dMPI transmit FIFO (niu-raw.c): words in the
+ * skewed format of seed 002 Figure 2.  Returns false when no line is free
+ * (the FIFO then shows full); a malformed packet is refused and dropped.
+ */
+bool arctic_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
+                        unsigned count)
+{
+    uint32_t w0 = words[0], w1 = count > 1 ? words[1] : 0;
+    ArcticLine *line;
+
+    if (count < ARCTIC_MIN_PACKET_WORDS ||
+        count != FIELD_EX32(w1, ARCTIC_W1, LENGTH) ||
+        FIELD_EX32(w0, ARCTIC_W0, ZERO) != 0 ||
+        FIELD_EX32(w0, ARCTIC_W0, PRIORITY) != prio) {
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: raw packet of %u words "
+                      "(0x%08x 0x%08x) refused\n", count, w0, w1);
+        arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, count);
+        arctic_niu_count(s, ARCTIC_CNT_TX_ERRORS);
+        return true;
+    }
+    line = line_alloc(s, prio);
+    if (!line) {
+        return false;
+    }
+    line_fill(s, line, 0, arctic_route_destination(s->node_id, w0, w1),
+              (w1 & R_ROUTE_ENTRY_DOWNROUTE_MASK) | (w0 & 0xffff), w1,
+              words + ARCTIC_ROUTE_WORDS, count - ARCTIC_ROUTE_WORDS);
+    arctic_niu_count(s, prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_CNT_TX_HI_PACKETS
+                                                     : ARCTIC_CNT_TX_LO_PACKETS);
+    arctic_link_pump(s);
+    return true;
+}
+
 static hwaddr tx_queue_offset(unsigned q)
 {
     switch (q) {
@@ -444,6 +478,7 @@ static void tx_service(ArcticNiuState *s)
     unsigned n, i, taken = 0;
     bool more = false;
 
+    arctic_raw_tx_flush(s);     /* lines may have come free */
     if (s->tx_enabled) {
         n = served_endpoints(s, order);
         /* High before low across every endpoint, so low-priority work of

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Arctic NIU dMPI raw mode (seed 002 §2.3, §3.4, §6.1): with a datapath
+ * OFF, its FIFO access points in endpoint 0's user page move raw Arctic
+ * packets.
+ *
+ * Transmit: the words pushed into HiTxFIFO or LoTxFIFO, the last one into
+ * the *Last register, form one packet in the 16-bit-skewed format of
+ * Figure 2 (word 0 = 16 zero bits and the route's low half, word 1 =
+ * downroute and mode/type/length, then the body).  The NIU checks it,
+ * adds its end-to-end header and the CRC, and sends it like any other, so
+ * a raw node interoperates with MPI-mode peers.  Receive: with RxCtrl OFF,
+ * packets pile up in a receive FIFO per priority (seed 002 §4.1.2) and are
+ * read word by word: both route words, the body, and the CRC trailer.
+ * When a FIFO is full the NIU refuses further packets (NACK RX_OFF) and
+ * the senders retry: they back up into the network.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/log.h"
+#include "trace.h"
+
+#include "arctic-niu.h"
+
+void arctic_raw_reset(ArcticNiuState *s)
+{
+    memset(s->raw_tx_len, 0, sizeof(s->raw_tx_len));
+    memset(s->raw_tx_ready, 0, sizeof(s->raw_tx_ready));
+    memset(s->raw_rx_head, 0, sizeof(s->raw_rx_head));
+    memset(s->raw_rx_count, 0, sizeof(s->raw_rx_count));
+    memset(s->raw_rx_word, 0, sizeof(s->raw_rx_word));
+}
+
+bool arctic_raw_rx_push(ArcticNiuState *s, uint8_t prio, const uint8_t *pkt,
+                        size_t size)
+{
+    unsigned tail;
+
+    if (s->raw_rx_count[prio] == ARCTIC_RAW_RX_PACKETS) {
+        return false;
+    }
+    tail = (s->raw_rx_head[prio] + s->raw_rx_count[prio]) %
+           ARCTIC_RAW_RX_PACKETS;
+    memcpy(s->raw_rx[prio][tail].wire, pkt, size);
+    s->raw_rx[prio][tail].size = size;
+    s->raw_rx_count[prio]++;
+    trace_arctic_niu_raw_rx(s->node_id, prio, s->raw_rx_count[prio]);
+    return true;
+}
+
+/* Pop the next word of the packet at the head of a receive FIFO. */
+static uint32_t raw_rx_pop(ArcticNiuState *s, uint8_t prio)
+{
+    unsigned head = s->raw_rx_head[prio];
+    const uint8_t *wire = s->raw_rx[prio][head].wire;
+    unsigned words = (s->raw_rx[prio][head].size -
+                      ARCTIC_WIRE_WORDS_OFFSET) / 4;    /* with the CRC */
+    uint32_t val;
+
+    if (s->raw_rx_count[prio] == 0) {
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: read of an empty "
+                      "receive FIFO\n");
+        arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0,
+                             prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_RXQ_HI
+                                                          : ARCTIC_RXQ_LO,
+                             0);
+        return 0;
+    }
+    val = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET +
+                          4 * s->raw_rx_word[prio]);
+    if (++s->raw_rx_word[prio] == words) {
+        s->raw_rx_word[prio] = 0;
+        s->raw_rx_head[prio] = (head + 1) % ARCTIC_RAW_RX_PACKETS;
+        s->raw_rx_count[prio]--;
+    }
+    return val;
+}
+
+/* Check a whole raw packet and hand it to the transmit side. */
+static void raw_tx_commit(ArcticNiuState *s, uint8_t prio)
+{
+    const uint32_t *w = s->raw_tx[prio];
+    unsigned count = s->raw_tx_len[prio];
+
+    if (arctic_tx_send_raw(s, prio, w, count)) {
+        s->raw_tx_len[prio] = 0;
+        s->raw_tx_ready[prio] = false;
+    } else {
+        s->raw_tx_ready[prio] = true;   /* TxStatus shows it full */
+    }
+}
+
+void arctic_raw_tx_flush(ArcticNiuState *s)
+{
+    unsigned p;
+
+    for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
+        if (s->raw_tx_ready[p]) {
+            raw_tx_commit(s, p);
+        }
+    }
+}
+
+static bool raw_tx_push(ArcticNiuState *s, uint8_t prio, uint32_t val,
+                        bool last, hwaddr reg)
+{
+    if (s->tx_enabled || arctic_tx_draining(s)) {
+        /* dMPI and MPI do not mix on one datapath (§2.3). */
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: raw transmit while the "
+                      "transmit datapath is on\n");
+        arctic_niu_set_error(s, ARCTIC_ERR_BUSY, 0, 0, reg);
+        return true;
+    }
+    if (s->raw_tx_ready[prio] ||
+        s->raw_tx_len[prio] == ARCTIC_MAX_PACKET_WORDS) {
+        /* TxStatus said full, or no packet is that long: the word is
+         * refused, and says so. */
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: raw transmit FIFO "
+                      "overrun\n");
+        arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg);
+        return true;
+    }
+    s->raw_tx[prio][s->raw_tx_len[prio]++] = val;
+    if (last) {
+        raw_tx_commit(s, prio);
+    }
+    return true;
+}
+
+/* Accesses to endpoint 0's FIFO registers; false for any other offset. */
+bool arctic_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
+                       uint32_t *val)
+{
+    switch (reg) {
+    case A_USER_HI_TX_FIFO:
+    case A_USER_HI_TX_FIFO_LAST:
+    case A_USER_LO_TX_FIFO:
+    case A_USER_LO_TX_FIFO_LAST:
+        if (!write) {
+            return false;               /* write-only */
+        }
+        return raw_tx_push(s, reg <= A_USER_HI_TX_FIFO_LAST
+                              ? ARCTIC_PRIORITY_HIGH : ARCTIC_PRIORITY_LOW,
+                           *val, reg == A_USER_HI_TX_FIFO_LAST ||
+                                 reg == A_USER_LO_TX_FIFO_LAST, reg);
+    case A_USER_HI_RX_FIFO:
+    case A_USER_LO_RX_FIFO:
+        if (write) {
+            return false;
+        }
+        *val = raw_rx_pop(s, reg == A_USER_HI_RX_FIFO ? ARCTIC_PRIORITY_HIGH
+                                                      : ARCTIC_PRIORITY_LOW);
+        return true;
+    case A_USER_RX_STATUS:
+        if (write) {
+            return false;
+        }
+        *val = FIELD_DP32(0, USER_RX_STATUS, HI_EMPTY,
+                          !s->raw_rx_count[ARCTIC_PRIORITY_HIGH]);
+        *val = FIELD_DP32(*val, USER_RX_STATUS, LO_EMPTY,
+                          !s->raw_rx_count[ARCTIC_PRIORITY_LOW]);
+        return true;
+    case A_USER_TX_STATUS:
+        if (write) {
+            return false;
+        }
+        *val = FIELD_DP32(0, USER_TX_STATUS, HI_FULL,
+                          s->raw_tx_ready[ARCTIC_PRIORITY_HIGH]);
+        *val = FIELD_DP32(*val, USER_TX_STATUS, LO_FULL,
+                          s->raw_tx_ready[ARCTIC_PRIORITY_LOW]);
+        return true;
+    default:
+        return false;
+    }
+}
