@@ -21,6 +21,8 @@
 #include "libqos/pci-pc.h"
 #include "hw/registerfields.h"
 #include "standard-headers/linux/pci_regs.h"
+#include "qobject/qdict.h"
+#include "qobject/qlist.h"
 
 #include "arctic/niu-hw.h"
 #include "arctic/packet.h"
@@ -562,7 +564,7 @@ static Niu *niu_start(bool with_link, const char *extra)
     } else {
         g_string_append(args, "-device arctic-niu,");
     }
-    g_string_append_printf(args, "node-id=%d,addr=04.0%s", NIU_NODE,
+    g_string_append_printf(args, "id=niu,node-id=%d,addr=04.0%s", NIU_NODE,
                            extra ? extra : "");
     n->qts = qtest_init(args->str);
     g_string_free(args, true);
@@ -1828,6 +1830,172 @@ static void test_irq_msix_vectors(void)
     niu_stop(n);
 }
 
+
+/* ------------------------------------------------------------------------
+ * Introspection
+ */
+
+/* QMP and HMP `qom-get .../niu state`: link, datapaths, last error,
+ * counters and each endpoint's queues. */
+static void test_state_introspection(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t v = 1, epoch;
+    QDict *rsp, *state, *counters, *ep0;
+    QList *eps;
+    g_autofree char *hmp = NULL;
+
+    guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v, 1);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 0, 0, &v, 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 0, 0);
+    reg_w(n, A_NIU_ID, 0);          /* leave an error behind */
+
+    rsp = qtest_qmp(n->qts, "{'execute': 'qom-get', 'arguments': {"
+                    "'path': '/machine/peripheral/niu', 'property': 'state'}}");
+    g_assert_true(qdict_haskey(rsp, "return"));
+    state = qdict_get_qdict(rsp, "return");
+    g_assert_cmpint(qdict_get_int(state, "node-id"), ==, NIU_NODE);
+    g_assert_cmpint(qdict_get_int(state, "num-nodes"), ==, NET_NODES);
+    g_assert_cmpstr(qdict_get_str(state, "link"), ==, "up");
+    g_assert_cmpstr(qdict_get_str(state, "tx"), ==, "on");
+    g_assert_cmpstr(qdict_get_str(state, "last-error"), ==,
+                    "read-only register");
+    g_assert_cmpint(qdict_get_int(state, "lines-busy"), ==, 0);
+    counters = qdict_get_qdict(state, "counters");
+    g_assert_cmpint(qdict_get_int(counters, "tx-lo-packets"), ==, 1);
+    g_assert_cmpint(qdict_get_int(counters, "acks-received"), ==, 1);
+    eps = qdict_get_qlist(state, "endpoints");
+    g_assert_cmpint(qlist_size(eps), ==, ARCTIC_ENDPOINTS);
+    ep0 = qobject_to(QDict, qlist_peek(eps));
+    g_assert_cmpint(qdict_get_int(ep0, "lo-tx-tl"), ==, 1);
+    g_assert_cmpint(qdict_get_int(ep0, "tx-qbase"), ==, TX_BASE);
+    g_assert_cmpstr(qdict_get_str(ep0, "served"), ==, "yes");
+    qobject_unref(rsp);
+
+    hmp = qtest_hmp(n->qts, "qom-get /machine/peripheral/niu state");
+    g_assert_nonnull(strstr(hmp, "\"tx-lo-packets\": 1"));
+    g_assert_nonnull(strstr(hmp, "\"lo-tx-tl\": 1"));
+    niu_stop(n);
+}
+
+
+/* ------------------------------------------------------------------------
+ * Virtual endpoints (seed 002 Appendix A) and context switch (§4.1.2, §4.2)
+ */
+
+#define EP_TX_BASE(e)   (0x1100000ull + (uint64_t)(e) * ARCTIC_TX_REGION_SIZE)
+#define EP_RX_BASE(e)   (0x1300000ull + (uint64_t)(e) * ARCTIC_RX_REGION_SIZE)
+
+static void ep_set_queues(Niu *n, unsigned e, uint64_t tx, uint64_t rx)
+{
+    qtest_memset(n->qts, tx, 0, ARCTIC_TX_REGION_SIZE);
+    qtest_memset(n->qts, rx, 0, ARCTIC_RX_REGION_SIZE);
+    ep_w(n, e, A_EP_TX_QBASE_LO, (uint32_t)tx);
+    ep_w(n, e, A_EP_TX_QBASE_HI, tx >> 32);
+    ep_w(n, e, A_EP_RX_QBASE_LO, (uint32_t)rx);
+    ep_w(n, e, A_EP_RX_QBASE_HI, rx >> 32);
+}
+
+static void ep_put_slot(Niu *n, uint64_t slot, uint32_t header, uint32_t cmd0,
+                        uint32_t v)
+{
+    qtest_writel(n->qts, slot + ARCTIC_SLOT_COMMAND0, cmd0);
+    qtest_writel(n->qts, slot + ARCTIC_SLOT_PAYLOAD, v);
+    qtest_writel(n->qts, slot, header);
+}
+
+static void test_virtual_endpoints(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint32_t v[3] = { 0x100, 0x200, 0x300 };
+    uint32_t e1, e2, saved_tail, saved_base;
+    size_t size;
+    unsigned e;
+
+    mark_rx_slots(n);
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    reg_w(n, A_NIU_RX_CTRL, 0);
+    for (e = 1; e < 4; e++) {
+        ep_set_queues(n, e, EP_TX_BASE(e), EP_RX_BASE(e));
+    }
+    reg_w(n, A_NIU_VMASK, 3);               /* endpoints 0..3 */
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+
+    /* Endpoints 1 and 2 send from their own queues. */
+    ep_put_slot(n, EP_TX_BASE(1) + ARCTIC_HI_TX_OFFSET,
+                mpi_header(2, 1, 1), 11, v[0]);
+    ep_put_slot(n, EP_TX_BASE(2) + ARCTIC_HI_TX_OFFSET,
+                mpi_header(2, 2, 1), 22, v[1]);
+    doorbell(n);
+    e1 = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 1, 11, 0, &v[0], 1);
+    e2 = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 1, 2, 22, 0, &v[1], 1);
+    g_assert_cmphex(e1, ==, e2);            /* one stream per node pair */
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, e1, 1, 0);
+    g_assert_cmpint(ep_r(n, 1, A_EP_HI_TX_TL), ==, 1);
+    g_assert_cmpint(ep_r(n, 2, A_EP_HI_TX_TL), ==, 1);
+    g_assert_cmpint(ep_r(n, 0, A_EP_HI_TX_TL), ==, 0);
+
+    /* A message for endpoint 2 lands in endpoint 2's HiRx only. */
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0,
+                     4, 44, 0, &v[2], 1);
+    wire[21] |= 2 << 5;                     /* W1.ENDPOINT, bits 15:13 */
+    arctic_wire_seal(wire, size);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, 0, 0);
+    g_assert_cmphex(qtest_readl(n->qts, EP_RX_BASE(2)), ==,
+                    FIELD_DP32(mpi_header(PEER, 4, 1), MPI_HEADER, ENDPOINT,
+                               2));
+    g_assert_cmphex(qtest_readl(n->qts, EP_RX_BASE(2) + 16), ==, v[2]);
+    g_assert_cmphex(qtest_readl(n->qts, rx_slot_addr(ARCTIC_RXQ_HI, 0)), ==,
+                    0);
+    g_assert_cmpint(ep_r(n, 2, A_EP_HI_RX_HD), ==, 1);
+    g_assert_cmpint(ep_r(n, 0, A_EP_HI_RX_HD), ==, 0);
+
+    /* Endpoint 5 is not served under VMASK 3: refused and retried. */
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 1,
+                     4, 45, 0, NULL, 0);
+    wire[21] |= 5 << 5;
+    arctic_wire_seal(wire, size);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, 1, ARCTIC_NACK_BAD_ENDPOINT);
+
+    /*
+     * Context switch of endpoint 1: stop, save its queue state, run
+     * another process's queues on it, restore, go on where it was.
+     */
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, 0);
+    saved_tail = ep_r(n, 1, A_EP_HI_TX_TL);
+    saved_base = ep_r(n, 1, A_EP_TX_QBASE_LO);
+    ep_w(n, 1, A_EP_TX_QBASE_LO, (uint32_t)EP_TX_BASE(5));
+    ep_w(n, 1, A_EP_HI_TX_TL, 7);
+    qtest_memset(n->qts, EP_TX_BASE(5), 0, ARCTIC_TX_REGION_SIZE);
+    ep_put_slot(n, EP_TX_BASE(5) + 7 * ARCTIC_SLOT_SIZE, mpi_header(2, 5, 1),
+                55, v[2]);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    doorbell(n);
+    expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 2, 5, 55, 0, &v[2], 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, e1, 2, 0);
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    ep_w(n, 1, A_EP_TX_QBASE_LO, saved_base);
+    ep_w(n, 1, A_EP_HI_TX_TL, saved_tail);
+    ep_put_slot(n, EP_TX_BASE(1) + ARCTIC_HI_TX_OFFSET + ARCTIC_SLOT_SIZE,
+                mpi_header(2, 1, 1), 12, v[0]);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    doorbell(n);
+    expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 3, 1, 12, 0, &v[0], 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, e1, 3, 0);
+    g_assert_cmpint(ep_r(n, 1, A_EP_HI_TX_TL), ==, 2);
+    link_expect_silence(n);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    niu_stop(n);
+}
+
 /* ------------------------------------------------------------------------
  * Priorities
  */
@@ -2239,6 +2407,9 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/protection/job-tags", test_job_tags);
     qtest_add_func("/arctic-niu/irq/intx-one-shot", test_irq_intx_one_shot);
     qtest_add_func("/arctic-niu/irq/msix-vectors", test_irq_msix_vectors);
+    qtest_add_func("/arctic-niu/state", test_state_introspection);
+    qtest_add_func("/arctic-niu/endpoints/isolation-and-switch",
+                   test_virtual_endpoints);
     qtest_add_func("/arctic-niu/priority/rx-high-passes",
                    test_rx_high_flows_while_low_full);
     qtest_add_func("/arctic-niu/priority/tx-high-passes",

@@ -17,6 +17,7 @@
 #include "hw/qdev-properties-system.h"
 #include "hw/pci/msix.h"
 #include "migration/blocker.h"
+#include "qapi/visitor.h"
 #include "system/dma.h"
 #include "trace.h"
 
@@ -665,6 +666,96 @@ static void arctic_start_test_dma(ArcticNiuState *s, uint32_t cmd)
 }
 
 /* ------------------------------------------------------------------------
+ * Introspection: the read-only QOM property "state", for QMP and HMP
+ * `qom-get <device path> state`: link, datapaths, last error, counters and
+ * every endpoint's queue state, as a structure.
+ */
+
+static void visit_u64(Visitor *v, const char *name, uint64_t value,
+                      Error **errp)
+{
+    visit_type_uint64(v, name, &value, errp);
+}
+
+static void visit_str(Visitor *v, const char *name, const char *value,
+                      Error **errp)
+{
+    char *copy = (char *)value;
+
+    visit_type_str(v, name, &copy, errp);
+}
+
+static void arctic_niu_get_state(Object *obj, Visitor *v, const char *name,
+                                 void *opaque, Error **errp)
+{
+    ArcticNiuState *s = ARCTIC_NIU(obj);
+    static const char *const link_names[] = {
+        [ARCTIC_LINK_DOWN] = "down",
+        [ARCTIC_LINK_HELLO_SENT] = "handshake",
+        [ARCTIC_LINK_UP] = "up",
+    };
+    unsigned c, e, busy = 0;
+
+    for (c = 0; c < ARCTIC_LINES; c++) {
+        busy += s->lines[c].busy;
+    }
+    if (!visit_start_struct(v, name, NULL, 0, errp)) {
+        return;
+    }
+    visit_u64(v, "node-id", s->node_id, errp);
+    visit_u64(v, "num-nodes", s->num_nodes, errp);
+    visit_str(v, "link", link_names[s->link_state], errp);
+    visit_u64(v, "link-ups", s->link_up_count, errp);
+    visit_u64(v, "tx-credits-high", s->tx_credits[ARCTIC_PRIORITY_HIGH], errp);
+    visit_u64(v, "tx-credits-low", s->tx_credits[ARCTIC_PRIORITY_LOW], errp);
+    visit_str(v, "tx", s->tx_enabled ? "on" :
+                       arctic_tx_draining(s) ? "draining" : "off", errp);
+    visit_str(v, "rx", s->rx_enabled ? "on" : "off", errp);
+    visit_u64(v, "vmask", s->vmask, errp);
+    visit_u64(v, "lines-busy", busy, errp);
+    visit_u64(v, "error-cause", s->error_cause, errp);
+    visit_str(v, "last-error",
+              s->error_cause ? arctic_error_names[FIELD_EX32(
+                  s->error_info, NIU_ERROR_INFO, CAUSE)] : "none", errp);
+    visit_u64(v, "error-info", s->error_info, errp);
+    visit_u64(v, "irq-status", s->irq_status, errp);
+    if (visit_start_struct(v, "counters", NULL, 0, errp)) {
+        for (c = 0; c < ARCTIC_NUM_COUNTERS; c++) {
+            visit_u64(v, arctic_counter_name(c), s->counters[c], errp);
+        }
+        visit_check_struct(v, errp);
+        visit_end_struct(v, NULL);
+    }
+    if (visit_start_list(v, "endpoints", NULL, 0, errp)) {
+        for (e = 0; e < ARCTIC_ENDPOINTS; e++) {
+            ArcticEndpoint *ep = &s->ep[e];
+
+            if (!visit_start_struct(v, NULL, NULL, 0, errp)) {
+                break;
+            }
+            visit_u64(v, "index", e, errp);
+            visit_str(v, "served", (e & s->vmask) == e ? "yes" : "no", errp);
+            visit_u64(v, "tx-qbase", ep->tx_qbase, errp);
+            visit_u64(v, "rx-qbase", ep->rx_qbase, errp);
+            visit_u64(v, "hi-tx-tl", ep->tx_tail[ARCTIC_TXQ_HI], errp);
+            visit_u64(v, "lo-tx-tl", ep->tx_tail[ARCTIC_TXQ_LO], errp);
+            visit_u64(v, "dma-tx-tl", ep->tx_tail[ARCTIC_TXQ_DMA], errp);
+            visit_u64(v, "hi-rx-hd", ep->rx_head[ARCTIC_RXQ_HI], errp);
+            visit_u64(v, "lo-rx-hd", ep->rx_head[ARCTIC_RXQ_LO], errp);
+            visit_u64(v, "job", ep->job, errp);
+            visit_u64(v, "dma-base-phy", ep->dma_base_phy, errp);
+            visit_u64(v, "dma-base-vir", ep->dma_base_vir, errp);
+            visit_u64(v, "dma-range-mask", ep->dma_range_mask, errp);
+            visit_check_struct(v, errp);
+            visit_end_struct(v, NULL);
+        }
+        visit_end_list(v, NULL);
+    }
+    visit_check_struct(v, errp);
+    visit_end_struct(v, NULL);
+}
+
+/* ------------------------------------------------------------------------
  * Reset, realize, class
  */
 
@@ -795,11 +886,18 @@ static void arctic_niu_class_init(ObjectClass *klass, void *data)
     set_bit(DEVICE_CATEGORY_NETWORK, dc->categories);
 }
 
+static void arctic_niu_instance_init(Object *obj)
+{
+    object_property_add(obj, "state", "ArcticNiuState",
+                        arctic_niu_get_state, NULL, NULL, NULL);
+}
+
 static const TypeInfo arctic_niu_info = {
     .name = TYPE_ARCTIC_NIU,
     .parent = TYPE_PCI_DEVICE,
     .instance_size = sizeof(ArcticNiuState),
     .class_init = arctic_niu_class_init,
+    .instance_init = arctic_niu_instance_init,
     .interfaces = (InterfaceInfo[]) {
         { INTERFACE_CONVENTIONAL_PCI_DEVICE },
         { },
