@@ -532,7 +532,12 @@ static uint32_t expect_data(Niu *n, unsigned dest, uint8_t prio,
  * Set-up
  */
 
-static Niu *niu_start(bool with_link, const char *extra)
+/*
+ * Start QEMU with the NIU as node @node.  @link: "listen" to have the test
+ * play the switch on a socket of its own, a socket path to join a real
+ * arctic-switch, or NULL for no link.
+ */
+static Niu *niu_start_node(const char *link, unsigned node)
 {
     Niu *n = g_new0(Niu, 1);
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
@@ -540,15 +545,15 @@ static Niu *niu_start(bool with_link, const char *extra)
 
     if (g_getenv("ARCTIC_NIU_TEST_TRACE")) {
         /* e.g. ARCTIC_NIU_TEST_TRACE=/tmp/niu.log: trace every device event */
-        g_string_append_printf(args, "-trace arctic_niu_*,file=%s ",
-                               g_getenv("ARCTIC_NIU_TEST_TRACE"));
+        g_string_append_printf(args, "-trace arctic_niu_*,file=%s.%u ",
+                               g_getenv("ARCTIC_NIU_TEST_TRACE"), node);
     }
 
     n->fd = -1;
     n->listen_fd = -1;
     n->peer_epoch = 0x5eed0000;
     n->peer_incarnation = 0x1111;
-    if (with_link) {
+    if (link && strcmp(link, "listen") == 0) {
         n->dir = g_dir_make_tmp("arctic-niu-test-XXXXXX", NULL);
         g_assert_nonnull(n->dir);
         n->sock_path = g_build_filename(n->dir, "switch.sock", NULL);
@@ -558,14 +563,16 @@ static Niu *niu_start(bool with_link, const char *extra)
         g_assert_cmpint(bind(n->listen_fd, (struct sockaddr *)&addr,
                              sizeof(addr)), ==, 0);
         g_assert_cmpint(listen(n->listen_fd, 4), ==, 0);
+        link = n->sock_path;
+    }
+    if (link) {
         g_string_append_printf(args, "-chardev socket,id=link,path=%s,"
                                "reconnect-ms=50 -device arctic-niu,"
-                               "chardev=link,", n->sock_path);
+                               "chardev=link,", link);
     } else {
         g_string_append(args, "-device arctic-niu,");
     }
-    g_string_append_printf(args, "id=niu,node-id=%d,addr=04.0%s", NIU_NODE,
-                           extra ? extra : "");
+    g_string_append_printf(args, "id=niu,node-id=%u,addr=04.0", node);
     n->qts = qtest_init(args->str);
     g_string_free(args, true);
 
@@ -576,6 +583,11 @@ static Niu *niu_start(bool with_link, const char *extra)
     n->ctrl = qpci_iomap(n->dev, ARCTIC_BAR_CONTROL, NULL);
     n->user = qpci_iomap(n->dev, ARCTIC_BAR_USER, NULL);
     return n;
+}
+
+static Niu *niu_start(bool with_link)
+{
+    return niu_start_node(with_link ? "listen" : NULL, NIU_NODE);
 }
 
 /* What a driver does: queues, route table, Rx then Tx on. */
@@ -603,7 +615,7 @@ static void niu_setup(Niu *n)
 
 static Niu *niu_start_linked(uint16_t hi_credits, uint16_t lo_credits)
 {
-    Niu *n = niu_start(true, NULL);
+    Niu *n = niu_start(true);
 
     niu_setup(n);
     link_handshake(n, hi_credits, lo_credits);
@@ -674,7 +686,7 @@ static void mark_rx_slots(Niu *n)
 
 static void test_identity_and_reset_values(void)
 {
-    Niu *n = niu_start(false, NULL);
+    Niu *n = niu_start(false);
     uint32_t caps = reg_r(n, A_NIU_CAPS);
     unsigned ep;
 
@@ -709,7 +721,7 @@ static void test_identity_and_reset_values(void)
 
 static void test_register_semantics(void)
 {
-    Niu *n = niu_start(false, NULL);
+    Niu *n = niu_start(false);
 
     /* Scratch reads back what was written. */
     reg_w(n, A_NIU_SCRATCH, 0xdeadbeef);
@@ -816,7 +828,7 @@ static void test_register_semantics(void)
 
 static void test_dma_self_test(void)
 {
-    Niu *n = niu_start(false, NULL);
+    Niu *n = niu_start(false);
     uint32_t words[64];
     unsigned i;
 
@@ -2163,7 +2175,7 @@ static void test_link_down_up_loses_nothing(void)
 
 static void test_link_rejected_then_accepted(void)
 {
-    Niu *n = niu_start(true, NULL);
+    Niu *n = niu_start(true);
     uint8_t body[ARCTIC_REJECT_SIZE] = { 0 };
     uint16_t type;
     uint32_t len;
@@ -2376,6 +2388,283 @@ static void test_bad_properties(void)
     }
 }
 
+
+/* ------------------------------------------------------------------------
+ * Several QEMU instances joined by the real arctic-switch
+ */
+
+#define CLUSTER_MSGS    12      /* per (source, destination, priority) */
+#define CLUSTER_STEP_NS 200000  /* virtual time given per round */
+#define CLUSTER_ROUNDS  20000
+
+typedef struct Cluster {
+    unsigned nodes;
+    Niu *node[4];
+    GPid switch_pid;
+    char *dir;
+    char *sock;
+    /* next expected message index per [receiver][source][priority] */
+    unsigned next[4][4][2];
+    bool dma_seen[4][4];
+    unsigned received, expected;
+} Cluster;
+
+static uint32_t cluster_word(unsigned s, unsigned d, unsigned p, unsigned k,
+                             unsigned i)
+{
+    return (s << 28) ^ (d << 24) ^ (p << 20) ^ (k << 8) ^ i ^ 0x5a5a5;
+}
+
+static void cluster_start(Cluster *c, unsigned nodes, const char *fault)
+{
+    const char *sw = g_getenv("ARCTIC_SWITCH_BINARY");
+    g_autofree char *ports = g_strdup_printf("%u", nodes);
+    const char *argv[12];
+    unsigned i = 0, t;
+
+    memset(c, 0, sizeof(*c));
+    c->nodes = nodes;
+    c->dir = g_dir_make_tmp("arctic-cluster-XXXXXX", NULL);
+    c->sock = g_build_filename(c->dir, "switch.sock", NULL);
+    argv[i++] = sw;
+    argv[i++] = "-s";
+    argv[i++] = c->sock;
+    argv[i++] = "-n";
+    argv[i++] = ports;
+    argv[i++] = "--seed";
+    argv[i++] = "7";
+    argv[i++] = "--no-stats";
+    if (fault) {
+        argv[i++] = "-f";
+        argv[i++] = fault;
+    }
+    argv[i] = NULL;
+    g_assert_true(g_spawn_async(NULL, (char **)argv, NULL,
+                                G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
+                                &c->switch_pid, NULL));
+    for (t = 0; t < 5000 && !g_file_test(c->sock, G_FILE_TEST_EXISTS); t++) {
+        g_usleep(1000);
+    }
+    g_assert_true(g_file_test(c->sock, G_FILE_TEST_EXISTS));
+    for (i = 0; i < nodes; i++) {
+        c->node[i] = niu_start_node(c->sock, i);
+    }
+}
+
+static void cluster_stop(Cluster *c)
+{
+    unsigned i;
+    int status;
+
+    for (i = 0; i < c->nodes; i++) {
+        niu_stop(c->node[i]);
+    }
+    kill(c->switch_pid, SIGTERM);
+    g_assert_cmpint(waitpid(c->switch_pid, &status, 0), ==, c->switch_pid);
+    g_spawn_close_pid(c->switch_pid);
+    /* The switch shuts down cleanly on SIGTERM. */
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    g_rmdir(c->dir);
+    g_free(c->sock);
+    g_free(c->dir);
+}
+
+/* A driver's bring-up, with the route table for the node's place. */
+static void cluster_setup_node(Cluster *c, unsigned me)
+{
+    Niu *n = c->node[me];
+    uint32_t table[2 * 4];
+    unsigned t, d;
+
+    for (t = 0; t < 5000 && !FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS),
+                                         NIU_LINK_STATUS, UP); t++) {
+        g_usleep(1000);
+    }
+    g_assert_cmpint(reg_r(n, A_NIU_NUM_NODES), ==, c->nodes);
+    qtest_memset(n->qts, TX_BASE, 0, ARCTIC_TX_REGION_SIZE);
+    qtest_memset(n->qts, RX_BASE, 0, ARCTIC_RX_REGION_SIZE);
+    ep_w(n, 0, A_EP_TX_QBASE_LO, (uint32_t)TX_BASE);
+    ep_w(n, 0, A_EP_RX_QBASE_LO, (uint32_t)RX_BASE);
+    arctic_route_table_fill(table, me, c->nodes);
+    for (t = 0; t < 2; t++) {
+        for (d = 0; d < c->nodes; d++) {
+            reg_w(n, ARCTIC_ROUTE_OFFSET(t, d), table[t * c->nodes + d]);
+        }
+    }
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, (uint32_t)WIN_PHYS);
+    ep_w(n, 0, A_EP_DMA_BASE_VIR_LO, (uint32_t)WIN_VIRT);
+    ep_w(n, 0, A_EP_DMA_BASE_VIR_HI, WIN_VIRT >> 32);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, (uint32_t)WIN_MASK);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+}
+
+/* Where node s's block for node d lives: source at s, target at d. */
+#define CLUSTER_SRC_OFF(d)  (0x100000ull + (d) * ARCTIC_D)
+#define CLUSTER_DST_OFF(s)  (0x200000ull + (s) * ARCTIC_D)
+
+/* Every node sends CLUSTER_MSGS messages of every size class at both
+ * priorities, and one DMA block, to every other node. */
+static void cluster_send_all(Cluster *c, unsigned s)
+{
+    Niu *n = c->node[s];
+    uint32_t payload[ARCTIC_MAX_PAYLOAD];
+    unsigned d, p, k, i;
+
+    for (d = 0; d < c->nodes; d++) {
+        if (d == s) {
+            continue;
+        }
+        for (i = 0; i < ARCTIC_D / 4; i++) {
+            qtest_writel(n->qts, WIN_PHYS + CLUSTER_SRC_OFF(d) + 4 * i,
+                         cluster_word(s, d, 2, 0, i));
+        }
+        guest_dma(n, ARCTIC_TXQ_DMA, d, 3, 0xd0000000 | s << 8 | d,
+                  WIN_VIRT + CLUSTER_DST_OFF(s), WIN_VIRT + CLUSTER_SRC_OFF(d),
+                  NULL, 0);
+        c->expected++;
+        for (k = 0; k < CLUSTER_MSGS; k++) {
+            for (p = 0; p < 2; p++) {
+                unsigned len = (k * 7 + s + d) % (ARCTIC_MAX_PAYLOAD + 1);
+
+                for (i = 0; i < len; i++) {
+                    payload[i] = cluster_word(s, d, p, k, i);
+                }
+                guest_send(n, p ? ARCTIC_TXQ_HI : ARCTIC_TXQ_LO, d, k & 0x7f,
+                           s << 24 | d << 16 | p << 8 | k, ~k, payload, len);
+                c->expected++;
+            }
+        }
+    }
+    doorbell(n);
+}
+
+/* Take what arrived at node @me, checking each message against what its
+ * sender sent: right destination, in order, once, byte for byte. */
+static void cluster_receive(Cluster *c, unsigned me)
+{
+    Niu *n = c->node[me];
+    unsigned q;
+
+    for (q = 0; q < 2; q++) {
+        for (;;) {
+            uint64_t slot = rx_slot_addr(q, n->rx_tail[q]);
+            uint32_t w[ARCTIC_SLOT_SIZE / 4];
+            unsigned src, len, i;
+
+            qtest_memread(n->qts, slot, w, sizeof(w));
+            if (!FIELD_EX32(le32_to_cpu(w[0]), MPI_HEADER, VALID)) {
+                break;
+            }
+            src = FIELD_EX32(le32_to_cpu(w[0]), MPI_HEADER, DEST);
+            len = FIELD_EX32(le32_to_cpu(w[0]), MPI_HEADER, LENGTH);
+            g_assert_cmpint(src, <, c->nodes);
+            if ((le32_to_cpu(w[1]) >> 28) == 0xd) {
+                /* A DMA notification: its block must be all there. */
+                g_assert_cmpint(q, ==, ARCTIC_RXQ_HI);
+                g_assert_cmphex(le32_to_cpu(w[1]), ==,
+                                0xd0000000 | src << 8 | me);
+                g_assert_false(c->dma_seen[me][src]);
+                c->dma_seen[me][src] = true;
+                for (i = 0; i < ARCTIC_D / 4; i++) {
+                    g_assert_cmphex(qtest_readl(n->qts, WIN_PHYS +
+                                                CLUSTER_DST_OFF(src) + 4 * i),
+                                    ==, cluster_word(src, me, 2, 0, i));
+                }
+            } else {
+                uint32_t cmd0 = le32_to_cpu(w[1]);
+                unsigned p = (cmd0 >> 8) & 1, k = cmd0 & 0xff;
+
+                g_assert_cmpint(cmd0 >> 24, ==, src);
+                g_assert_cmpint((cmd0 >> 16) & 0xff, ==, me);
+                g_assert_cmpint(p, ==, q == ARCTIC_RXQ_HI);
+                /* In order and exactly once per (source, priority). */
+                g_assert_cmpint(k, ==, c->next[me][src][p]);
+                c->next[me][src][p]++;
+                g_assert_cmphex(le32_to_cpu(w[2]), ==, ~k);
+                g_assert_cmpint(len, ==,
+                                (k * 7 + src + me) % (ARCTIC_MAX_PAYLOAD + 1));
+                for (i = 0; i < len; i++) {
+                    g_assert_cmphex(le32_to_cpu(w[4 + i]), ==,
+                                    cluster_word(src, me, p, k, i));
+                }
+            }
+            c->received++;
+            qtest_writel(n->qts, slot, 0);
+            n->rx_tail[q] = (n->rx_tail[q] + 1) % ARCTIC_N;
+        }
+    }
+}
+
+static void cluster_exchange(unsigned nodes, const char *fault)
+{
+    Cluster c;
+    unsigned i, round;
+    uint32_t retransmits = 0;
+
+    if (!g_getenv("ARCTIC_SWITCH_BINARY")) {
+        g_test_skip("ARCTIC_SWITCH_BINARY is not set (scripts/check sets it)");
+        return;
+    }
+    cluster_start(&c, nodes, fault);
+    for (i = 0; i < nodes; i++) {
+        cluster_setup_node(&c, i);
+    }
+    for (i = 0; i < nodes; i++) {
+        cluster_send_all(&c, i);
+    }
+    for (round = 0; round < CLUSTER_ROUNDS && c.received < c.expected;
+         round++) {
+        for (i = 0; i < nodes; i++) {
+            /* Virtual time moves only when the test says: it drives the
+             * retransmit timers of each node. */
+            qtest_clock_step(c.node[i]->qts, CLUSTER_STEP_NS);
+            cluster_receive(&c, i);
+        }
+    }
+    g_assert_cmpint(c.received, ==, c.expected);
+    /* Nothing more arrives: no duplicate after the last message. */
+    for (round = 0; round < 50; round++) {
+        for (i = 0; i < nodes; i++) {
+            qtest_clock_step(c.node[i]->qts, 10 * CLUSTER_STEP_NS);
+            cluster_receive(&c, i);
+        }
+    }
+    g_assert_cmpint(c.received, ==, c.expected);
+    for (i = 0; i < nodes; i++) {
+        g_assert_cmphex(reg_r(c.node[i], A_NIU_ERROR_CAUSE) &
+                        ~(1u << ARCTIC_ERR_BAD_PACKET), ==, 0);
+        retransmits += counter(c.node[i], ARCTIC_CNT_RETRANSMITS);
+        g_assert_cmpint(counter(c.node[i], ARCTIC_CNT_DMA_REQUESTS), ==,
+                        nodes - 1);
+    }
+    if (fault) {
+        /* The faults did happen, and the NIUs recovered from them. */
+        g_assert_cmpint(retransmits, >, 0);
+    }
+    g_test_message("%u nodes, %u messages and DMA blocks, %u retransmits",
+                   nodes, c.expected, retransmits);
+    cluster_stop(&c);
+}
+
+static void test_cluster_2(void)
+{
+    cluster_exchange(2, NULL);
+}
+
+static void test_cluster_4(void)
+{
+    cluster_exchange(4, NULL);
+}
+
+static void test_cluster_4_faults(void)
+{
+    cluster_exchange(4, "*:both:drop=0.05,dup=0.05,corrupt=0.02,delay=0.05,"
+                        "delay-us=300");
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -2425,5 +2714,9 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/bad/packets", test_bad_packets_from_network);
     qtest_add_func("/arctic-niu/bad/frames", test_bad_frames_reset_link);
     qtest_add_func("/arctic-niu/bad/properties", test_bad_properties);
+    qtest_add_func("/arctic-niu/cluster/2-nodes", test_cluster_2);
+    qtest_add_func("/arctic-niu/cluster/4-nodes", test_cluster_4);
+    qtest_add_func("/arctic-niu/cluster/4-nodes-faults",
+                   test_cluster_4_faults);
     return g_test_run();
 }
