@@ -119,7 +119,7 @@ int main(int argc, char **argv)
         "Example:\n"
         "  arctic-switch -s /tmp/arctic.sock -c /tmp/arctic.ctl -n 4\n"
         "  qemu-system-x86_64 ... -chardev socket,id=n0,path=/tmp/arctic.sock"
-        ",reconnect=1 \\\n      -device arctic-niu,chardev=n0,node=0\n"
+        ",reconnect-ms=1000 \\\n      -device arctic-niu,chardev=n0,node-id=0\n"
         "  arctic-ctl -s /tmp/arctic.ctl stats\n"
         "See docs/switch.md.");
     if (!g_option_context_parse(context, &argc, &argv, &err)) {

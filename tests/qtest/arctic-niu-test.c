@@ -1839,6 +1839,10 @@ static void test_irq_msix_vectors(void)
     g_assert_true(reg_r(n, A_NIU_IRQ_ENABLE) & R_NIU_IRQ_ERROR_MASK);
     g_assert_cmphex(reg_r(n, A_NIU_IRQ_STATUS), ==,
                     R_NIU_IRQ_ERROR_MASK | 1u << (R_NIU_IRQ_TX_SHIFT + 0));
+    /* MSI-X off: the pending causes show on INTx at once. */
+    g_assert_false(intx_asserted(n));
+    qpci_msix_disable(n->dev);
+    g_assert_true(intx_asserted(n));
     niu_stop(n);
 }
 

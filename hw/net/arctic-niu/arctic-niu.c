@@ -785,6 +785,14 @@ void arctic_niu_full_reset(ArcticNiuState *s)
     arctic_raw_reset(s);
 }
 
+/* Turning MSI-X on or off moves pending causes between it and INTx. */
+static void arctic_niu_config_write(PCIDevice *pdev, uint32_t addr,
+                                    uint32_t val, int len)
+{
+    pci_default_write_config(pdev, addr, val, len);    /* MSI-X too */
+    arctic_niu_update_intx(ARCTIC_NIU(pdev));
+}
+
 static void arctic_niu_reset_hold(Object *obj, ResetType type)
 {
     arctic_niu_full_reset(ARCTIC_NIU(obj));
@@ -875,6 +883,7 @@ static void arctic_niu_class_init(ObjectClass *klass, void *data)
     ResettableClass *rc = RESETTABLE_CLASS(klass);
 
     k->realize = arctic_niu_realize;
+    k->config_write = arctic_niu_config_write;
     k->exit = arctic_niu_exit;
     k->vendor_id = ARCTIC_NIU_PCI_VENDOR_ID;
     k->device_id = ARCTIC_NIU_PCI_DEVICE_ID;
