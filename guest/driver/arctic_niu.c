@@ -1,0 +1,890 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Driver for the Arctic NIU, the QEMU model of the MIT StarT network
+ * interface unit (CSG Memo 389, "seed 002").  The driver owns the
+ * privileged side of the NIU: it tests the device at probe, allocates the
+ * queue regions of every virtual endpoint in coherent DMA memory, loads the
+ * route table computed from the node's position in the fat tree, and turns
+ * the datapaths on.  User programs then get one endpoint per open() of
+ * /dev/arctic-niuN and map its queues and doorbell page, so messages are
+ * sent and received with plain loads and stores, as the seed intends.
+ * docs/programming-guide.md describes the registers used here.
+ */
+#include <linux/delay.h>
+#include <linux/dma-mapping.h>
+#include <linux/fs.h>
+#include <linux/idr.h>
+#include <linux/io.h>
+#include <linux/iopoll.h>
+#include <linux/miscdevice.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/vmalloc.h>
+
+#include "arctic/niu-hw.h"
+#include "arctic/route.h"
+#include "uapi/arctic_niu.h"
+
+#define DRV_NAME "arctic_niu"
+
+static unsigned int link_timeout_ms = 10000;
+module_param(link_timeout_ms, uint, 0444);
+MODULE_PARM_DESC(link_timeout_ms,
+		 "how long probe waits for the link to the switch (ms)");
+
+/* Draining Tx waits for the link; a switch restart takes about a second. */
+#define ARCTIC_TX_DRAIN_TIMEOUT_US	(5 * USEC_PER_SEC)
+#define ARCTIC_SELFTEST_SIZE		PAGE_SIZE
+
+static DEFINE_IDA(arctic_niu_ida);
+
+struct arctic_niu;
+
+struct arctic_niu_endpoint {
+	struct arctic_niu *niu;
+	unsigned int index;
+	bool in_use;
+	bool needs_clear;	/* the last owner's slots are still there */
+	void *tx_region;		/* HiTx, LoTx, DMATx */
+	dma_addr_t tx_region_dma;
+	void *rx_region;		/* HiRx, LoRx */
+	dma_addr_t rx_region_dma;
+};
+
+struct arctic_niu {
+	struct pci_dev *pdev;
+	void __iomem *regs;		/* BAR 0 */
+	resource_size_t user_bar_phys;	/* BAR 2 */
+	unsigned int num_endpoints;
+	int minor_index;
+	char name[32];
+	struct miscdevice misc;
+	/* Serialises endpoint ownership and datapath start/stop. */
+	struct mutex lock;
+	bool routes_loaded;
+	u32 node_id;
+	u32 num_nodes;
+	struct arctic_niu_endpoint ep[ARCTIC_ENDPOINTS];
+};
+
+static u32 niu_read(struct arctic_niu *niu, unsigned int offset)
+{
+	return readl(niu->regs + offset);
+}
+
+static void niu_write(struct arctic_niu *niu, unsigned int offset, u32 value)
+{
+	writel(value, niu->regs + offset);
+}
+
+static void niu_write64(struct arctic_niu *niu, unsigned int lo_offset,
+			u64 value)
+{
+	niu_write(niu, lo_offset, lower_32_bits(value));
+	niu_write(niu, lo_offset + 4, upper_32_bits(value));
+}
+
+static void niu_reset(struct arctic_niu *niu)
+{
+	niu_write(niu, A_NIU_TX_CTRL, R_NIU_CTRL_RESET_MASK);
+}
+
+/* Stop the transmit datapath and wait until the device reads it OFF. */
+static int niu_tx_stop(struct arctic_niu *niu)
+{
+	u32 ctrl;
+	int ret;
+
+	niu_write(niu, A_NIU_TX_CTRL, 0);
+	ret = readl_poll_timeout(niu->regs + A_NIU_TX_CTRL, ctrl,
+				 !(ctrl & R_NIU_CTRL_ENABLE_MASK), 10,
+				 ARCTIC_TX_DRAIN_TIMEOUT_US);
+	if (ret)
+		dev_err(&niu->pdev->dev, "transmit datapath did not drain\n");
+	return ret;
+}
+
+/* Receive first, so answers to the first messages find their queues. */
+static void niu_datapaths_start(struct arctic_niu *niu)
+{
+	niu_write(niu, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+	niu_write(niu, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+}
+
+static int niu_check_errors(struct arctic_niu *niu, const char *when)
+{
+	u32 cause = niu_read(niu, A_NIU_ERROR_CAUSE);
+
+	if (!cause)
+		return 0;
+	dev_err(&niu->pdev->dev, "%s: error cause %#x, info %#x\n", when,
+		cause, niu_read(niu, A_NIU_ERROR_INFO));
+	niu_write(niu, A_NIU_ERROR_CAUSE, cause);
+	return -EIO;
+}
+
+/* ---------------------------------------------------------------------
+ * Probe-time self-test: registers and the test DMA engine.
+ */
+
+static int niu_selftest_scratch(struct arctic_niu *niu)
+{
+	static const u32 patterns[] = { 0xa5a5a5a5, 0x5a5a5a5a, 0, ~0u };
+	unsigned int i;
+	u32 got;
+
+	for (i = 0; i < ARRAY_SIZE(patterns); i++) {
+		niu_write(niu, A_NIU_SCRATCH, patterns[i]);
+		got = niu_read(niu, A_NIU_SCRATCH);
+		if (got != patterns[i]) {
+			dev_err(&niu->pdev->dev,
+				"scratch register: wrote %#x, read %#x\n",
+				patterns[i], got);
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+static u32 niu_test_dma_run(struct arctic_niu *niu, dma_addr_t addr,
+			    u32 size, u32 seed, u32 cmd)
+{
+	niu_write64(niu, A_NIU_TEST_DMA_ADDR_LO, addr);
+	niu_write(niu, A_NIU_TEST_DMA_SIZE, size);
+	niu_write(niu, A_NIU_TEST_DMA_SEED, seed);
+	niu_write(niu, A_NIU_TEST_DMA_CTRL, cmd);
+	/* The command completes inside the register write. */
+	return niu_read(niu, A_NIU_TEST_DMA_STATUS);
+}
+
+/*
+ * FILL proves device writes reach our memory, CHECK proves device reads see
+ * what the CPU wrote, and a deliberately corrupted word proves CHECK can
+ * fail at all.
+ */
+static int niu_selftest_dma(struct arctic_niu *niu)
+{
+	struct device *dev = &niu->pdev->dev;
+	const u32 words = ARCTIC_SELFTEST_SIZE / 4, seed = 0x5eed0001;
+	dma_addr_t buf_dma;
+	u32 *buf, status, pattern, i;
+	int ret = -EIO;
+
+	buf = dma_alloc_coherent(dev, ARCTIC_SELFTEST_SIZE, &buf_dma,
+				 GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+
+	memset(buf, 0, ARCTIC_SELFTEST_SIZE);
+	status = niu_test_dma_run(niu, buf_dma, ARCTIC_SELFTEST_SIZE, seed,
+				  ARCTIC_TEST_DMA_FILL);
+	if (status != R_NIU_TEST_DMA_STATUS_DONE_MASK) {
+		dev_err(dev, "test DMA fill: status %#x\n", status);
+		goto free_buf;
+	}
+	for (i = 0; i < words; i++) {
+		if (le32_to_cpu((__force __le32)buf[i]) !=
+		    arctic_test_pattern(seed, i)) {
+			dev_err(dev, "test DMA fill: word %u is %#x\n", i,
+				buf[i]);
+			goto free_buf;
+		}
+	}
+
+	for (i = 0; i < words; i++) {
+		pattern = arctic_test_pattern(~seed, i);
+		buf[i] = (__force u32)cpu_to_le32(pattern);
+	}
+	status = niu_test_dma_run(niu, buf_dma, ARCTIC_SELFTEST_SIZE, ~seed,
+				  ARCTIC_TEST_DMA_CHECK);
+	if (status != R_NIU_TEST_DMA_STATUS_DONE_MASK) {
+		dev_err(dev, "test DMA check: status %#x\n", status);
+		goto free_buf;
+	}
+
+	buf[words / 2] ^= 1;
+	status = niu_test_dma_run(niu, buf_dma, ARCTIC_SELFTEST_SIZE, ~seed,
+				  ARCTIC_TEST_DMA_CHECK);
+	if (!(status & R_NIU_TEST_DMA_STATUS_MISMATCH_MASK)) {
+		dev_err(dev, "test DMA check missed a corrupted word\n");
+		goto free_buf;
+	}
+	ret = niu_check_errors(niu, "self-test");
+
+free_buf:
+	dma_free_coherent(dev, ARCTIC_SELFTEST_SIZE, buf, buf_dma);
+	return ret;
+}
+
+/* ---------------------------------------------------------------------
+ * Queues and routes
+ */
+
+static int niu_alloc_endpoints(struct arctic_niu *niu)
+{
+	struct device *dev = &niu->pdev->dev;
+	struct arctic_niu_endpoint *ep;
+	unsigned int e;
+
+	for (e = 0; e < niu->num_endpoints; e++) {
+		ep = &niu->ep[e];
+		ep->niu = niu;
+		ep->index = e;
+		/* The DMA API aligns a coherent buffer to its size order. */
+		ep->tx_region = dmam_alloc_coherent(dev, ARCTIC_TX_REGION_SIZE,
+						    &ep->tx_region_dma,
+						    GFP_KERNEL);
+		ep->rx_region = dmam_alloc_coherent(dev, ARCTIC_RX_REGION_SIZE,
+						    &ep->rx_region_dma,
+						    GFP_KERNEL);
+		if (!ep->tx_region || !ep->rx_region)
+			return -ENOMEM;
+		if (!IS_ALIGNED(ep->tx_region_dma, ARCTIC_TX_REGION_ALIGN) ||
+		    !IS_ALIGNED(ep->rx_region_dma, ARCTIC_RX_REGION_ALIGN)) {
+			dev_err(dev, "endpoint %u: queue regions misaligned\n",
+				e);
+			return -ENOMEM;
+		}
+		memset(ep->tx_region, 0, ARCTIC_TX_REGION_SIZE);
+		memset(ep->rx_region, 0, ARCTIC_RX_REGION_SIZE);
+		niu_write64(niu, ARCTIC_EP_OFFSET(e, A_EP_TX_QBASE_LO),
+			    ep->tx_region_dma);
+		niu_write64(niu, ARCTIC_EP_OFFSET(e, A_EP_RX_QBASE_LO),
+			    ep->rx_region_dma);
+	}
+	return 0;
+}
+
+/*
+ * Leave a released endpoint with empty queues and all indices at 0, which
+ * is where the next seed 002 program starts.  The device's pointers can only be
+ * written with the datapaths OFF, so every endpoint pauses for a moment;
+ * the senders of packets refused meanwhile retry them.
+ */
+static int niu_endpoint_clear(struct arctic_niu_endpoint *ep)
+{
+	struct arctic_niu *niu = ep->niu;
+	unsigned int e = ep->index;
+	int ret;
+
+	ret = niu_tx_stop(niu);
+	if (ret)
+		return ret;
+	niu_write(niu, A_NIU_RX_CTRL, 0);
+
+	niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_HI_TX_TL), 0);
+	niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_LO_TX_TL), 0);
+	niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_DMA_TX_TL), 0);
+	niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_HI_RX_HD), 0);
+	niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_LO_RX_HD), 0);
+	memset(ep->tx_region, 0, ARCTIC_TX_REGION_SIZE);
+	memset(ep->rx_region, 0, ARCTIC_RX_REGION_SIZE);
+	/* The device must see zeroed slots before it looks at them again. */
+	wmb();
+
+	niu_datapaths_start(niu);
+	return niu_check_errors(niu, "endpoint reset");
+}
+
+/*
+ * NUM_NODES is 0 until the switch's WELCOME, so the table can only be
+ * computed once the link is up.  Called with Tx OFF.
+ */
+static void niu_load_routes(struct arctic_niu *niu)
+{
+	u32 *table;
+	unsigned int t, node, n = niu->num_nodes;
+
+	table = kcalloc(2 * n, sizeof(*table), GFP_KERNEL);
+	if (!table)
+		return;
+	arctic_route_table_fill(table, niu->node_id, n);
+	for (t = 0; t < 2; t++)
+		for (node = 0; node < ARCTIC_S; node++)
+			niu_write(niu, ARCTIC_ROUTE_OFFSET(t, node),
+				  node < n ? table[t * n + node] : 0);
+	kfree(table);
+	niu->routes_loaded = true;
+}
+
+static bool niu_link_up(struct arctic_niu *niu)
+{
+	u32 status = niu_read(niu, A_NIU_LINK_STATUS);
+
+	return (status & R_NIU_LINK_STATUS_UP_MASK) &&
+	       niu_read(niu, A_NIU_NUM_NODES) > 0;
+}
+
+static int niu_wait_link(struct arctic_niu *niu, unsigned int timeout_ms)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
+	u32 status, info;
+
+	while (!niu_link_up(niu)) {
+		if (time_after(jiffies, deadline)) {
+			status = niu_read(niu, A_NIU_LINK_STATUS);
+			info = niu_read(niu, A_NIU_ERROR_INFO);
+			if (status & R_NIU_LINK_STATUS_REJECTED_MASK)
+				dev_err(&niu->pdev->dev,
+					"switch rejected node %u (reason %u)\n",
+					niu_read(niu, A_NIU_NODE_ID),
+					ARCTIC_FIELD_GET(NIU_ERROR_INFO, DETAIL,
+							 info));
+			return -ENOLINK;
+		}
+		msleep(20);
+	}
+	niu->node_id = niu_read(niu, A_NIU_NODE_ID);
+	niu->num_nodes = min_t(u32, niu_read(niu, A_NIU_NUM_NODES), ARCTIC_S);
+	return 0;
+}
+
+/* Load the routes if probe could not; called with niu->lock held. */
+static int niu_ensure_routes(struct arctic_niu *niu)
+{
+	int ret;
+
+	if (niu->routes_loaded)
+		return 0;
+	ret = niu_wait_link(niu, 0);
+	if (ret)
+		return ret;
+	ret = niu_tx_stop(niu);
+	if (ret)
+		return ret;
+	niu_load_routes(niu);
+	niu_datapaths_start(niu);
+	return niu->routes_loaded ? 0 : -ENOMEM;
+}
+
+/* ---------------------------------------------------------------------
+ * The character device: one endpoint per open file.
+ */
+
+static struct arctic_niu *file_to_niu(struct file *file)
+{
+	return container_of(file->private_data, struct arctic_niu, misc);
+}
+
+static int arctic_niu_open(struct inode *inode, struct file *file)
+{
+	struct arctic_niu *niu = file_to_niu(file);
+	struct arctic_niu_endpoint *ep = NULL;
+	unsigned int e;
+	int ret;
+
+	mutex_lock(&niu->lock);
+	ret = niu_ensure_routes(niu);
+	if (ret)
+		goto unlock;
+	for (e = 0; e < niu->num_endpoints; e++) {
+		if (!niu->ep[e].in_use) {
+			ep = &niu->ep[e];
+			break;
+		}
+	}
+	if (!ep) {
+		ret = -EBUSY;
+		goto unlock;
+	}
+	if (ep->needs_clear) {
+		ret = niu_endpoint_clear(ep);
+		if (ret)
+			goto unlock;
+		ep->needs_clear = false;
+	}
+	ep->in_use = true;
+	/* From here on the file stands for its endpoint. */
+	file->private_data = ep;
+unlock:
+	mutex_unlock(&niu->lock);
+	return ret;
+}
+
+static int arctic_niu_release(struct inode *inode, struct file *file)
+{
+	struct arctic_niu_endpoint *ep = file->private_data;
+
+	mutex_lock(&ep->niu->lock);
+	/*
+	 * Clear now rather than at the next open: messages that peers send
+	 * to a program which has not opened its endpoint yet must survive.
+	 */
+	ep->needs_clear = niu_endpoint_clear(ep) != 0;
+	ep->in_use = false;
+	mutex_unlock(&ep->niu->lock);
+	return 0;
+}
+
+static unsigned long coherent_pfn(void *cpu_addr)
+{
+	if (is_vmalloc_addr(cpu_addr))
+		return vmalloc_to_pfn(cpu_addr);
+	return PHYS_PFN(virt_to_phys(cpu_addr));
+}
+
+/* Map @size bytes of a coherent region at @uaddr, page by page. */
+static int map_coherent(struct vm_area_struct *vma, unsigned long uaddr,
+			void *cpu_addr, unsigned long size)
+{
+	unsigned long done;
+	int ret;
+
+	for (done = 0; done < size; done += PAGE_SIZE) {
+		ret = remap_pfn_range(vma, uaddr + done,
+				      coherent_pfn(cpu_addr + done), PAGE_SIZE,
+				      vma->vm_page_prot);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * The queue part of the view (offsets below ARCTIC_NIU_MMAP_QUEUES_SIZE +
+ * DMA_TX_SIZE) may be mapped whole or in part; each page comes from the
+ * Tx or Rx region as seed 002 section 2.1.1 orders them.
+ */
+static int mmap_queues(struct arctic_niu_endpoint *ep,
+		       struct vm_area_struct *vma, unsigned long offset)
+{
+	static const struct {
+		unsigned long view;	/* offset in the user's view */
+		bool rx;		/* from the Rx region, else Tx */
+		unsigned long region;	/* offset in that region */
+	} parts[] = {
+		{ ARCTIC_MMAP_HI_TX, false, ARCTIC_HI_TX_OFFSET },
+		{ ARCTIC_MMAP_LO_TX, false, ARCTIC_LO_TX_OFFSET },
+		{ ARCTIC_MMAP_HI_RX, true, ARCTIC_HI_RX_OFFSET },
+		{ ARCTIC_MMAP_LO_RX, true, ARCTIC_LO_RX_OFFSET },
+		{ ARCTIC_MMAP_DMA_TX, false, ARCTIC_DMA_TX_OFFSET },
+	};
+	unsigned long end = offset + vma->vm_end - vma->vm_start;
+	unsigned long from, to;
+	unsigned int i;
+	void *region;
+	int ret;
+
+	for (i = 0; i < ARRAY_SIZE(parts); i++) {
+		from = max(offset, parts[i].view);
+		to = min(end, parts[i].view + ARCTIC_QUEUE_SIZE);
+		if (from >= to)
+			continue;
+		region = parts[i].rx ? ep->rx_region : ep->tx_region;
+		ret = map_coherent(vma, vma->vm_start + from - offset,
+				   region + parts[i].region + from -
+				   parts[i].view, to - from);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int arctic_niu_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct arctic_niu_endpoint *ep = file->private_data;
+	unsigned long size = vma->vm_end - vma->vm_start;
+	unsigned long offset = vma->vm_pgoff << PAGE_SHIFT;
+	phys_addr_t page;
+
+	if (!(vma->vm_flags & VM_SHARED))
+		return -EINVAL;
+	if (vma->vm_pgoff > (ULONG_MAX >> PAGE_SHIFT))
+		return -EINVAL;
+	vma->vm_flags |= VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP;
+
+	if (offset < ARCTIC_NIU_MMAP_DMA_TX + ARCTIC_NIU_MMAP_DMA_TX_SIZE) {
+		if (size > ARCTIC_NIU_MMAP_DMA_TX +
+			   ARCTIC_NIU_MMAP_DMA_TX_SIZE - offset)
+			return -EINVAL;
+		return mmap_queues(ep, vma, offset);
+	}
+	if (offset == ARCTIC_NIU_MMAP_USER_PAGE) {
+		if (size != ARCTIC_NIU_MMAP_USER_PAGE_SIZE)
+			return -EINVAL;
+		page = ep->niu->user_bar_phys +
+		       (phys_addr_t)ep->index * ARCTIC_USER_PAGE_SIZE;
+		vma->vm_flags |= VM_IO;
+		vma->vm_page_prot = pgprot_noncached(vma->vm_page_prot);
+		return io_remap_pfn_range(vma, vma->vm_start, PHYS_PFN(page),
+					  size, vma->vm_page_prot);
+	}
+	/* The DMA window comes with the remote DMA engine. */
+	return -EINVAL;
+}
+
+static void niu_read_counters(struct arctic_niu *niu,
+			      struct arctic_niu_counters *counters)
+{
+	unsigned int c;
+
+	memset(counters, 0, sizeof(*counters));
+	counters->num_counters = ARCTIC_NIU_NUM_COUNTERS;
+	counters->error_cause = niu_read(niu, A_NIU_ERROR_CAUSE);
+	counters->error_info = niu_read(niu, A_NIU_ERROR_INFO);
+	for (c = 0; c < ARCTIC_NIU_NUM_COUNTERS; c++)
+		counters->counter[c] = niu_read(niu, ARCTIC_COUNTER_OFFSET(c));
+}
+
+static long ioctl_node_info(struct arctic_niu *niu, void __user *arg)
+{
+	struct arctic_niu_node_info info = {
+		.node_id = niu_read(niu, A_NIU_NODE_ID),
+		.num_nodes = niu_read(niu, A_NIU_NUM_NODES),
+		.net_levels = niu_read(niu, A_NIU_NET_LEVELS),
+		.link_status = niu_read(niu, A_NIU_LINK_STATUS),
+		.endpoints = niu->num_endpoints,
+	};
+
+	return copy_to_user(arg, &info, sizeof(info)) ? -EFAULT : 0;
+}
+
+static long ioctl_endpoint_info(struct arctic_niu_endpoint *ep,
+				void __user *arg)
+{
+	struct arctic_niu_endpoint_info info = {
+		.endpoint = ep->index,
+		.slots = ARCTIC_N,
+		.slot_size = ARCTIC_SLOT_SIZE,
+		.queues_offset = ARCTIC_NIU_MMAP_QUEUES,
+		.queues_size = ARCTIC_NIU_MMAP_QUEUES_SIZE,
+		.dma_tx_offset = ARCTIC_NIU_MMAP_DMA_TX,
+		.dma_tx_size = ARCTIC_NIU_MMAP_DMA_TX_SIZE,
+		.user_page_offset = ARCTIC_NIU_MMAP_USER_PAGE,
+		.user_page_size = ARCTIC_NIU_MMAP_USER_PAGE_SIZE,
+	};
+
+	return copy_to_user(arg, &info, sizeof(info)) ? -EFAULT : 0;
+}
+
+static long ioctl_route(struct arctic_niu *niu, unsigned int cmd,
+			void __user *arg)
+{
+	struct arctic_niu_route route;
+	long ret;
+
+	if (copy_from_user(&route, arg, sizeof(route)))
+		return -EFAULT;
+	if (route.reserved || route.flags & ~ARCTIC_NIU_ROUTE_DEFAULT ||
+	    route.table > ARCTIC_ROUTE_TABLE_LOW || route.node >= ARCTIC_S)
+		return -EINVAL;
+
+	if (cmd == ARCTIC_NIU_IOC_GET_ROUTE) {
+		if (route.flags)
+			return -EINVAL;
+		route.entry = niu_read(niu, ARCTIC_ROUTE_OFFSET(route.table,
+								route.node));
+		return copy_to_user(arg, &route, sizeof(route)) ? -EFAULT : 0;
+	}
+
+	if (!capable(CAP_NET_ADMIN))
+		return -EPERM;
+	mutex_lock(&niu->lock);
+	if (route.flags & ARCTIC_NIU_ROUTE_DEFAULT) {
+		ret = -ENOLINK;
+		if (route.node >= niu->num_nodes)
+			goto unlock;
+		route.entry = arctic_route_entry(niu->node_id, route.node,
+						 route.table ==
+						 ARCTIC_ROUTE_TABLE_HIGH,
+						 false);
+	}
+	ret = niu_tx_stop(niu);
+	if (ret)
+		goto unlock;
+	niu_write(niu, ARCTIC_ROUTE_OFFSET(route.table, route.node),
+		  route.entry);
+	niu_datapaths_start(niu);
+	ret = niu_check_errors(niu, "route override");
+unlock:
+	mutex_unlock(&niu->lock);
+	return ret;
+}
+
+static long arctic_niu_ioctl(struct file *file, unsigned int cmd,
+			     unsigned long arg)
+{
+	struct arctic_niu_endpoint *ep = file->private_data;
+	struct arctic_niu *niu = ep->niu;
+	void __user *uarg = (void __user *)arg;
+	struct arctic_niu_counters counters;
+
+	switch (cmd) {
+	case ARCTIC_NIU_IOC_NODE_INFO:
+		return ioctl_node_info(niu, uarg);
+	case ARCTIC_NIU_IOC_ENDPOINT_INFO:
+		return ioctl_endpoint_info(ep, uarg);
+	case ARCTIC_NIU_IOC_GET_ROUTE:
+	case ARCTIC_NIU_IOC_SET_ROUTE:
+		return ioctl_route(niu, cmd, uarg);
+	case ARCTIC_NIU_IOC_COUNTERS:
+		niu_read_counters(niu, &counters);
+		return copy_to_user(uarg, &counters, sizeof(counters)) ?
+		       -EFAULT : 0;
+	default:
+		return -ENOTTY;
+	}
+}
+
+static const struct file_operations arctic_niu_fops = {
+	.owner = THIS_MODULE,
+	.open = arctic_niu_open,
+	.release = arctic_niu_release,
+	.mmap = arctic_niu_mmap,
+	.unlocked_ioctl = arctic_niu_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.llseek = noop_llseek,
+};
+
+/* ---------------------------------------------------------------------
+ * sysfs: identity, link and counters, under the PCI device.
+ */
+
+static const char * const counter_names[ARCTIC_NIU_NUM_COUNTERS] = {
+	"tx_hi_packets", "tx_lo_packets", "rx_hi_packets", "rx_lo_packets",
+	"retransmits", "timeouts", "nacks_sent", "nacks_received",
+	"acks_sent", "acks_received", "duplicates", "bad_packets",
+	"tx_errors", "link_ups", "link_downs", "credit_stalls",
+};
+
+struct niu_reg_attribute {
+	struct device_attribute attr;
+	unsigned int offset;
+};
+
+static ssize_t niu_reg_show(struct device *dev, struct device_attribute *attr,
+			    char *buf)
+{
+	struct arctic_niu *niu = dev_get_drvdata(dev);
+	struct niu_reg_attribute *reg =
+		container_of(attr, struct niu_reg_attribute, attr);
+
+	return sysfs_emit(buf, "%u\n", niu_read(niu, reg->offset));
+}
+
+#define NIU_REG_ATTR(_name, _offset) \
+	struct niu_reg_attribute niu_attr_##_name = { \
+		.attr = __ATTR(_name, 0444, niu_reg_show, NULL), \
+		.offset = (_offset), \
+	}
+
+static NIU_REG_ATTR(node_id, A_NIU_NODE_ID);
+static NIU_REG_ATTR(num_nodes, A_NIU_NUM_NODES);
+static NIU_REG_ATTR(net_levels, A_NIU_NET_LEVELS);
+static NIU_REG_ATTR(link_status, A_NIU_LINK_STATUS);
+static NIU_REG_ATTR(error_cause, A_NIU_ERROR_CAUSE);
+static NIU_REG_ATTR(error_info, A_NIU_ERROR_INFO);
+
+static struct attribute *niu_attrs[] = {
+	&niu_attr_node_id.attr.attr,
+	&niu_attr_num_nodes.attr.attr,
+	&niu_attr_net_levels.attr.attr,
+	&niu_attr_link_status.attr.attr,
+	&niu_attr_error_cause.attr.attr,
+	&niu_attr_error_info.attr.attr,
+	NULL,
+};
+
+static const struct attribute_group niu_attr_group = {
+	.attrs = niu_attrs,
+};
+
+/* One file per counter under counters/, named after enum arctic_counter. */
+static struct niu_reg_attribute counter_attrs[ARCTIC_NIU_NUM_COUNTERS];
+static struct attribute *counter_attr_list[ARCTIC_NIU_NUM_COUNTERS + 1];
+
+static const struct attribute_group niu_counter_group = {
+	.name = "counters",
+	.attrs = counter_attr_list,
+};
+
+static const struct attribute_group *niu_groups[] = {
+	&niu_attr_group,
+	&niu_counter_group,
+	NULL,
+};
+
+static void niu_counter_attrs_init(void)
+{
+	unsigned int c;
+
+	for (c = 0; c < ARCTIC_NIU_NUM_COUNTERS; c++) {
+		sysfs_attr_init(&counter_attrs[c].attr.attr);
+		counter_attrs[c].attr.attr.name = counter_names[c];
+		counter_attrs[c].attr.attr.mode = 0444;
+		counter_attrs[c].attr.show = niu_reg_show;
+		counter_attrs[c].offset = ARCTIC_COUNTER_OFFSET(c);
+		counter_attr_list[c] = &counter_attrs[c].attr.attr;
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * PCI probe and remove
+ */
+
+static void niu_release_minor(void *data)
+{
+	struct arctic_niu *niu = data;
+
+	ida_free(&arctic_niu_ida, niu->minor_index);
+}
+
+static int niu_identify(struct arctic_niu *niu)
+{
+	struct device *dev = &niu->pdev->dev;
+	u32 id = niu_read(niu, A_NIU_ID);
+	u32 version = niu_read(niu, A_NIU_VERSION);
+	u32 caps = niu_read(niu, A_NIU_CAPS);
+
+	if (id != ARCTIC_NIU_ID_VALUE ||
+	    ARCTIC_FIELD_GET(NIU_VERSION, MAJOR, version) !=
+	    ARCTIC_NIU_VERSION_MAJOR) {
+		dev_err(dev, "not an Arctic NIU v1 (id %#x, version %#x)\n",
+			id, version);
+		return -ENODEV;
+	}
+	if (ARCTIC_FIELD_GET(NIU_CAPS, LOG2_N, caps) != ARCTIC_LOG2_N) {
+		dev_err(dev, "unsupported queue size (caps %#x)\n", caps);
+		return -ENODEV;
+	}
+	niu->num_endpoints = min_t(u32, ARCTIC_FIELD_GET(NIU_CAPS, ENDPOINTS,
+							 caps),
+				   ARCTIC_ENDPOINTS);
+	if (!niu->num_endpoints) {
+		dev_err(dev, "device has no endpoints\n");
+		return -ENODEV;
+	}
+	return 0;
+}
+
+static int arctic_niu_probe(struct pci_dev *pdev,
+			    const struct pci_device_id *id)
+{
+	struct device *dev = &pdev->dev;
+	struct arctic_niu *niu;
+	int ret;
+
+	niu = devm_kzalloc(dev, sizeof(*niu), GFP_KERNEL);
+	if (!niu)
+		return -ENOMEM;
+	niu->pdev = pdev;
+	mutex_init(&niu->lock);
+	pci_set_drvdata(pdev, niu);
+
+	ret = pcim_enable_device(pdev);
+	if (ret)
+		return ret;
+	ret = pcim_iomap_regions(pdev, BIT(ARCTIC_BAR_CONTROL) |
+				 BIT(ARCTIC_BAR_USER), DRV_NAME);
+	if (ret)
+		return ret;
+	if (pci_resource_len(pdev, ARCTIC_BAR_CONTROL) <
+	    ARCTIC_BAR_CONTROL_SIZE ||
+	    pci_resource_len(pdev, ARCTIC_BAR_USER) < ARCTIC_BAR_USER_SIZE) {
+		dev_err(dev, "BARs smaller than the register map\n");
+		return -ENODEV;
+	}
+	niu->regs = pcim_iomap_table(pdev)[ARCTIC_BAR_CONTROL];
+	niu->user_bar_phys = pci_resource_start(pdev, ARCTIC_BAR_USER);
+	ret = dma_set_mask_and_coherent(dev, DMA_BIT_MASK(64));
+	if (ret)
+		return ret;
+	pci_set_master(pdev);
+
+	ret = niu_identify(niu);
+	if (ret)
+		return ret;
+	niu_reset(niu);
+	ret = niu_selftest_scratch(niu);
+	if (!ret)
+		ret = niu_selftest_dma(niu);
+	if (ret) {
+		dev_err(dev, "self-test failed\n");
+		return ret;
+	}
+
+	/* The DMA engine now targets only memory that outlives the device. */
+	ret = niu_alloc_endpoints(niu);
+	if (ret)
+		goto reset_device;
+	niu_write(niu, A_NIU_VMASK, niu->num_endpoints - 1);
+
+	if (niu_wait_link(niu, link_timeout_ms))
+		dev_warn(dev, "link to the switch is down; routes load at open\n");
+	else
+		niu_load_routes(niu);
+	niu_datapaths_start(niu);
+	ret = niu_check_errors(niu, "bring-up");
+	if (ret)
+		goto reset_device;
+
+	ret = ida_alloc(&arctic_niu_ida, GFP_KERNEL);
+	if (ret < 0)
+		goto reset_device;
+	niu->minor_index = ret;
+	ret = devm_add_action_or_reset(dev, niu_release_minor, niu);
+	if (ret)
+		goto reset_device;
+	snprintf(niu->name, sizeof(niu->name), "arctic-niu%d",
+		 niu->minor_index);
+	niu->misc.minor = MISC_DYNAMIC_MINOR;
+	niu->misc.name = niu->name;
+	niu->misc.fops = &arctic_niu_fops;
+	niu->misc.parent = dev;
+	ret = misc_register(&niu->misc);
+	if (ret)
+		goto reset_device;
+
+	dev_info(dev, "%s: node %u of %u, %u endpoints\n", niu->name,
+		 niu->node_id, niu->num_nodes, niu->num_endpoints);
+	return 0;
+
+reset_device:
+	/* Stop all DMA before the managed queue memory is freed. */
+	niu_reset(niu);
+	return ret;
+}
+
+static void arctic_niu_remove(struct pci_dev *pdev)
+{
+	struct arctic_niu *niu = pci_get_drvdata(pdev);
+
+	misc_deregister(&niu->misc);
+	niu_reset(niu);
+	pci_clear_master(pdev);
+}
+
+static const struct pci_device_id arctic_niu_ids[] = {
+	{ PCI_DEVICE(ARCTIC_NIU_PCI_VENDOR_ID, ARCTIC_NIU_PCI_DEVICE_ID) },
+	{ }
+};
+MODULE_DEVICE_TABLE(pci, arctic_niu_ids);
+
+static struct pci_driver arctic_niu_driver = {
+	.name = DRV_NAME,
+	.id_table = arctic_niu_ids,
+	.probe = arctic_niu_probe,
+	.remove = arctic_niu_remove,
+	.dev_groups = niu_groups,
+};
+
+static int __init arctic_niu_init(void)
+{
+	niu_counter_attrs_init();
+	return pci_register_driver(&arctic_niu_driver);
+}
+module_init(arctic_niu_init);
+
+static void __exit arctic_niu_exit(void)
+{
+	pci_unregister_driver(&arctic_niu_driver);
+	ida_destroy(&arctic_niu_ida);
+}
+module_exit(arctic_niu_exit);
+
+MODULE_DESCRIPTION("Arctic NIU (MIT StarT network interface unit) driver");
+MODULE_LICENSE("GPL");

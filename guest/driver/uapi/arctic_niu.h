@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note OR MIT */
+/*
+ * User-space ABI of the arctic_niu driver: the ioctls of /dev/arctic-niuN
+ * and the layout of its mmap() offsets.  Every open() of the device file
+ * owns one virtual endpoint of the NIU; the process maps that endpoint's
+ * queues (seed 002 section 2.1.1: HiTx, LoTx, HiRx, LoRx contiguous at
+ * offset 0, DMATx at 4*N*128) and its user page (doorbell) and then sends
+ * and receives without system calls.  Structures hold only fixed-width
+ * types, are multiples of 8 bytes, and carry reserved fields that must be
+ * zero so that they can grow.
+ */
+#ifndef _UAPI_ARCTIC_NIU_H
+#define _UAPI_ARCTIC_NIU_H
+
+#include <linux/types.h>
+#include <linux/ioctl.h>
+
+/* mmap() offsets of the device file (bytes, page aligned). */
+#define ARCTIC_NIU_MMAP_QUEUES		0x00000	/* HiTx LoTx HiRx LoRx */
+#define ARCTIC_NIU_MMAP_QUEUES_SIZE	0x20000	/* 4 * 256 * 128 */
+#define ARCTIC_NIU_MMAP_DMA_TX		0x20000	/* DMATx, right after */
+#define ARCTIC_NIU_MMAP_DMA_TX_SIZE	0x08000
+#define ARCTIC_NIU_MMAP_USER_PAGE	0x40000	/* doorbell page, uncached */
+#define ARCTIC_NIU_MMAP_USER_PAGE_SIZE	0x01000
+/* 0x80000 and above: kept for the DMA window (remote DMA, not yet). */
+
+/* ARCTIC_NIU_IOC_NODE_INFO: where this NIU sits in the network. */
+struct arctic_niu_node_info {
+	__u32 node_id;		/* this NIU's node number */
+	__u32 num_nodes;	/* ports of the network (from the switch) */
+	__u32 net_levels;	/* fat-tree levels */
+	__u32 link_status;	/* NIU_LINK_STATUS register */
+	__u32 endpoints;	/* virtual endpoints of the NIU */
+	__u32 reserved[3];	/* zero */
+};
+
+/* ARCTIC_NIU_IOC_ENDPOINT_INFO: the endpoint this open file owns. */
+struct arctic_niu_endpoint_info {
+	__u32 endpoint;		/* 0..endpoints-1 */
+	__u32 slots;		/* slots per queue (N) */
+	__u32 slot_size;	/* bytes per slot */
+	__u32 flags;		/* none defined yet: zero */
+	__u64 queues_offset;	/* mmap offset and size of the queues */
+	__u64 queues_size;
+	__u64 dma_tx_offset;
+	__u64 dma_tx_size;
+	__u64 user_page_offset;
+	__u64 user_page_size;
+	__u64 reserved[2];	/* zero */
+};
+
+/*
+ * ARCTIC_NIU_IOC_GET_ROUTE / SET_ROUTE: one route table entry (seed 002
+ * section 4.4; the ROUTE_ENTRY layout of include/arctic/packet.h).  SET
+ * needs CAP_NET_ADMIN and briefly stops the transmit datapath of the whole
+ * NIU.  With ARCTIC_NIU_ROUTE_DEFAULT set, SET restores the entry computed
+ * from the node's position and ignores @entry; GET returns the entry in use.
+ */
+struct arctic_niu_route {
+	__u32 table;		/* 0 high priority (HiTx), 1 low (LoTx) */
+	__u32 node;		/* destination node, < 256 */
+	__u32 entry;		/* ROUTE_ENTRY value */
+	__u32 flags;
+	__u64 reserved;		/* zero */
+};
+
+/* arctic_niu_route.flags */
+#define ARCTIC_NIU_ROUTE_DEFAULT	0x1
+
+/* ARCTIC_NIU_IOC_COUNTERS: the NIU's counters and sticky error causes. */
+#define ARCTIC_NIU_NUM_COUNTERS		16
+struct arctic_niu_counters {
+	__u32 num_counters;	/* out: ARCTIC_NIU_NUM_COUNTERS */
+	__u32 error_cause;	/* out: NIU_ERROR_CAUSE */
+	__u32 error_info;	/* out: NIU_ERROR_INFO */
+	__u32 reserved;		/* zero */
+	__u32 counter[ARCTIC_NIU_NUM_COUNTERS];	/* enum arctic_counter */
+};
+
+#define ARCTIC_NIU_IOC_MAGIC		0xA7
+#define ARCTIC_NIU_IOC_NODE_INFO \
+	_IOR(ARCTIC_NIU_IOC_MAGIC, 0x00, struct arctic_niu_node_info)
+#define ARCTIC_NIU_IOC_ENDPOINT_INFO \
+	_IOR(ARCTIC_NIU_IOC_MAGIC, 0x01, struct arctic_niu_endpoint_info)
+#define ARCTIC_NIU_IOC_GET_ROUTE \
+	_IOWR(ARCTIC_NIU_IOC_MAGIC, 0x02, struct arctic_niu_route)
+#define ARCTIC_NIU_IOC_SET_ROUTE \
+	_IOW(ARCTIC_NIU_IOC_MAGIC, 0x03, struct arctic_niu_route)
+#define ARCTIC_NIU_IOC_COUNTERS \
+	_IOR(ARCTIC_NIU_IOC_MAGIC, 0x04, struct arctic_niu_counters)
+
+#endif /* _UAPI_ARCTIC_NIU_H */
