@@ -287,7 +287,7 @@ static void link_handshake(Niu *n, uint16_t hi_credits, uint16_t lo_credits)
     link_expect_hello(n);
     link_send_welcome(n, hi_credits, lo_credits);
     /* The register shows the link up once the WELCOME was taken in. */
-    for (int i = 0; i < 1000 &&
+    for (int i = 0; i < WAIT_MS &&
          !FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS, UP); i++) {
         g_usleep(1000);
     }
@@ -2150,7 +2150,7 @@ static void test_link_down_up_loses_nothing(void)
         guest_send(n, ARCTIC_TXQ_HI, 2, 1, i, 0, &v[i], 1);
     }
     doorbell(n);
-    for (i = 0; i < 100 &&
+    for (i = 0; i < WAIT_MS &&
          FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS, CONNECTED);
          i++) {
         g_usleep(1000);
