@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# One integration case: run a program on a small cluster through
+# scripts/niu-cluster and check what every node printed, not only the exit
+# status.  Cases:
+#   ping-2  niu-ping between 2 nodes: every size reported, every echoed
+#           word checked by the pinger, no wrong reply
+#   spec-2  niu-spec-test (seed 002 section 3 code only) on 2 nodes: 600
+#           messages each way at both priorities, all correct
+# Exits 77 (skip) when QEMU or the guest image is not built.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/scripts/lib.sh"
+
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2}
+if [ ! -r "$ARCTIC_CACHE/guest/initramfs.cpio.gz" ] ||
+   [ ! -r "$ARCTIC_CACHE/guest/vmlinuz" ]; then
+    echo "SKIP: no guest image in $ARCTIC_CACHE/guest; run scripts/build-guest (or scripts/niu-cluster once)"
+    exit 77
+fi
+if [ ! -r "$ARCTIC_CACHE/qemu/current-version" ]; then
+    echo "SKIP: QEMU is not built; run scripts/build-qemu"
+    exit 77
+fi
+
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+failures=0
+expect() {
+    local what=$1 pattern=$2 count=${3:-1} got
+    got=$(grep -aEc -- "$pattern" "$out")
+    if [ "$got" = "$count" ]; then
+        echo "ok: $what"
+    else
+        echo "FAIL: $what: expected $count line(s) matching '$pattern', got $got"
+        failures=$((failures + 1))
+    fi
+}
+
+# Run niu-cluster with these arguments; its output goes to $out and here.
+run_cluster() {
+    local status
+    "$root/scripts/niu-cluster" --no-build -t 170 "$@" >"$out" 2>&1
+    status=$?
+    cat "$out"
+    if [ "$status" != 0 ]; then
+        echo "FAIL: niu-cluster exited $status"
+        failures=$((failures + 1))
+    fi
+}
+
+case "$case_name" in
+ping-2)
+    run_cluster -n 2 -- niu-ping -n 100
+    expect "node 0 pings, node 1 echoes" '^\[node 0\] niu-ping: node 0 of 2, pinging|^\[node 1\] niu-ping: node 1 of 2, echoing' 2
+    expect "a latency row per size" '^\[node 0\] +(0|1|2|4|8|16|20) +[0-9]+\.[0-9] +[0-9]+\.[0-9] +[0-9]+\.[0-9]$' 7
+    expect "every reply right" '^\[node 0\] niu-ping: 700 replies checked, 0 wrong: PASS$'
+    expect "both nodes ok" '^node [01]: ok$' 2
+    ;;
+spec-2)
+    run_cluster -n 2 -- niu-spec-test
+    expect "ring neighbours" '^\[node 0\] niu-spec-test: node 0 of 2, endpoint 0: 600 rounds to 1, from 1$|^\[node 1\] niu-spec-test: node 1 of 2, endpoint 0: 600 rounds to 0, from 0$' 2
+    expect "every message right on both nodes" '^\[node [01]\] niu-spec-test: 600 messages sent and 600 received per priority, 0 wrong$' 2
+    expect "both nodes ok" '^node [01]: ok$' 2
+    ;;
+*)
+    echo "unknown case '$case_name'"
+    exit 2
+    ;;
+esac
+[ "$failures" = 0 ]
