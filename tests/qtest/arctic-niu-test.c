@@ -783,6 +783,13 @@ static void test_register_semantics(void)
     g_assert_cmphex(ep_r(n, 0, A_EP_DMA_BASE_VIR_LO), ==, 0);
     g_assert_cmphex(ep_r(n, 0, A_EP_DMA_RANGE_MASK_LO), ==, 0x00ffffff);
 
+    /* A job tag is 16 bits: wider values are refused, not cut. */
+    ep_w(n, 2, A_EP_JOB, 0x10001);
+    g_assert_cmpint(ep_r(n, 2, A_EP_JOB), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    ep_w(n, 2, A_EP_JOB, 0xbeef);
+    g_assert_cmphex(ep_r(n, 2, A_EP_JOB), ==, 0xbeef);
+
     /* VMASK is three bits. */
     reg_w(n, A_NIU_VMASK, 8);
     expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
@@ -809,6 +816,10 @@ static void test_register_semantics(void)
     ep_w(n, 0, A_EP_LO_RX_HD, 10);
     g_assert_cmpint(ep_r(n, 0, A_EP_LO_RX_HD), ==, 9);
     expect_errors(n, 1u << ARCTIC_ERR_BUSY);
+    ep_w(n, 6, A_EP_HI_RX_HD, 1);       /* the error names endpoint 6 */
+    g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_ERROR_INFO), NIU_ERROR_INFO,
+                               ENDPOINT), ==, 6);
+    expect_errors(n, 1u << ARCTIC_ERR_BUSY);
     /* Nothing in flight: OFF reads back at once. */
     reg_w(n, A_NIU_TX_CTRL, 0);
     g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, 0);
@@ -826,6 +837,23 @@ static void test_register_semantics(void)
     niu_stop(n);
 }
 
+/* Run a test DMA command and wait for DONE. */
+static uint32_t test_dma_run(Niu *n, uint32_t cmd)
+{
+    uint32_t status = 0;
+    int i;
+
+    reg_w(n, A_NIU_TEST_DMA_CTRL, cmd);
+    for (i = 0; i < WAIT_MS; i++) {
+        status = reg_r(n, A_NIU_TEST_DMA_STATUS);
+        if (status & R_NIU_TEST_DMA_STATUS_DONE_MASK) {
+            break;
+        }
+        g_usleep(1000);
+    }
+    return status;
+}
+
 static void test_dma_self_test(void)
 {
     Niu *n = niu_start(false);
@@ -836,25 +864,21 @@ static void test_dma_self_test(void)
     reg_w(n, A_NIU_TEST_DMA_ADDR_HI, SCRATCH_MEM >> 32);
     reg_w(n, A_NIU_TEST_DMA_SIZE, sizeof(words));
     reg_w(n, A_NIU_TEST_DMA_SEED, 0x1234);
-    reg_w(n, A_NIU_TEST_DMA_CTRL, ARCTIC_TEST_DMA_FILL);
-    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_STATUS), ==,
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_FILL), ==,
                     R_NIU_TEST_DMA_STATUS_DONE_MASK);
     qtest_memread(n->qts, SCRATCH_MEM, words, sizeof(words));
     for (i = 0; i < ARRAY_SIZE(words); i++) {
         g_assert_cmphex(le32_to_cpu(words[i]), ==,
                         arctic_test_pattern(0x1234, i));
     }
-    reg_w(n, A_NIU_TEST_DMA_CTRL, ARCTIC_TEST_DMA_CHECK);
-    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_STATUS), ==,
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_CHECK), ==,
                     R_NIU_TEST_DMA_STATUS_DONE_MASK);
     qtest_writel(n->qts, SCRATCH_MEM + 4 * 40, 0);
-    reg_w(n, A_NIU_TEST_DMA_CTRL, ARCTIC_TEST_DMA_CHECK);
-    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_STATUS), ==,
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_CHECK), ==,
                     R_NIU_TEST_DMA_STATUS_DONE_MASK |
                     R_NIU_TEST_DMA_STATUS_MISMATCH_MASK);
     reg_w(n, A_NIU_TEST_DMA_SIZE, 6);
-    reg_w(n, A_NIU_TEST_DMA_CTRL, ARCTIC_TEST_DMA_FILL);
-    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_STATUS), ==,
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_FILL), ==,
                     R_NIU_TEST_DMA_STATUS_DONE_MASK |
                     R_NIU_TEST_DMA_STATUS_BAD_ARGS_MASK);
     expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);

@@ -18,6 +18,7 @@
 #include "hw/pci/msix.h"
 #include "migration/blocker.h"
 #include "qapi/visitor.h"
+#include "qemu/main-loop.h"
 #include "system/dma.h"
 #include "trace.h"
 
@@ -111,6 +112,16 @@ static bool arctic_tx_off(ArcticNiuState *s)
     return !s->tx_enabled && !arctic_tx_draining(s);
 }
 
+/* The endpoint a control register belongs to, for ERROR_INFO. */
+static unsigned arctic_reg_endpoint(hwaddr addr)
+{
+    if (addr >= ARCTIC_EP_BLOCK_BASE &&
+        addr < ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0)) {
+        return (addr - ARCTIC_EP_BLOCK_BASE) / ARCTIC_EP_BLOCK_STRIDE;
+    }
+    return 0;
+}
+
 /* A write that needs its datapath OFF: refuse it otherwise. */
 static bool arctic_check_off(ArcticNiuState *s, bool off, hwaddr addr)
 {
@@ -118,7 +129,8 @@ static bool arctic_check_off(ArcticNiuState *s, bool off, hwaddr addr)
         qemu_log_mask(LOG_GUEST_ERROR,
                       "arctic-niu: write to 0x%" HWADDR_PRIx
                       " while its datapath is on\n", addr);
-        arctic_niu_set_error(s, ARCTIC_ERR_BUSY, 0, 0, addr);
+        arctic_niu_set_error(s, ARCTIC_ERR_BUSY, arctic_reg_endpoint(addr),
+                             0, addr);
         return false;
     }
     return true;
@@ -283,8 +295,10 @@ static void arctic_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
         }
         break;
     case A_EP_JOB:
-        if (arctic_check_off(s, tx_off && rx_off, addr)) {
-            ep->job = FIELD_EX32(value, EP_JOB, TAG);
+        if (value & ~R_EP_JOB_TAG_MASK) {
+            arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, epn, 0, addr);
+        } else if (arctic_check_off(s, tx_off && rx_off, addr)) {
+            ep->job = value;
         }
         break;
     default:
@@ -622,12 +636,11 @@ static const MemoryRegionOps arctic_user_ops = {
  * Test DMA engine (driver self-test, rocker style)
  */
 
+/* The MMIO write only checks and schedules; the DMA runs in a bottom half
+ * (as hw/misc/edu.c does), and STATUS.DONE says when it is over. */
 static void arctic_start_test_dma(ArcticNiuState *s, uint32_t cmd)
 {
     uint32_t size = s->test_dma_size;
-    g_autofree uint32_t *buf = NULL;
-    MemTxResult res;
-    uint32_t i, status = 0;
 
     if ((cmd != ARCTIC_TEST_DMA_FILL && cmd != ARCTIC_TEST_DMA_CHECK) ||
         size == 0 || size % 4 || size > ARCTIC_TEST_DMA_MAX_SIZE) {
@@ -640,6 +653,24 @@ static void arctic_start_test_dma(ArcticNiuState *s, uint32_t cmd)
         return;
     }
     s->test_dma_cmd = cmd;
+    s->test_dma_status = 0;
+    qemu_bh_schedule(s->test_dma_bh);
+}
+
+static void arctic_test_dma_bh(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+    uint32_t size = s->test_dma_size, cmd = s->test_dma_cmd;
+    g_autofree uint32_t *buf = NULL;
+    MemTxResult res;
+    uint32_t i, status = 0;
+
+    if (size == 0 || size % 4 || size > ARCTIC_TEST_DMA_MAX_SIZE) {
+        /* The size register changed under a running command. */
+        s->test_dma_status = FIELD_DP32(R_NIU_TEST_DMA_STATUS_DONE_MASK,
+                                        NIU_TEST_DMA_STATUS, BAD_ARGS, 1);
+        return;
+    }
     buf = g_malloc(size);
     if (cmd == ARCTIC_TEST_DMA_FILL) {
         for (i = 0; i < size / 4; i++) {
@@ -777,6 +808,7 @@ void arctic_niu_full_reset(ArcticNiuState *s)
     s->test_dma_seed = 0;
     s->test_dma_cmd = 0;
     s->test_dma_status = 0;
+    qemu_bh_cancel(s->test_dma_bh);
     memset(s->counters, 0, sizeof(s->counters));
     memset(s->route_table, 0, sizeof(s->route_table));
     memset(s->ep, 0, sizeof(s->ep));
@@ -848,6 +880,8 @@ static void arctic_niu_realize(PCIDevice *pdev, Error **errp)
     pci_register_bar(pdev, ARCTIC_BAR_USER, PCI_BASE_ADDRESS_SPACE_MEMORY,
                      &s->user_bar);
 
+    s->test_dma_bh = qemu_bh_new_guarded(arctic_test_dma_bh, s,
+                                         &DEVICE(s)->mem_reentrancy_guard);
     arctic_tx_init(s);
     arctic_niu_full_reset(s);
     arctic_link_init(s, errp);
@@ -859,6 +893,7 @@ static void arctic_niu_exit(PCIDevice *pdev)
 
     arctic_link_cleanup(s);
     arctic_tx_cleanup(s);
+    qemu_bh_delete(s->test_dma_bh);
     msix_uninit_exclusive_bar(pdev);
     migrate_del_blocker(&s->migration_blocker);
 }

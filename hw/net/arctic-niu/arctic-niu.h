@@ -138,6 +138,7 @@ struct ArcticNiuState {
     uint32_t test_dma_seed;
     uint32_t test_dma_cmd;
     uint32_t test_dma_status;
+    QEMUBH *test_dma_bh;
     uint32_t counters[ARCTIC_NUM_COUNTERS];
     uint32_t route_table[2][ARCTIC_S];
     ArcticEndpoint ep[ARCTIC_ENDPOINTS];
