@@ -39,6 +39,7 @@ MODULE_PARM_DESC(link_timeout_ms,
 /* Draining Tx waits for the link; a switch restart takes about a second. */
 #define ARCTIC_TX_DRAIN_TIMEOUT_US	(5 * USEC_PER_SEC)
 #define ARCTIC_SELFTEST_SIZE		PAGE_SIZE
+#define ARCTIC_TEST_DMA_TIMEOUT_US	USEC_PER_SEC
 
 static DEFINE_IDA(arctic_niu_ida);
 
@@ -150,15 +151,22 @@ static int niu_selftest_scratch(struct arctic_niu *niu)
 	return 0;
 }
 
+/* Returns the final TEST_DMA_STATUS, or 0 if DONE never came. */
 static u32 niu_test_dma_run(struct arctic_niu *niu, dma_addr_t addr,
 			    u32 size, u32 seed, u32 cmd)
 {
+	u32 status;
+
 	niu_write64(niu, A_NIU_TEST_DMA_ADDR_LO, addr);
 	niu_write(niu, A_NIU_TEST_DMA_SIZE, size);
 	niu_write(niu, A_NIU_TEST_DMA_SEED, seed);
 	niu_write(niu, A_NIU_TEST_DMA_CTRL, cmd);
-	/* The command completes inside the register write. */
-	return niu_read(niu, A_NIU_TEST_DMA_STATUS);
+	/* The command runs after the write returns; DONE says it ended. */
+	if (readl_poll_timeout(niu->regs + A_NIU_TEST_DMA_STATUS, status,
+			       status & R_NIU_TEST_DMA_STATUS_DONE_MASK, 10,
+			       ARCTIC_TEST_DMA_TIMEOUT_US))
+		return 0;
+	return status;
 }
 
 /*
@@ -517,16 +525,18 @@ static int arctic_niu_mmap(struct file *file, struct vm_area_struct *vma)
 	return -EINVAL;
 }
 
+static_assert(ARCTIC_NUM_COUNTERS <= ARCTIC_NIU_MAX_COUNTERS);
+
 static void niu_read_counters(struct arctic_niu *niu,
 			      struct arctic_niu_counters *counters)
 {
 	unsigned int c;
 
 	memset(counters, 0, sizeof(*counters));
-	counters->num_counters = ARCTIC_NIU_NUM_COUNTERS;
+	counters->num_counters = ARCTIC_NUM_COUNTERS;
 	counters->error_cause = niu_read(niu, A_NIU_ERROR_CAUSE);
 	counters->error_info = niu_read(niu, A_NIU_ERROR_INFO);
-	for (c = 0; c < ARCTIC_NIU_NUM_COUNTERS; c++)
+	for (c = 0; c < ARCTIC_NUM_COUNTERS; c++)
 		counters->counter[c] = niu_read(niu, ARCTIC_COUNTER_OFFSET(c));
 }
 
@@ -644,13 +654,6 @@ static const struct file_operations arctic_niu_fops = {
  * sysfs: identity, link and counters, under the PCI device.
  */
 
-static const char * const counter_names[ARCTIC_NIU_NUM_COUNTERS] = {
-	"tx_hi_packets", "tx_lo_packets", "rx_hi_packets", "rx_lo_packets",
-	"retransmits", "timeouts", "nacks_sent", "nacks_received",
-	"acks_sent", "acks_received", "duplicates", "bad_packets",
-	"tx_errors", "link_ups", "link_downs", "credit_stalls",
-};
-
 struct niu_reg_attribute {
 	struct device_attribute attr;
 	unsigned int offset;
@@ -693,9 +696,9 @@ static const struct attribute_group niu_attr_group = {
 	.attrs = niu_attrs,
 };
 
-/* One file per counter under counters/, named after enum arctic_counter. */
-static struct niu_reg_attribute counter_attrs[ARCTIC_NIU_NUM_COUNTERS];
-static struct attribute *counter_attr_list[ARCTIC_NIU_NUM_COUNTERS + 1];
+/* One file per counter under counters/, named as the device names them. */
+static struct niu_reg_attribute counter_attrs[ARCTIC_NUM_COUNTERS];
+static struct attribute *counter_attr_list[ARCTIC_NUM_COUNTERS + 1];
 
 static const struct attribute_group niu_counter_group = {
 	.name = "counters",
@@ -712,9 +715,9 @@ static void niu_counter_attrs_init(void)
 {
 	unsigned int c;
 
-	for (c = 0; c < ARCTIC_NIU_NUM_COUNTERS; c++) {
+	for (c = 0; c < ARCTIC_NUM_COUNTERS; c++) {
 		sysfs_attr_init(&counter_attrs[c].attr.attr);
-		counter_attrs[c].attr.attr.name = counter_names[c];
+		counter_attrs[c].attr.attr.name = arctic_counter_name(c);
 		counter_attrs[c].attr.attr.mode = 0444;
 		counter_attrs[c].attr.show = niu_reg_show;
 		counter_attrs[c].offset = ARCTIC_COUNTER_OFFSET(c);

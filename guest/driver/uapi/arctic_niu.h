@@ -67,14 +67,18 @@ struct arctic_niu_route {
 /* arctic_niu_route.flags */
 #define ARCTIC_NIU_ROUTE_DEFAULT	0x1
 
-/* ARCTIC_NIU_IOC_COUNTERS: the NIU's counters and sticky error causes. */
-#define ARCTIC_NIU_NUM_COUNTERS		16
+/*
+ * ARCTIC_NIU_IOC_COUNTERS: the NIU's counters (enum arctic_counter of
+ * include/arctic/niu-hw.h) and sticky error causes.  Room for 32; the
+ * device's number is in @num_counters and the rest reads 0.
+ */
+#define ARCTIC_NIU_MAX_COUNTERS		32
 struct arctic_niu_counters {
-	__u32 num_counters;	/* out: ARCTIC_NIU_NUM_COUNTERS */
+	__u32 num_counters;	/* out: counters the device has */
 	__u32 error_cause;	/* out: NIU_ERROR_CAUSE */
 	__u32 error_info;	/* out: NIU_ERROR_INFO */
 	__u32 reserved;		/* zero */
-	__u32 counter[ARCTIC_NIU_NUM_COUNTERS];	/* enum arctic_counter */
+	__u32 counter[ARCTIC_NIU_MAX_COUNTERS];
 };
 
 #define ARCTIC_NIU_IOC_MAGIC		0xA7
