@@ -7,12 +7,15 @@
 #           word checked by the pinger, no wrong reply
 #   spec-2  niu-spec-test (seed 002 section 3 code only) on 2 nodes: 600
 #           messages each way at both priorities, all correct
+#   driver-1  niu-driver-test on 1 node, then the module unloaded and
+#           loaded again and the test repeated: error codes for bad
+#           requests, route override, endpoints, sysfs counters
 # Exits 77 (skip) when QEMU or the guest image is not built.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|driver-1}
 if [ ! -r "$ARCTIC_CACHE/guest/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_CACHE/guest/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_CACHE/guest; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -62,6 +65,14 @@ spec-2)
     expect "ring neighbours" '^\[node 0\] niu-spec-test: node 0 of 2, endpoint 0: 600 rounds to 1, from 1$|^\[node 1\] niu-spec-test: node 1 of 2, endpoint 0: 600 rounds to 0, from 0$' 2
     expect "every message right on both nodes" '^\[node [01]\] niu-spec-test: 600 messages sent and 600 received per priority, 0 wrong$' 2
     expect "both nodes ok" '^node [01]: ok$' 2
+    ;;
+driver-1)
+    counter=/sys/bus/pci/drivers/arctic_niu/0*/counters/rx-hi-packets
+    run_cluster -n 1 -- "niu-driver-test && echo rx-hi=\$(cat $counter) && rmmod arctic_niu && insmod /lib/modules/arctic_niu.ko && niu-driver-test"
+    expect "no check failed" '^\[node 0\] FAIL' 0
+    expect "both runs pass" '^\[node 0\] niu-driver-test: 0 failure\(s\): PASS$' 2
+    expect "the loopback message counted in sysfs" '^\[node 0\] rx-hi=1$'
+    expect "the node is ok" '^node 0: ok$'
     ;;
 *)
     echo "unknown case '$case_name'"

@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Checks that the arctic_niu driver answers bad requests from user space
+ * with the right error codes and good ones with the right values: unknown
+ * ioctls, reserved fields, out-of-range routes, private or misplaced
+ * mappings, running out of endpoints, the route override and its restore,
+ * and the counters.  Run as root on one node (route override needs
+ * CAP_NET_ADMIN).  Prints one line per check; exit status 0 when all pass.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "arctic/niu-hw.h"
+#include "arctic/route.h"
+#include "uapi/arctic_niu.h"
+
+static const char *device = "/dev/arctic-niu0";
+static int failures;
+
+static void check(int ok, const char *what)
+{
+	printf("%s: %s\n", ok ? "ok" : "FAIL", what);
+	failures += !ok;
+}
+
+/* ioctl() result as 0 or -errno. */
+static int do_ioctl(int fd, unsigned long cmd, void *arg)
+{
+	return ioctl(fd, cmd, arg) < 0 ? -errno : 0;
+}
+
+static int do_mmap(int fd, size_t size, int flags, off_t offset)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, fd, offset);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	munmap(p, size);
+	return 0;
+}
+
+static void check_ioctls(int fd)
+{
+	struct arctic_niu_node_info node;
+	struct arctic_niu_endpoint_info info;
+	struct arctic_niu_counters counters;
+	struct arctic_niu_route route;
+	uint32_t expected;
+
+	check(do_ioctl(fd, _IO(ARCTIC_NIU_IOC_MAGIC, 0x7f), NULL) == -ENOTTY,
+	      "unknown ioctl: ENOTTY");
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_NODE_INFO, NULL) == -EFAULT,
+	      "node info to NULL: EFAULT");
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_NODE_INFO, &node) == 0 &&
+	      node.endpoints == ARCTIC_ENDPOINTS && node.num_nodes >= 1 &&
+	      node.node_id < node.num_nodes &&
+	      (node.link_status & R_NIU_LINK_STATUS_UP_MASK) &&
+	      node.reserved[0] == 0, "node info");
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_ENDPOINT_INFO, &info) == 0 &&
+	      info.endpoint == 0 && info.slots == ARCTIC_N &&
+	      info.slot_size == ARCTIC_SLOT_SIZE &&
+	      info.queues_size == 4 * ARCTIC_QUEUE_SIZE &&
+	      info.dma_tx_offset == ARCTIC_MMAP_DMA_TX,
+	      "endpoint info: endpoint 0, seed layout");
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_COUNTERS, &counters) == 0 &&
+	      counters.num_counters == ARCTIC_NUM_COUNTERS &&
+	      counters.error_cause == 0, "counters, no error cause");
+
+	memset(&route, 0, sizeof(route));
+	route.reserved = 1;
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_GET_ROUTE, &route) == -EINVAL,
+	      "route with reserved bits: EINVAL");
+	memset(&route, 0, sizeof(route));
+	route.table = 2;
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_SET_ROUTE, &route) == -EINVAL,
+	      "route table 2: EINVAL");
+	memset(&route, 0, sizeof(route));
+	route.node = ARCTIC_S;
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_GET_ROUTE, &route) == -EINVAL,
+	      "route to node 256: EINVAL");
+	memset(&route, 0, sizeof(route));
+	route.flags = 2;
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_SET_ROUTE, &route) == -EINVAL,
+	      "route with unknown flag: EINVAL");
+
+	/* The loaded table is the one route.h computes. */
+	expected = arctic_route_entry(node.node_id, 0, true, false);
+	memset(&route, 0, sizeof(route));
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_GET_ROUTE, &route) == 0 &&
+	      route.entry == expected, "route to node 0 as route.h computes");
+	route.entry = expected | ARCTIC_FIELD_PREP(UPROUTE, RANDOM, 1);
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_SET_ROUTE, &route) == 0,
+	      "route override accepted");
+	route.entry = 0;
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_GET_ROUTE, &route) == 0 &&
+	      route.entry == (expected |
+			      ARCTIC_FIELD_PREP(UPROUTE, RANDOM, 1)),
+	      "route override reads back");
+	route.flags = ARCTIC_NIU_ROUTE_DEFAULT;
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_SET_ROUTE, &route) == 0,
+	      "route restore accepted");
+	route.flags = 0;
+	route.entry = 0;
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_GET_ROUTE, &route) == 0 &&
+	      route.entry == expected, "route restored");
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_COUNTERS, &counters) == 0 &&
+	      counters.error_cause == 0, "still no error cause");
+}
+
+static void check_mmap(int fd)
+{
+	check(do_mmap(fd, ARCTIC_NIU_MMAP_QUEUES_SIZE, MAP_SHARED, 0) == 0,
+	      "map the queues");
+	check(do_mmap(fd, ARCTIC_NIU_MMAP_QUEUES_SIZE +
+		      ARCTIC_NIU_MMAP_DMA_TX_SIZE, MAP_SHARED, 0) == 0,
+	      "map the queues and DMATx at once");
+	check(do_mmap(fd, ARCTIC_NIU_MMAP_DMA_TX_SIZE, MAP_SHARED,
+		      ARCTIC_NIU_MMAP_DMA_TX) == 0, "map DMATx alone");
+	check(do_mmap(fd, ARCTIC_NIU_MMAP_QUEUES_SIZE, MAP_PRIVATE, 0) ==
+	      -EINVAL, "private mapping: EINVAL");
+	check(do_mmap(fd, ARCTIC_NIU_MMAP_QUEUES_SIZE +
+		      ARCTIC_NIU_MMAP_DMA_TX_SIZE + 4096, MAP_SHARED, 0) ==
+	      -EINVAL, "mapping past DMATx: EINVAL");
+	check(do_mmap(fd, 4096, MAP_SHARED, 0x30000) == -EINVAL,
+	      "mapping the gap: EINVAL");
+	check(do_mmap(fd, 4096, MAP_SHARED, ARCTIC_NIU_MMAP_USER_PAGE) == 0,
+	      "map the user page");
+	check(do_mmap(fd, 8192, MAP_SHARED, ARCTIC_NIU_MMAP_USER_PAGE) ==
+	      -EINVAL, "two pages at the user page: EINVAL");
+	check(do_mmap(fd, 4096, MAP_SHARED, 0x80000) == -EINVAL,
+	      "DMA window (not yet): EINVAL");
+}
+
+/* The Rx queues of the view are the ones the NIU writes: a message sent
+ * to ourselves must appear in HiRx at slot 0. */
+static void check_loopback(int fd, uint32_t me)
+{
+	char *q = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE,
+		       PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	volatile struct arctic_mpi_slot *tx, *rx;
+	int spins;
+
+	if (q == MAP_FAILED) {
+		check(0, "map for loopback");
+		return;
+	}
+	tx = (void *)(q + ARCTIC_MMAP_HI_TX);
+	rx = (void *)(q + ARCTIC_MMAP_HI_RX);
+	tx->command[0] = 0xfeed;
+	tx->payload[0] = 0xbeef;
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	tx->header = ARCTIC_MPI_VALID |
+		     ARCTIC_FIELD_PREP(MPI_HEADER, DEST, me) |
+		     ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, 1);
+	for (spins = 0; spins < 5000 && !(rx->header & ARCTIC_MPI_VALID);
+	     spins++)
+		usleep(1000);
+	check((rx->header & ARCTIC_MPI_VALID) && tx->header == 0 &&
+	      rx->command[0] == 0xfeed && rx->payload[0] == 0xbeef &&
+	      ARCTIC_FIELD_GET(MPI_HEADER, DEST, rx->header) == me,
+	      "loopback message lands in HiRx slot 0");
+	munmap(q, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+}
+
+int main(int argc, char **argv)
+{
+	struct arctic_niu_endpoint_info info;
+	struct arctic_niu_node_info node;
+	int fds[ARCTIC_ENDPOINTS], fd, i, got = 0;
+
+	if (argc > 1)
+		device = argv[1];
+	fd = open(device, O_RDWR);
+	if (fd < 0) {
+		perror(device);
+		return 2;
+	}
+	check_ioctls(fd);
+	check_mmap(fd);
+	if (do_ioctl(fd, ARCTIC_NIU_IOC_NODE_INFO, &node) == 0)
+		check_loopback(fd, node.node_id);
+
+	/* Seven more endpoints, then none. */
+	for (i = 1; i < ARCTIC_ENDPOINTS; i++) {
+		fds[i] = open(device, O_RDWR);
+		if (fds[i] >= 0 &&
+		    do_ioctl(fds[i], ARCTIC_NIU_IOC_ENDPOINT_INFO, &info) == 0 &&
+		    info.endpoint == (uint32_t)i)
+			got++;
+	}
+	check(got == ARCTIC_ENDPOINTS - 1, "eight opens get endpoints 0-7");
+	check(open(device, O_RDWR) < 0 && errno == EBUSY,
+	      "ninth open: EBUSY");
+	close(fds[3]);
+	fds[3] = open(device, O_RDWR);
+	check(fds[3] >= 0 &&
+	      do_ioctl(fds[3], ARCTIC_NIU_IOC_ENDPOINT_INFO, &info) == 0 &&
+	      info.endpoint == 3, "a closed endpoint is handed out again");
+	for (i = 1; i < ARCTIC_ENDPOINTS; i++)
+		close(fds[i]);
+	close(fd);
+
+	/* The loopback left a message behind; release emptied it. */
+	fd = open(device, O_RDWR);
+	if (fd >= 0) {
+		char *q = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE, PROT_READ,
+			       MAP_SHARED, fd, 0);
+
+		check(q != MAP_FAILED &&
+		      ((volatile struct arctic_mpi_slot *)
+		       (q + ARCTIC_MMAP_HI_RX))->header == 0,
+		      "a reopened endpoint starts empty");
+		close(fd);
+	}
+	printf("niu-driver-test: %d failure(s): %s\n", failures,
+	       failures ? "FAIL" : "PASS");
+	return failures ? 1 : 0;
+}
