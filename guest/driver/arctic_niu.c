@@ -116,15 +116,35 @@ static void niu_datapaths_start(struct arctic_niu *niu)
 	niu_write(niu, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
 }
 
+/*
+ * Causes that mean the device refused what the driver programmed.  The
+ * others come from the network and from peers that booted first (an
+ * answer owed to a node before our routes are loaded is dropped as
+ * NO_ROUTE, a packet arriving with Rx off is refused): those are logged,
+ * not failures of ours.
+ */
+#define ARCTIC_DRIVER_ERRORS (BIT(ARCTIC_ERR_RO_WRITE) | \
+			      BIT(ARCTIC_ERR_BAD_REGISTER) | \
+			      BIT(ARCTIC_ERR_BUSY) | \
+			      BIT(ARCTIC_ERR_BAD_ALIGN) | \
+			      BIT(ARCTIC_ERR_BAD_INDEX) | \
+			      BIT(ARCTIC_ERR_BAD_VALUE))
+
 static int niu_check_errors(struct arctic_niu *niu, const char *when)
 {
 	u32 cause = niu_read(niu, A_NIU_ERROR_CAUSE);
+	u32 info = niu_read(niu, A_NIU_ERROR_INFO);
 
 	if (!cause)
 		return 0;
-	dev_err(&niu->pdev->dev, "%s: error cause %#x, info %#x\n", when,
-		cause, niu_read(niu, A_NIU_ERROR_INFO));
 	niu_write(niu, A_NIU_ERROR_CAUSE, cause);
+	if (!(cause & ARCTIC_DRIVER_ERRORS)) {
+		dev_info(&niu->pdev->dev, "%s: network error cause %#x, info %#x\n",
+			 when, cause, info);
+		return 0;
+	}
+	dev_err(&niu->pdev->dev, "%s: error cause %#x, info %#x\n", when,
+		cause, info);
 	return -EIO;
 }
 
