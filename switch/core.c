@@ -410,6 +410,16 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
                ARCTIC_LINK_VERSION_MAJOR, ARCTIC_LINK_VERSION_MINOR);
         return;
     }
+    for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
+        if (hello.credits[prio] == 0 ||
+            hello.credits[prio] > ARCTIC_LINK_MAX_CREDITS) {
+            reject(sw, conn, ARCTIC_REJECT_MALFORMED,
+                   ARCTIC_DISCONNECT_REJECTED,
+                   "%u credits at priority %u: want 1..%d",
+                   hello.credits[prio], prio, ARCTIC_LINK_MAX_CREDITS);
+            return;
+        }
+    }
     if (hello.node_id >= sw->ports) {
         reject(sw, conn, ARCTIC_REJECT_BAD_NODE, ARCTIC_DISCONNECT_REJECTED,
                "node %u: the switch has ports 0..%u", hello.node_id,

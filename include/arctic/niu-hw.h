@@ -27,7 +27,7 @@
 /* Values of the ID and VERSION registers. */
 #define ARCTIC_NIU_ID_VALUE         0x41524354u  /* "ARCT" */
 #define ARCTIC_NIU_VERSION_MAJOR    1
-#define ARCTIC_NIU_VERSION_MINOR    0
+#define ARCTIC_NIU_VERSION_MINOR    1   /* 1.1: DMA, dMPI, IRQs, jobs */
 
 /* Design constants (seed 002 Table 1). */
 enum {
@@ -126,8 +126,9 @@ struct arctic_dma_request {
  * datapath OFF; this NIU keeps going) is answered by an error notice in
  * the requesting endpoint's own HiRx: a receive slot whose header has MODE
  * = 1 (a normal notification always has MODE = 0), TYPE of the request,
- * LENGTH 0, DEST = this node; command[0] = the request's command and
- * command[1] = one of these codes.
+ * LENGTH 0, ENDPOINT of the request (the endpoint it was meant for at the
+ * destination), DEST = this node; command[0] = the slot's word at offset 4
+ * (a request's command) and command[1] = one of these codes.
  */
 enum arctic_dma_status {
     ARCTIC_DMA_ERR_ALIGN = 1,     /* source or target not D-aligned */
@@ -327,9 +328,9 @@ REG32(NIU_ROUTE_TABLE, 0x800)
 enum { ARCTIC_ROUTE_TABLE_SIZE = 2 * ARCTIC_S * 4 };
 
 /* Per-endpoint privileged registers (seed 002 §4.2, §4.3), one block per
- * endpoint.  Bases, indices and the DMA window may only be written while
- * the datapath they belong to is OFF (Tx: TX_QBASE, *_TX_TL, DMA window;
- * Rx: RX_QBASE, *_RX_HD). */
+ * endpoint.  Bases and indices may only be written while the datapath they
+ * belong to is OFF (Tx: TX_QBASE, *_TX_TL; Rx: RX_QBASE, *_RX_HD), the
+ * DMA window and the job tag only while both are. */
 enum {
     ARCTIC_EP_BLOCK_BASE = 0x1000,
     ARCTIC_EP_BLOCK_STRIDE = 0x100,
@@ -352,14 +353,15 @@ REG32(EP_DMA_BASE_VIR_LO, 0x30)
 REG32(EP_DMA_BASE_VIR_HI, 0x34)
 REG32(EP_DMA_RANGE_MASK_LO, 0x38)
 REG32(EP_DMA_RANGE_MASK_HI, 0x3c)
-REG32(EP_JOB, 0x40)                  /* job tag (GID); part 2 */
+REG32(EP_JOB, 0x40)                  /* job tag (GID), both datapaths OFF */
     FIELD(EP_JOB, TAG, 0, 16)
 
 /* ------------------------------------------------------------------------
  * User pages (BAR 2): page e belongs to endpoint e and is what the driver
  * maps into the process that owns the endpoint.
  */
-REG32(USER_DOORBELL, 0x000)          /* write: serve this endpoint now */
+REG32(USER_DOORBELL, 0x000)          /* write: a service pass now (every
+                                        served endpoint; the bits are hints) */
     FIELD(USER_DOORBELL, HI_TX, 0, 1)
     FIELD(USER_DOORBELL, LO_TX, 1, 1)
     FIELD(USER_DOORBELL, DMA_TX, 2, 1)
@@ -386,7 +388,8 @@ REG32(USER_TX_STATUS, 0x05c)
  */
 enum arctic_error {
     ARCTIC_ERR_RO_WRITE = 0,     /* write to a read-only register */
-    ARCTIC_ERR_BAD_REGISTER = 1, /* access to no register, or not 32-bit */
+    ARCTIC_ERR_BAD_REGISTER = 1, /* access to no register (accesses other
+                                    than 4 or 8 bytes never reach it) */
     ARCTIC_ERR_BUSY = 2,         /* write needs its datapath OFF */
     ARCTIC_ERR_BAD_ALIGN = 3,    /* queue base or DMA window misaligned */
     ARCTIC_ERR_BAD_INDEX = 4,    /* queue index >= N */
@@ -398,7 +401,7 @@ enum arctic_error {
     ARCTIC_ERR_LINK_REJECTED = 9,/* the switch refused the handshake */
     ARCTIC_ERR_LINK_PROTOCOL = 10,/* malformed frame from the switch */
     ARCTIC_ERR_BAD_PACKET = 11,  /* malformed packet from the network */
-    ARCTIC_ERR_DMA_RANGE = 12,   /* DMA outside the window (part 2) */
+    ARCTIC_ERR_DMA_RANGE = 12,   /* DMA outside the endpoint's window */
     ARCTIC_ERR_BAD_VALUE = 13,   /* reserved bits or an invalid value */
     ARCTIC_NUM_ERRORS
 };

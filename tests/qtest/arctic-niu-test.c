@@ -1173,12 +1173,62 @@ static void test_raw_transmit(void)
     user_w(n, A_USER_LO_TX_FIFO_LAST, 7);
     link_expect_silence(n);
     expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    /* Route bits climbing 15 levels name node 0xffff, which no network
+     * of 256 nodes has: refused, nothing sent, nothing else touched. */
+    user_w(n, A_USER_HI_TX_FIFO, 0x8000 | ARCTIC_FIELD_PREP(UPROUTE, HOPS, 15));
+    user_w(n, A_USER_HI_TX_FIFO_LAST, 0xffff0000 | 2);
+    user_w(n, A_USER_HI_TX_FIFO, 0x8000 | ARCTIC_FIELD_PREP(UPROUTE, HOPS, 8));
+    user_w(n, A_USER_HI_TX_FIFO_LAST, 0x01ff0000 | 2);
+    link_expect_silence(n);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    /* A packet longer than 31 words is discarded whole, up to its last
+     * word; the next one starts clean. */
+    for (i = 0; i < 40; i++) {
+        user_w(n, A_USER_HI_TX_FIFO, i);
+    }
+    user_w(n, A_USER_HI_TX_FIFO_LAST, 99);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    user_w(n, A_USER_HI_TX_FIFO, route & 0xffff);
+    user_w(n, A_USER_HI_TX_FIFO, (route & 0xffff0000) | (9 << 6) | (0 + 4));
+    user_w(n, A_USER_HI_TX_FIFO, 1);
+    user_w(n, A_USER_HI_TX_FIFO_LAST, 2);
+    expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 1, 9, 1, 2, NULL, 0);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 1, 0);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
     /* With the datapath on, the FIFOs refuse (dMPI and MPI do not mix). */
     reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
     user_w(n, A_USER_HI_TX_FIFO, route & 0xffff);
     expect_errors(n, 1u << ARCTIC_ERR_BUSY);
-    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_HI_PACKETS), ==, 1);
-    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_ERRORS), ==, 1);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_HI_PACKETS), ==, 2);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_ERRORS), ==, 4);
+    niu_stop(n);
+}
+
+/* Raw packets that wait for link credit hold nothing else up: later
+ * packets are taken, and TxCtrl still reads OFF. */
+static void test_raw_transmit_waits_for_credit(void)
+{
+    Niu *n = niu_start_linked(1, 8);
+    uint32_t route = arctic_route_entry(NIU_NODE, 3, true, false);
+    uint32_t epoch = 0;
+    unsigned k;
+
+    n->hold_credits[ARCTIC_PRIORITY_HIGH] = true;
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    for (k = 0; k < 3; k++) {
+        g_assert_cmphex(user_r(n, A_USER_TX_STATUS), ==, 0);
+        user_w(n, A_USER_HI_TX_FIFO, route & 0xffff);
+        user_w(n, A_USER_HI_TX_FIFO, (route & 0xffff0000) | (k << 6) | 4);
+        user_w(n, A_USER_HI_TX_FIFO, k);
+        user_w(n, A_USER_HI_TX_FIFO_LAST, ~k);
+    }
+    g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, 0);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    for (k = 0; k < 3; k++) {
+        epoch = expect_data(n, 3, ARCTIC_PRIORITY_HIGH, k, k, k, ~k, NULL, 0);
+        link_send_credit(n, 1, 0);
+    }
+    peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 2, 0);
     niu_stop(n);
 }
 
@@ -1595,6 +1645,43 @@ static void test_dma_in_hitx_blocks_hitx(void)
     expect_data(n, 3, ARCTIC_PRIORITY_HIGH, ARCTIC_DMA_PACKETS + 1, 2, 0, 0,
                 &v, 1);
     g_assert_cmpint(ep_r(n, 0, A_EP_HI_TX_TL), ==, 2);
+    niu_stop(n);
+}
+
+/* A context switch that moves the DMATx tail restarts the request there
+ * from its first packet; the state view shows the progress. */
+static void test_dma_progress_and_context_switch(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t block[ARCTIC_D / 4];
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    QDict *rsp, *ep0;
+    unsigned i;
+
+    set_window_and_job(n, WIN_PHYS, WIN_VIRT, WIN_MASK, 0);
+    fill_block(n, WIN_PHYS, block, 4);
+    guest_dma(n, ARCTIC_TXQ_DMA, 2, 1, 0xe0, REMOTE_TARGET, WIN_VIRT, NULL, 0);
+    doorbell(n);
+    /* Unacked, the engine stops at its share of the lines. */
+    for (i = 0; i < 8; i++) {
+        link_expect_packet(n, wire);
+    }
+    link_expect_silence(n);
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, 0);
+    rsp = qtest_qmp(n->qts, "{'execute': 'qom-get', 'arguments': {"
+                    "'path': '/machine/peripheral/niu', 'property': 'state'}}");
+    ep0 = qobject_to(QDict, qlist_peek(qdict_get_qlist(
+              qdict_get_qdict(rsp, "return"), "endpoints")));
+    g_assert_cmpint(qdict_get_int(ep0, "dma-tx-dma-packets-sent"), ==, 8);
+    qobject_unref(rsp);
+    ep_w(n, 0, A_EP_DMA_TX_TL, 0);
+    rsp = qtest_qmp(n->qts, "{'execute': 'qom-get', 'arguments': {"
+                    "'path': '/machine/peripheral/niu', 'property': 'state'}}");
+    ep0 = qobject_to(QDict, qlist_peek(qdict_get_qlist(
+              qdict_get_qdict(rsp, "return"), "endpoints")));
+    g_assert_cmpint(qdict_get_int(ep0, "dma-tx-dma-packets-sent"), ==, 0);
+    qobject_unref(rsp);
     niu_stop(n);
 }
 
@@ -2708,6 +2795,8 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/ack/rx-queue-full", test_rx_queue_full_nack);
     qtest_add_func("/arctic-niu/raw/receive", test_raw_receive);
     qtest_add_func("/arctic-niu/raw/transmit", test_raw_transmit);
+    qtest_add_func("/arctic-niu/raw/transmit-waits-for-credit",
+                   test_raw_transmit_waits_for_credit);
     qtest_add_func("/arctic-niu/ack/rx-duplicate",
                    test_rx_duplicate_not_delivered);
     qtest_add_func("/arctic-niu/ack/rx-reorder", test_rx_reorder_in_order);
@@ -2720,6 +2809,8 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/dma/send", test_dma_send);
     qtest_add_func("/arctic-niu/dma/hitx-blocks", test_dma_in_hitx_blocks_hitx);
     qtest_add_func("/arctic-niu/dma/receive", test_dma_receive);
+    qtest_add_func("/arctic-niu/dma/context-switch",
+                   test_dma_progress_and_context_switch);
     qtest_add_func("/arctic-niu/dma/refused", test_dma_refused);
     qtest_add_func("/arctic-niu/protection/job-tags", test_job_tags);
     qtest_add_func("/arctic-niu/irq/intx-one-shot", test_irq_intx_one_shot);

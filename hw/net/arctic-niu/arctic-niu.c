@@ -4,8 +4,9 @@
  * 1996) as a PCI device.  This file is the QEMU glue: type and properties,
  * the privileged register file of seed 002 §4 plus identity, status, test
  * and per-endpoint registers (control BAR), the user pages with the
- * doorbells (user BAR), the test DMA engine, and reset.  The datapaths are
- * in niu-tx.c and niu-rx.c, the link to arctic-switch in niu-link.c.
+ * doorbells (user BAR), interrupts, the test DMA engine, the "state"
+ * view, and reset.  The datapaths are in niu-tx.c and niu-rx.c, dMPI raw
+ * mode in niu-raw.c, the link to arctic-switch in niu-link.c.
  * docs/programming-guide.md describes the device for driver authors.
  */
 
@@ -248,6 +249,8 @@ static void arctic_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
             arctic_write_qbase(s, epn, addr, &ep->tx_qbase,
                                reg == A_EP_TX_QBASE_HI, value,
                                ARCTIC_TX_REGION_ALIGN);
+            /* Another process's queues: no DMA request is half sent. */
+            memset(ep->dma_progress, 0, sizeof(ep->dma_progress));
         }
         break;
     case A_EP_RX_QBASE_LO:
@@ -264,6 +267,10 @@ static void arctic_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
         if (arctic_check_off(s, tx_off, addr)) {
             arctic_write_index(s, epn, addr,
                                &ep->tx_tail[(reg - A_EP_HI_TX_TL) / 4], value);
+            /* A new tail starts its DMA request (if any) from the top. */
+            if (reg != A_EP_LO_TX_TL) {
+                ep->dma_progress[reg == A_EP_HI_TX_TL ? 0 : 1] = 0;
+            }
         }
         break;
     case A_EP_HI_RX_HD:
@@ -736,7 +743,7 @@ static void arctic_niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_u64(v, "node-id", s->node_id, errp);
     visit_u64(v, "num-nodes", s->num_nodes, errp);
     visit_str(v, "link", link_names[s->link_state], errp);
-    visit_u64(v, "link-ups", s->link_up_count, errp);
+    visit_u64(v, "link-up-count", s->link_up_count, errp);
     visit_u64(v, "tx-credits-high", s->tx_credits[ARCTIC_PRIORITY_HIGH], errp);
     visit_u64(v, "tx-credits-low", s->tx_credits[ARCTIC_PRIORITY_LOW], errp);
     visit_str(v, "tx", s->tx_enabled ? "on" :
@@ -777,6 +784,8 @@ static void arctic_niu_get_state(Object *obj, Visitor *v, const char *name,
             visit_u64(v, "dma-base-phy", ep->dma_base_phy, errp);
             visit_u64(v, "dma-base-vir", ep->dma_base_vir, errp);
             visit_u64(v, "dma-range-mask", ep->dma_range_mask, errp);
+            visit_u64(v, "hi-tx-dma-packets-sent", ep->dma_progress[0], errp);
+            visit_u64(v, "dma-tx-dma-packets-sent", ep->dma_progress[1], errp);
             visit_check_struct(v, errp);
             visit_end_struct(v, NULL);
         }

@@ -8,6 +8,7 @@
  *                 packets into retransmit lines, ack/nack/timeout handling
  *   niu-rx.c      RCVFSM (§6.3.1): sequence checks, delivery into the Rx
  *                 queues, and the acks and nacks that answer each packet
+ *   niu-raw.c     dMPI raw mode: the FIFO access points of endpoint 0
  *   niu-link.c    the chardev link to arctic-switch: framing, handshake,
  *                 credits, output buffering
  * The hardware contract (registers, slots, packet, link) is in
@@ -55,6 +56,7 @@ typedef struct ArcticLine {
     bool sent_once;         /* has entered the network at least once */
     bool nack_wait;         /* deadline is a nack back-off, not a timeout */
     bool dma;               /* carries remote-DMA data */
+    bool raw;               /* from the dMPI FIFO, not a queue */
     uint64_t queued_order;  /* send order among queued lines */
     uint8_t prio;           /* ARCTIC_PRIORITY_HIGH / _LOW */
     uint16_t dst;
@@ -158,6 +160,7 @@ struct ArcticNiuState {
     uint32_t raw_tx[ARCTIC_NUM_PRIORITIES][ARCTIC_MAX_PACKET_WORDS];
     unsigned raw_tx_len[ARCTIC_NUM_PRIORITIES];
     bool raw_tx_ready[ARCTIC_NUM_PRIORITIES];     /* whole, waits a line */
+    bool raw_tx_overrun[ARCTIC_NUM_PRIORITIES];   /* discarding to *Last */
     struct {
         uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
         uint16_t size;

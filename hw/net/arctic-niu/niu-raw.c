@@ -26,6 +26,7 @@ void arctic_raw_reset(ArcticNiuState *s)
 {
     memset(s->raw_tx_len, 0, sizeof(s->raw_tx_len));
     memset(s->raw_tx_ready, 0, sizeof(s->raw_tx_ready));
+    memset(s->raw_tx_overrun, 0, sizeof(s->raw_tx_overrun));
     memset(s->raw_rx_head, 0, sizeof(s->raw_rx_head));
     memset(s->raw_rx_count, 0, sizeof(s->raw_rx_count));
     memset(s->raw_rx_word, 0, sizeof(s->raw_rx_word));
@@ -104,20 +105,33 @@ void arctic_raw_tx_flush(ArcticNiuState *s)
 static bool raw_tx_push(ArcticNiuState *s, uint8_t prio, uint32_t val,
                         bool last, hwaddr reg)
 {
-    if (s->tx_enabled || arctic_tx_draining(s)) {
+    if (s->tx_enabled) {
         /* dMPI and MPI do not mix on one datapath (§2.3). */
         qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: raw transmit while the "
                       "transmit datapath is on\n");
         arctic_niu_set_error(s, ARCTIC_ERR_BUSY, 0, 0, reg);
         return true;
     }
-    if (s->raw_tx_ready[prio] ||
-        s->raw_tx_len[prio] == ARCTIC_MAX_PACKET_WORDS) {
-        /* TxStatus said full, or no packet is that long: the word is
-         * refused, and says so. */
+    if (s->raw_tx_ready[prio]) {
+        /* TxStatus said full: the word is refused, and says so. */
         qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: raw transmit FIFO "
-                      "overrun\n");
+                      "written while full\n");
         arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg);
+        return true;
+    }
+    if (s->raw_tx_overrun[prio] ||
+        s->raw_tx_len[prio] == ARCTIC_MAX_PACKET_WORDS) {
+        /* Longer than any packet: the whole packet is discarded, up to
+         * and including its *Last word, so the next one starts clean. */
+        if (!s->raw_tx_overrun[prio]) {
+            qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: raw packet longer "
+                          "than %d words discarded\n",
+                          ARCTIC_MAX_PACKET_WORDS);
+            arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg);
+            arctic_niu_count(s, ARCTIC_CNT_TX_ERRORS);
+        }
+        s->raw_tx_overrun[prio] = !last;
+        s->raw_tx_len[prio] = 0;
         return true;
     }
     s->raw_tx[prio][s->raw_tx_len[prio]++] = val;

@@ -3,9 +3,10 @@
  * Arctic NIU receive datapath: RCVFSM of seed 002 §6.3.1 and the
  * receiver's half of the end-to-end ack/retry protocol.
  *
- * Every data packet from the network is answered: delivered and acked,
- * refused and nacked (queue full, Rx datapath OFF, endpoint not served,
- * packet out of order), or recognised as a duplicate and acked again.
+ * Every data packet from the network is answered: delivered and acked
+ * (into a queue, a DMA window, or with RxCtrl OFF the dMPI FIFO), refused
+ * and nacked (queue or FIFO full, endpoint not served, wrong job, packet
+ * out of order), or recognised as a duplicate and acked again.
  * Delivery writes the body of the Rx slot before the header that carries
  * the valid bit.  What the NIU owes its peers is kept per stream (one ack
  * and one nack at most), so it is bounded whatever the network does.

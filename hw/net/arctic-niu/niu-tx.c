@@ -90,7 +90,7 @@ bool arctic_tx_draining(ArcticNiuState *s)
     /* Seed 002 §4.1.2: OFF reads back only once every packet taken from
      * the queues has entered the network. */
     for (i = 0; i < ARCTIC_LINES; i++) {
-        if (s->lines[i].busy && !s->lines[i].sent_once) {
+        if (s->lines[i].busy && !s->lines[i].sent_once && !s->lines[i].raw) {
             return true;
         }
     }
@@ -141,7 +141,7 @@ static void line_fill(ArcticNiuState *s, ArcticLine *line, unsigned epn,
                       const uint32_t *body, unsigned body_words)
 {
     uint8_t prio = FIELD_EX32(route, ROUTE_ENTRY, PRIORITY);
-    ArcticTxStream *st = &s->tx_stream[prio][dest];
+    ArcticTxStream *st;
     unsigned len = ARCTIC_ROUTE_WORDS + body_words;
     struct arctic_e2e_header h = {
         .kind = ARCTIC_E2E_DATA,
@@ -149,11 +149,16 @@ static void line_fill(ArcticNiuState *s, ArcticLine *line, unsigned epn,
         .src_node = s->node_id,
         .dst_node = dest,
         .job = s->ep[epn].job,
-        .epoch = st->epoch,
-        .seq = st->next_seq++,
     };
     uint8_t *words = line->wire + ARCTIC_WIRE_WORDS_OFFSET;
     unsigned i;
+
+    /* Every caller checked the destination; a wrong one here would write
+     * outside the stream table. */
+    assert(dest < ARCTIC_S);
+    st = &s->tx_stream[prio][dest];
+    h.epoch = st->epoch;
+    h.seq = st->next_seq++;
 
     w1 = (w1 & ~R_ARCTIC_W1_DOWNROUTE_MASK) |
          (route & R_ROUTE_ENTRY_DOWNROUTE_MASK);
@@ -171,6 +176,7 @@ static void line_fill(ArcticNiuState *s, ArcticLine *line, unsigned epn,
     line->busy = true;
     line->sent_once = false;
     line->dma = FIELD_EX32(w1, ARCTIC_W1, MODE) == ARCTIC_MODE_DMA;
+    line->raw = false;
     line->prio = prio;
     line->dst = dest;
     line->seq = h.seq;
@@ -337,12 +343,15 @@ bool arctic_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
                         unsigned count)
 {
     uint32_t w0 = words[0], w1 = count > 1 ? words[1] : 0;
+    unsigned dest = arctic_route_destination(s->node_id, w0, w1);
     ArcticLine *line;
 
+    /* Route bits can name nodes no network of S nodes has (up to 15 hops):
+     * such a destination has no stream, and would index past them. */
     if (count < ARCTIC_MIN_PACKET_WORDS ||
         count != FIELD_EX32(w1, ARCTIC_W1, LENGTH) ||
         FIELD_EX32(w0, ARCTIC_W0, ZERO) != 0 ||
-        FIELD_EX32(w0, ARCTIC_W0, PRIORITY) != prio) {
+        FIELD_EX32(w0, ARCTIC_W0, PRIORITY) != prio || dest >= ARCTIC_S) {
         qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: raw packet of %u words "
                       "(0x%08x 0x%08x) refused\n", count, w0, w1);
         arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, count);
@@ -353,9 +362,10 @@ bool arctic_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
     if (!line) {
         return false;
     }
-    line_fill(s, line, 0, arctic_route_destination(s->node_id, w0, w1),
+    line_fill(s, line, 0, dest,
               (w1 & R_ROUTE_ENTRY_DOWNROUTE_MASK) | (w0 & 0xffff), w1,
               words + ARCTIC_ROUTE_WORDS, count - ARCTIC_ROUTE_WORDS);
+    line->raw = true;
     arctic_niu_count(s, prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_CNT_TX_HI_PACKETS
                                                      : ARCTIC_CNT_TX_LO_PACKETS);
     arctic_link_pump(s);
@@ -410,8 +420,14 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q)
         dma = FIELD_EX32(header, MPI_HEADER, MODE) == ARCTIC_MODE_DMA;
         if (dma != (q == ARCTIC_TXQ_DMA) && q != ARCTIC_TXQ_HI) {
             /* DMATx holds only DMA requests, LoTx none (§2.2.1). */
+            uint32_t command = 0;
+
+            /* Both slot layouts keep a command word at offset 4. */
+            pci_dma_read(PCI_DEVICE(s), addr + ARCTIC_DMA_SLOT_COMMAND,
+                         &command, 4);
             refuse_slot(s, epn, q, addr, ARCTIC_ERR_BAD_MODE, header);
-            arctic_rx_local_notice(s, epn, header, 0, ARCTIC_DMA_ERR_QUEUE);
+            arctic_rx_local_notice(s, epn, header, le32_to_cpu(command),
+                                   ARCTIC_DMA_ERR_QUEUE);
             taken++;
             continue;
         }
