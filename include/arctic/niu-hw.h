@@ -292,6 +292,11 @@ REG32(NIU_RX_CTRL, 0x104)
      * after an OFF was written; RESET is write-only. */
     FIELD(NIU_CTRL, ENABLE, 0, 1)
     FIELD(NIU_CTRL, RESET, 1, 1)
+    /* RxCtrl only: with ENABLE clear, take packets into the dMPI receive
+     * FIFOs (seed 002 §6.1).  Clear (the reset value), an OFF receive
+     * datapath refuses packets (NACK RX_OFF) so that none is acknowledged
+     * and then lost before a driver has set the NIU up. */
+    FIELD(NIU_CTRL, RAW, 2, 1)
 REG32(NIU_VMASK, 0x108)              /* endpoints served (Appendix A) */
     FIELD(NIU_VMASK, MASK, 0, 3)
 REG32(NIU_DOORBELL_ALL, 0x10c)       /* write: poll every endpoint now */
@@ -307,6 +312,8 @@ REG32(NIU_DOORBELL_ALL, 0x10c)       /* write: poll every endpoint now */
  * arrived before the arming raises nothing.  ERROR stays enabled.
  * IRQ_STATUS bits are cleared by writing 1.
  */
+REG32(NIU_TX_PENDING, 0x118)         /* RO: packets sent or queued and
+                                        not yet acknowledged */
 REG32(NIU_IRQ_STATUS, 0x110)
 REG32(NIU_IRQ_ENABLE, 0x114)
     FIELD(NIU_IRQ, RX, 0, 8)         /* bit e: endpoint e received */

@@ -85,8 +85,8 @@ enum arctic_e2e_kind {
 /* Why a receiver refused a packet, in ARCTIC_E2E_FLAGS.REASON of a NACK. */
 enum arctic_nack_reason {
     ARCTIC_NACK_QUEUE_FULL = 1,     /* the receive queue slot was valid */
-    ARCTIC_NACK_RX_OFF = 2,         /* RxCtrl is OFF and the dMPI receive
-                                       FIFO is full */
+    ARCTIC_NACK_RX_OFF = 2,         /* RxCtrl is OFF, without RAW or with
+                                       the dMPI receive FIFO full */
     ARCTIC_NACK_OUT_OF_ORDER = 3,   /* an earlier seq is missing */
     ARCTIC_NACK_BAD_ENDPOINT = 4,   /* endpoint not enabled (VMASK) */
     ARCTIC_NACK_WRONG_JOB = 5,      /* job tag does not match (GID) */

@@ -1059,9 +1059,37 @@ static void user_w(Niu *n, uint64_t reg, uint32_t v)
 }
 
 /*
- * RxCtrl OFF is dMPI mode (seed 002 §4.1.2, §6.1): packets pile up in the
- * receive FIFO, read word by word with route words and CRC (§2.3.1,
- * §3.4.2); once the FIFO is full they are refused and retried.
+ * RxCtrl OFF is refusal unless raw receive was asked for: nothing is
+ * acknowledged that a driver's reset would then throw away.
+ */
+static void test_rx_off_nack(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    size_t size;
+
+    mark_rx_slots(n);
+    reg_w(n, A_NIU_RX_CTRL, 0);
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_LOW, n->peer_epoch, 0,
+                     1, 2, 3, NULL, 0);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW,
+                   n->peer_epoch, 0, ARCTIC_NACK_RX_OFF);
+    g_assert_cmphex(user_r(n, A_USER_RX_STATUS), ==,
+                    R_USER_RX_STATUS_HI_EMPTY_MASK |
+                    R_USER_RX_STATUS_LO_EMPTY_MASK);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW,
+                   n->peer_epoch, 0, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_LO, PEER, 1, 2, 3, NULL, 0);
+    niu_stop(n);
+}
+
+/*
+ * RxCtrl OFF with RAW is dMPI mode (seed 002 §4.1.2, §6.1): packets pile
+ * up in the receive FIFO, read word by word with route words and CRC
+ * (§2.3.1, §3.4.2); once the FIFO is full they are refused and retried.
  */
 static void test_raw_receive(void)
 {
@@ -1072,7 +1100,8 @@ static void test_raw_receive(void)
     unsigned i, w;
 
     mark_rx_slots(n);
-    reg_w(n, A_NIU_RX_CTRL, 0);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_RAW_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_RX_CTRL), ==, R_NIU_CTRL_RAW_MASK);
     g_assert_cmphex(user_r(n, A_USER_RX_STATUS), ==,
                     R_USER_RX_STATUS_HI_EMPTY_MASK |
                     R_USER_RX_STATUS_LO_EMPTY_MASK);
@@ -1347,6 +1376,7 @@ static void test_tx_timeout_retransmit(void)
     guest_send(n, ARCTIC_TXQ_HI, 2, 7, 8, 9, payload, 5);
     doorbell(n);
     epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 7, 8, 9, payload, 5);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_PENDING), ==, 1);
     link_expect_silence(n);
     qtest_clock_step(n->qts, RETRY_NS - 1000);
     link_expect_silence(n);
@@ -1357,6 +1387,7 @@ static void test_tx_timeout_retransmit(void)
     qtest_clock_step(n->qts, 2 * RETRY_NS);
     expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 7, 8, 9, payload, 5);
     peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_PENDING), ==, 0);
     qtest_clock_step(n->qts, 100 * RETRY_NS);
     link_expect_silence(n);
     g_assert_cmpint(counter(n, ARCTIC_CNT_TIMEOUTS), ==, 2);
@@ -1988,7 +2019,7 @@ static void test_state_introspection(void)
     g_assert_cmpstr(qdict_get_str(state, "tx"), ==, "on");
     g_assert_cmpstr(qdict_get_str(state, "last-error"), ==,
                     "read-only register");
-    g_assert_cmpint(qdict_get_int(state, "lines-busy"), ==, 0);
+    g_assert_cmpint(qdict_get_int(state, "tx-pending"), ==, 0);
     counters = qdict_get_qdict(state, "counters");
     g_assert_cmpint(qdict_get_int(counters, "tx-lo-packets"), ==, 1);
     g_assert_cmpint(qdict_get_int(counters, "acks-received"), ==, 1);
@@ -2793,6 +2824,7 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/rx/all-sizes", test_rx_all_sizes);
     qtest_add_func("/arctic-niu/queues/wraparound", test_wraparound);
     qtest_add_func("/arctic-niu/ack/rx-queue-full", test_rx_queue_full_nack);
+    qtest_add_func("/arctic-niu/ack/rx-off", test_rx_off_nack);
     qtest_add_func("/arctic-niu/raw/receive", test_raw_receive);
     qtest_add_func("/arctic-niu/raw/transmit", test_raw_transmit);
     qtest_add_func("/arctic-niu/raw/transmit-waits-for-credit",

@@ -383,6 +383,10 @@ static uint64_t arctic_control_read(void *opaque, hwaddr addr, unsigned size)
         break;
     case A_NIU_RX_CTRL:
         val = arctic_ctrl_read_value(s, s->rx_enabled, false);
+        val = FIELD_DP32(val, NIU_CTRL, RAW, s->rx_raw);
+        break;
+    case A_NIU_TX_PENDING:
+        val = arctic_tx_pending(s);
         break;
     case A_NIU_VMASK:
         val = s->vmask;
@@ -429,8 +433,10 @@ static void arctic_start_test_dma(ArcticNiuState *s, uint32_t cmd);
 static void arctic_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
 {
     bool enable = FIELD_EX32(value, NIU_CTRL, ENABLE);
+    uint32_t valid = R_NIU_CTRL_ENABLE_MASK | R_NIU_CTRL_RESET_MASK |
+                     (tx ? 0 : R_NIU_CTRL_RAW_MASK);
 
-    if (value & ~(R_NIU_CTRL_ENABLE_MASK | R_NIU_CTRL_RESET_MASK)) {
+    if (value & ~valid) {
         qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: reserved bits set in "
                       "%s 0x%x\n", tx ? "TxCtrl" : "RxCtrl", value);
         arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0,
@@ -450,9 +456,12 @@ static void arctic_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
             trace_arctic_niu_tx_ctrl(s->node_id, enable);
             arctic_tx_enable_changed(s);
         }
-    } else if (s->rx_enabled != enable) {
-        s->rx_enabled = enable;
-        trace_arctic_niu_rx_ctrl(s->node_id, enable);
+    } else {
+        if (s->rx_enabled != enable) {
+            s->rx_enabled = enable;
+            trace_arctic_niu_rx_ctrl(s->node_id, enable);
+        }
+        s->rx_raw = FIELD_EX32(value, NIU_CTRL, RAW);
     }
 }
 
@@ -476,6 +485,7 @@ static void arctic_control_write(void *opaque, hwaddr addr, uint64_t val64,
     case A_NIU_LINK_STATUS:
     case A_NIU_ERROR_INFO:
     case A_NIU_TEST_DMA_STATUS:
+    case A_NIU_TX_PENDING:
         read_only = true;
         break;
     case A_NIU_ERROR_CAUSE:
@@ -732,11 +742,8 @@ static void arctic_niu_get_state(Object *obj, Visitor *v, const char *name,
         [ARCTIC_LINK_HELLO_SENT] = "handshake",
         [ARCTIC_LINK_UP] = "up",
     };
-    unsigned c, e, busy = 0;
+    unsigned c, e;
 
-    for (c = 0; c < ARCTIC_LINES; c++) {
-        busy += s->lines[c].busy;
-    }
     if (!visit_start_struct(v, name, NULL, 0, errp)) {
         return;
     }
@@ -748,9 +755,10 @@ static void arctic_niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_u64(v, "tx-credits-low", s->tx_credits[ARCTIC_PRIORITY_LOW], errp);
     visit_str(v, "tx", s->tx_enabled ? "on" :
                        arctic_tx_draining(s) ? "draining" : "off", errp);
-    visit_str(v, "rx", s->rx_enabled ? "on" : "off", errp);
+    visit_str(v, "rx", s->rx_enabled ? "on" : s->rx_raw ? "raw" : "off",
+              errp);
+    visit_u64(v, "tx-pending", arctic_tx_pending(s), errp);
     visit_u64(v, "vmask", s->vmask, errp);
-    visit_u64(v, "lines-busy", busy, errp);
     visit_u64(v, "error-cause", s->error_cause, errp);
     visit_str(v, "last-error",
               s->error_cause ? arctic_error_names[FIELD_EX32(
@@ -805,6 +813,7 @@ void arctic_niu_full_reset(ArcticNiuState *s)
 {
     s->tx_enabled = false;
     s->rx_enabled = false;
+    s->rx_raw = false;
     s->vmask = 0;
     s->error_cause = 0;
     s->error_info = 0;

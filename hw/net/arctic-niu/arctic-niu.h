@@ -129,6 +129,7 @@ struct ArcticNiuState {
     /* register file */
     bool tx_enabled;            /* TxCtrl ON written */
     bool rx_enabled;
+    bool rx_raw;                /* RxCtrl.RAW: OFF means dMPI receive */
     uint32_t vmask;
     uint32_t irq_status;
     uint32_t irq_enable;
@@ -205,6 +206,7 @@ void arctic_tx_reset(ArcticNiuState *s);
 void arctic_tx_kick(ArcticNiuState *s);
 void arctic_tx_enable_changed(ArcticNiuState *s);
 bool arctic_tx_draining(ArcticNiuState *s);
+unsigned arctic_tx_pending(ArcticNiuState *s);
 void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h);
 void arctic_tx_handle_nack(ArcticNiuState *s,
                            const struct arctic_e2e_header *h);

@@ -9,8 +9,9 @@
  * Figure 2 (word 0 = 16 zero bits and the route's low half, word 1 =
  * downroute and mode/type/length, then the body).  The NIU checks it,
  * adds its end-to-end header and the CRC, and sends it like any other, so
- * a raw node interoperates with MPI-mode peers.  Receive: with RxCtrl OFF,
- * packets pile up in a receive FIFO per priority (seed 002 §4.1.2) and are
+ * a raw node interoperates with MPI-mode peers.  Receive: with RxCtrl OFF
+ * and its RAW bit set, packets pile up in a receive FIFO per priority
+ * (seed 002 §4.1.2) and are
  * read word by word: both route words, the body, and the CRC trailer.
  * When a FIFO is full the NIU refuses further packets (NACK RX_OFF) and
  * the senders retry: they back up into the network.

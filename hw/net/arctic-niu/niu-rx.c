@@ -156,9 +156,10 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     int i;
 
     if (!s->rx_enabled) {
-        /* dMPI mode: the raw receive FIFO takes any packet (§6.1). */
-        return arctic_raw_rx_push(s, prio, pkt, size) ? DELIVERED
-                                                      : ARCTIC_NACK_RX_OFF;
+        /* dMPI mode, when asked for: the raw receive FIFO takes any packet
+         * (§6.1).  Otherwise nothing is taken that a reset would lose. */
+        return s->rx_raw && arctic_raw_rx_push(s, prio, pkt, size)
+               ? DELIVERED : ARCTIC_NACK_RX_OFF;
     }
     if (dma ? arctic_len != ARCTIC_DMA_PACKET_LENGTH
             : (len < 0 || len > ARCTIC_MAX_PAYLOAD)) {

@@ -80,6 +80,13 @@ static void retry_timer_rearm(ArcticNiuState *s)
     }
 }
 
+/* Packets taken in and not yet acknowledged: what a node must wait for
+ * before it powers off if it wants them delivered. */
+unsigned arctic_tx_pending(ArcticNiuState *s)
+{
+    return lines_busy(s, -1);
+}
+
 bool arctic_tx_draining(ArcticNiuState *s)
 {
     unsigned i;
