@@ -3,12 +3,14 @@
  * libniu: endpoint set-up through the arctic_niu driver, the send and
  * receive protocol of seed 002 section 3.2 with the doorbell fast path, a
  * side buffer for messages that arrive while the library waits for its own,
- * and a dissemination barrier.  niu.h documents the interface.
+ * a dissemination barrier, collectives built on one all-to-all exchange,
+ * and JAM-style active messages.  niu.h documents the interface.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -21,6 +23,8 @@
 
 enum {
 	NIU_TYPE_BARRIER = NIU_TYPE_LIBRARY_MIN,
+	NIU_TYPE_COLLECTIVE,	/* command0: collective number, 1: offset */
+	NIU_TYPE_AM_XFER,	/* command0: segment, 1: word offset */
 	/* Spins on an empty queue before yielding the CPU once. */
 	NIU_SPINS_BEFORE_YIELD = 256,
 };
@@ -72,12 +76,6 @@ int niu_open(struct niu_endpoint *ep, const char *path)
 			((char *)ep->queues + queue_view_offset[0][p]);
 		ep->rx[p] = (volatile struct arctic_mpi_slot *)
 			((char *)ep->queues + queue_view_offset[1][p]);
-		ep->stash[p].msgs = calloc(NIU_STASH_SLOTS,
-					   sizeof(struct niu_msg));
-		if (!ep->stash[p].msgs) {
-			errno = ENOMEM;
-			goto fail_errno;
-		}
 	}
 	return 0;
 
@@ -103,18 +101,63 @@ void niu_close(struct niu_endpoint *ep)
 	ep->fd = -1;
 }
 
+static int take_slot(struct niu_endpoint *ep, enum niu_priority prio,
+		     struct niu_msg *msg);
+static int stash_put(struct niu_stash *stash, const struct niu_msg *msg);
+
+static bool tx_slot_free(struct niu_endpoint *ep, enum niu_priority prio)
+{
+	return !(ep->tx[prio][ep->tx_head[prio]].header & ARCTIC_MPI_VALID);
+}
+
+/*
+ * Take whatever has arrived at both priorities and keep it aside, so that
+ * a peer blocked sending to us can go on while we wait for the NIU.
+ */
+static void keep_incoming(struct niu_endpoint *ep)
+{
+	struct niu_msg msg;
+	int p;
+
+	for (p = NIU_HI; p < NIU_NUM_PRIORITIES; p++) {
+		while (take_slot(ep, p, &msg)) {
+			if (stash_put(&ep->stash[p], &msg))
+				abort();	/* a million unread messages */
+		}
+	}
+}
+
+/*
+ * Wait for our next Tx slot (seed 002 section 3.2.1 step 1) and keep
+ * receiving meanwhile (footnote 3).  A low-priority send outside a handler
+ * runs active-message handlers, whose replies go out at high priority; a
+ * reply, or anything sent from inside a handler, only keeps messages aside,
+ * so handlers never nest.
+ */
+static void wait_tx_slot(struct niu_endpoint *ep, enum niu_priority prio)
+{
+	unsigned int spins = 0;
+
+	while (!tx_slot_free(ep, prio)) {
+		if (prio == NIU_LO && ep->am_handler_count && !ep->am_depth)
+			niu_am_poll(ep);
+		else
+			keep_incoming(ep);
+		if (++spins % NIU_SPINS_BEFORE_YIELD == 0)
+			sched_yield();
+	}
+}
+
 /* Seed 002 section 3.2.1, TransmitHi/TransmitLo. */
 static void send_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		      uint32_t header, uint32_t command0, uint32_t command1,
 		      const uint32_t *payload, unsigned int length)
 {
-	volatile struct arctic_mpi_slot *slot = &ep->tx[prio][ep->tx_head[prio]];
-	unsigned int i, spins = 0;
+	volatile struct arctic_mpi_slot *slot;
+	unsigned int i;
 
-	while (slot->header & ARCTIC_MPI_VALID) {		/* step 1 */
-		if (++spins % NIU_SPINS_BEFORE_YIELD == 0)
-			sched_yield();
-	}
+	wait_tx_slot(ep, prio);					/* step 1 */
+	slot = &ep->tx[prio][ep->tx_head[prio]];
 	atomic_thread_fence(memory_order_acquire);
 	slot->command[0] = command0;				/* step 2 */
 	slot->command[1] = command1;
@@ -188,11 +231,32 @@ static int take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 	return 1;
 }
 
+/* Double the stash, unwrapping it so that head is 0 again. */
+static int stash_grow(struct niu_stash *stash)
+{
+	unsigned int capacity = stash->capacity ? stash->capacity * 2 :
+				NIU_STASH_SLOTS, i;
+	struct niu_msg *msgs;
+
+	if (capacity > NIU_STASH_MAX)
+		return -ENOSPC;
+	msgs = malloc(capacity * sizeof(*msgs));
+	if (!msgs)
+		return -ENOSPC;
+	for (i = 0; i < stash->count; i++)
+		msgs[i] = stash->msgs[(stash->head + i) % stash->capacity];
+	free(stash->msgs);
+	stash->msgs = msgs;
+	stash->head = 0;
+	stash->capacity = capacity;
+	return 0;
+}
+
 static int stash_put(struct niu_stash *stash, const struct niu_msg *msg)
 {
-	if (stash->count == NIU_STASH_SLOTS)
+	if (stash->count == stash->capacity && stash_grow(stash))
 		return -ENOSPC;
-	stash->msgs[(stash->head + stash->count) % NIU_STASH_SLOTS] = *msg;
+	stash->msgs[(stash->head + stash->count) % stash->capacity] = *msg;
 	stash->count++;
 	return 0;
 }
@@ -208,19 +272,45 @@ static int stash_take(struct niu_stash *stash,
 	unsigned int i, j, at, next;
 
 	for (i = 0; i < stash->count; i++) {
-		at = (stash->head + i) % NIU_STASH_SLOTS;
+		at = (stash->head + i) % stash->capacity;
 		if (!match(&stash->msgs[at], arg))
 			continue;
 		*msg = stash->msgs[at];
 		for (j = i; j + 1 < stash->count; j++) {
-			at = (stash->head + j) % NIU_STASH_SLOTS;
-			next = (stash->head + j + 1) % NIU_STASH_SLOTS;
+			at = (stash->head + j) % stash->capacity;
+			next = (stash->head + j + 1) % stash->capacity;
 			stash->msgs[at] = stash->msgs[next];
 		}
 		stash->count--;
 		return 1;
 	}
 	return 0;
+}
+
+/*
+ * Hand every stashed message that @match accepts to @consume, oldest
+ * first, and close up the rest in one pass; @consume must not touch the
+ * stash.  stash_take() would be quadratic in the thousands of messages a
+ * fast peer can send for the next collective.
+ */
+static void stash_drain(struct niu_stash *stash,
+			int (*match)(const struct niu_msg *, const void *),
+			void (*consume)(const struct niu_msg *, void *),
+			void *arg)
+{
+	unsigned int i, kept = 0, from, to;
+
+	for (i = 0; i < stash->count; i++) {
+		from = (stash->head + i) % stash->capacity;
+		if (match(&stash->msgs[from], arg)) {
+			consume(&stash->msgs[from], arg);
+			continue;
+		}
+		to = (stash->head + kept++) % stash->capacity;
+		if (to != from)
+			stash->msgs[to] = stash->msgs[from];
+	}
+	stash->count = kept;
 }
 
 static int is_user_msg(const struct niu_msg *msg, const void *unused)
@@ -333,4 +423,430 @@ int niu_barrier(struct niu_endpoint *ep)
 			return ret;
 	}
 	return 0;
+}
+
+/* --- collectives ------------------------------------------------------ */
+
+/* One niu_alltoallv() call as its incoming messages see it. */
+struct exchange {
+	uint32_t epoch, num_nodes;
+	uint32_t *const *recv;
+	const size_t *recv_words;
+	size_t *received;		/* words so far, per source */
+	size_t remaining;		/* words still expected in all */
+	int errors;
+};
+
+static int is_exchange_msg(const struct niu_msg *msg, const void *arg)
+{
+	const struct exchange *x = arg;
+
+	return msg->type == NIU_TYPE_COLLECTIVE && msg->command[0] == x->epoch;
+}
+
+static void exchange_take(const struct niu_msg *msg, void *arg)
+{
+	struct exchange *x = arg;
+	uint32_t source = msg->source, offset = msg->command[1];
+
+	if (source >= x->num_nodes || offset > x->recv_words[source] ||
+	    msg->length > x->recv_words[source] - offset ||
+	    msg->length > x->recv_words[source] - x->received[source]) {
+		x->errors++;
+		return;
+	}
+	memcpy(x->recv[source] + offset, msg->payload,
+	       msg->length * sizeof(uint32_t));
+	x->received[source] += msg->length;
+	x->remaining -= msg->length;
+}
+
+static int check_counts(const void *const bufs[], const size_t words[],
+			uint32_t n)
+{
+	uint32_t p;
+
+	for (p = 0; p < n; p++) {
+		if (words[p] && !bufs[p])
+			return -EINVAL;
+	}
+	return 0;
+}
+
+int niu_alltoallv(struct niu_endpoint *ep, const uint32_t *const send[],
+		  const size_t send_words[], uint32_t *const recv[],
+		  const size_t recv_words[])
+{
+	uint32_t n = ep->num_nodes, me = ep->node, p, cursor, header;
+	struct exchange x = { .num_nodes = n, .recv = recv,
+			      .recv_words = recv_words };
+	size_t *sent, unsent = 0, length;
+	unsigned int spins = 0;
+	struct niu_msg msg;
+	bool progress;
+
+	if (!send || !send_words || !recv || !recv_words ||
+	    check_counts((const void *const *)send, send_words, n) ||
+	    check_counts((const void *const *)recv, recv_words, n) ||
+	    send_words[me] != recv_words[me])
+		return -EINVAL;
+	sent = calloc(2 * (size_t)n, sizeof(size_t));
+	if (!sent)
+		return -ENOMEM;
+	x.received = sent + n;
+	x.epoch = ++ep->collective_epoch;
+	for (p = 0; p < n; p++) {
+		if (p == me)
+			continue;
+		unsent += send_words[p];
+		x.remaining += recv_words[p];
+	}
+	if (send_words[me])
+		memcpy(recv[me], send[me], send_words[me] * sizeof(uint32_t));
+
+	stash_drain(&ep->stash[NIU_LO], is_exchange_msg, exchange_take, &x);
+	cursor = (me + 1) % n;
+	while (unsent || x.remaining) {
+		progress = false;
+		/* One message to the next peer with words left, if room. */
+		for (p = 0; unsent && p < n && tx_slot_free(ep, NIU_LO); p++) {
+			uint32_t to = (cursor + p) % n;
+
+			if (to == me || sent[to] == send_words[to])
+				continue;
+			length = send_words[to] - sent[to];
+			if (length > NIU_MAX_PAYLOAD)
+				length = NIU_MAX_PAYLOAD;
+			header = ARCTIC_MPI_VALID |
+				 ARCTIC_FIELD_PREP(MPI_HEADER, DEST, to) |
+				 ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT,
+						   ep->endpoint) |
+				 ARCTIC_FIELD_PREP(MPI_HEADER, TYPE,
+						   NIU_TYPE_COLLECTIVE) |
+				 ARCTIC_FIELD_PREP(MPI_HEADER, MODE,
+						   ARCTIC_MODE_MPI) |
+				 ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, length);
+			send_slot(ep, NIU_LO, header, x.epoch,
+				  (uint32_t)sent[to], send[to] + sent[to],
+				  (unsigned int)length);
+			sent[to] += length;
+			unsent -= length;
+			cursor = (to + 1) % n;
+			progress = true;
+			break;
+		}
+		while (take_slot(ep, NIU_LO, &msg)) {
+			progress = true;
+			if (is_exchange_msg(&msg, &x))
+				exchange_take(&msg, &x);
+			else if (stash_put(&ep->stash[NIU_LO], &msg))
+				abort();	/* a million unread messages */
+		}
+		if (!progress && ++spins % NIU_SPINS_BEFORE_YIELD == 0)
+			sched_yield();
+	}
+	free(sent);
+	return x.errors ? -EPROTO : 0;
+}
+
+/* The four per-node arrays of an alltoallv call, all zero. */
+struct exchange_plan {
+	const uint32_t **send;
+	uint32_t **recv;
+	size_t *send_words, *recv_words;
+};
+
+/* @root: the collective's root, checked here; num_nodes - 1 if none. */
+static int plan_alloc(struct exchange_plan *plan, uint32_t n, uint32_t root)
+{
+	if (root >= n)
+		return -EINVAL;
+	plan->send = calloc(n, sizeof(*plan->send));
+	plan->recv = calloc(n, sizeof(*plan->recv));
+	plan->send_words = calloc(n, sizeof(size_t));
+	plan->recv_words = calloc(n, sizeof(size_t));
+	if (plan->send && plan->recv && plan->send_words && plan->recv_words)
+		return 0;
+	free(plan->send);
+	free(plan->recv);
+	free(plan->send_words);
+	free(plan->recv_words);
+	return -ENOMEM;
+}
+
+static int plan_run(struct niu_endpoint *ep, struct exchange_plan *plan)
+{
+	int ret = niu_alltoallv(ep, plan->send, plan->send_words, plan->recv,
+				plan->recv_words);
+
+	free(plan->send);
+	free(plan->recv);
+	free(plan->send_words);
+	free(plan->recv_words);
+	return ret;
+}
+
+int niu_alltoall(struct niu_endpoint *ep, const uint32_t *send,
+		 uint32_t *recv, size_t words)
+{
+	struct exchange_plan plan;
+	uint32_t p;
+
+	if (plan_alloc(&plan, ep->num_nodes, ep->num_nodes - 1))
+		return -ENOMEM;
+	for (p = 0; p < ep->num_nodes; p++) {
+		plan.send[p] = send + p * words;
+		plan.recv[p] = recv + p * words;
+		plan.send_words[p] = plan.recv_words[p] = words;
+	}
+	return plan_run(ep, &plan);
+}
+
+int niu_bcast(struct niu_endpoint *ep, uint32_t root, uint32_t *buf,
+	      size_t words)
+{
+	struct exchange_plan plan;
+	uint32_t p;
+	int ret = plan_alloc(&plan, ep->num_nodes, root);
+
+	if (ret)
+		return ret;
+	if (ep->node == root) {
+		for (p = 0; p < ep->num_nodes; p++) {
+			if (p == root)
+				continue;
+			plan.send[p] = buf;
+			plan.send_words[p] = words;
+		}
+	} else {
+		plan.recv[root] = buf;
+		plan.recv_words[root] = words;
+	}
+	return plan_run(ep, &plan);
+}
+
+int niu_gather(struct niu_endpoint *ep, uint32_t root, const uint32_t *send,
+	       uint32_t *recv, size_t words)
+{
+	struct exchange_plan plan;
+	uint32_t p;
+	int ret = plan_alloc(&plan, ep->num_nodes, root);
+
+	if (ret)
+		return ret;
+	plan.send[root] = send;
+	plan.send_words[root] = words;
+	if (ep->node == root) {
+		for (p = 0; p < ep->num_nodes; p++) {
+			plan.recv[p] = recv + p * words;
+			plan.recv_words[p] = words;
+		}
+	}
+	return plan_run(ep, &plan);
+}
+
+/* @into[i] = @into[i] op @from[i] for @count elements of 8 bytes. */
+static void combine(enum niu_reduce_op op, void *into, const void *from,
+		    size_t count)
+{
+	size_t i;
+
+	for (i = 0; i < count; i++) {
+		double d, e;
+		int64_t a, b;
+
+		switch (op) {
+		case NIU_SUM_F64:
+		case NIU_MAX_F64:
+			memcpy(&d, (char *)into + 8 * i, 8);
+			memcpy(&e, (const char *)from + 8 * i, 8);
+			d = op == NIU_SUM_F64 ? d + e : (e > d ? e : d);
+			memcpy((char *)into + 8 * i, &d, 8);
+			break;
+		case NIU_SUM_I64:
+		case NIU_MAX_I64:
+			memcpy(&a, (char *)into + 8 * i, 8);
+			memcpy(&b, (const char *)from + 8 * i, 8);
+			/* Wrap like the hardware would, not undefined. */
+			a = op == NIU_SUM_I64 ?
+			    (int64_t)((uint64_t)a + (uint64_t)b) :
+			    (b > a ? b : a);
+			memcpy((char *)into + 8 * i, &a, 8);
+			break;
+		}
+	}
+}
+
+int niu_reduce(struct niu_endpoint *ep, uint32_t root, enum niu_reduce_op op,
+	       void *buf, size_t count)
+{
+	size_t words = 2 * count;
+	uint32_t *all = NULL, p;
+	int ret;
+
+	if (root >= ep->num_nodes || (unsigned int)op > NIU_MAX_I64)
+		return -EINVAL;
+	if (ep->node == root) {
+		all = malloc(ep->num_nodes * words * sizeof(uint32_t) + 1);
+		if (!all)
+			return -ENOMEM;
+	}
+	ret = niu_gather(ep, root, buf, all, words);
+	if (!ret && all) {
+		/* Node order, so a sum of doubles is reproducible. */
+		memcpy(buf, all, words * sizeof(uint32_t));
+		for (p = 1; p < ep->num_nodes; p++)
+			combine(op, buf, all + p * words, count);
+	}
+	free(all);
+	return ret;
+}
+
+int niu_allreduce(struct niu_endpoint *ep, enum niu_reduce_op op, void *buf,
+		  size_t count)
+{
+	int ret = niu_reduce(ep, 0, op, buf, count);
+
+	return ret ? ret : niu_bcast(ep, 0, buf, 2 * count);
+}
+
+/* --- active messages -------------------------------------------------- */
+
+int niu_am_register(struct niu_endpoint *ep, uint32_t type,
+		    niu_am_handler handler)
+{
+	if (type >= NIU_TYPE_LIBRARY_MIN)
+		return -EINVAL;
+	ep->am_handler_count += (handler != NULL) -
+				(ep->am_handlers[type] != NULL);
+	ep->am_handlers[type] = handler;
+	return 0;
+}
+
+int niu_am_request(struct niu_endpoint *ep, uint32_t dest, uint32_t type,
+		   const uint32_t *args, unsigned int nargs)
+{
+	if (type >= NIU_TYPE_LIBRARY_MIN)
+		return -EINVAL;
+	return send_any_type(ep, NIU_LO, dest, ep->endpoint, type,
+			     ep->endpoint, 0, args, nargs);
+}
+
+int niu_am_reply(struct niu_endpoint *ep, const struct niu_msg *to,
+		 uint32_t type, const uint32_t *args, unsigned int nargs)
+{
+	if (type >= NIU_TYPE_LIBRARY_MIN)
+		return -EINVAL;
+	return send_any_type(ep, NIU_HI, to->source, to->command[0], type,
+			     ep->endpoint, 0, args, nargs);
+}
+
+int niu_am_segment_open(struct niu_endpoint *ep, unsigned int segment,
+			uint32_t *base, uint32_t words,
+			niu_am_segment_handler done, void *arg)
+{
+	struct niu_am_segment *seg;
+
+	if (segment >= NIU_AM_SEGMENTS || !base)
+		return -EINVAL;
+	seg = &ep->am_segments[segment];
+	if (!seg->base)
+		ep->am_handler_count++;
+	seg->base = base;
+	seg->words = seg->remaining = words;
+	seg->done = done;
+	seg->arg = arg;
+	return 0;
+}
+
+void niu_am_segment_close(struct niu_endpoint *ep, unsigned int segment)
+{
+	if (segment >= NIU_AM_SEGMENTS || !ep->am_segments[segment].base)
+		return;
+	memset(&ep->am_segments[segment], 0, sizeof(ep->am_segments[0]));
+	ep->am_handler_count--;
+}
+
+int niu_am_xfer(struct niu_endpoint *ep, enum niu_priority prio,
+		uint32_t dest, unsigned int segment, uint32_t offset,
+		const uint32_t *src, size_t words)
+{
+	size_t done, length;
+	int ret;
+
+	if (segment >= NIU_AM_SEGMENTS || (words && !src))
+		return -EINVAL;
+	for (done = 0; done < words; done += length) {
+		length = words - done;
+		if (length > NIU_MAX_PAYLOAD)
+			length = NIU_MAX_PAYLOAD;
+		ret = send_any_type(ep, prio, dest, ep->endpoint,
+				    NIU_TYPE_AM_XFER, segment,
+				    offset + (uint32_t)done, src + done,
+				    (unsigned int)length);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int is_am_msg(const struct niu_msg *msg, const void *arg)
+{
+	const struct niu_endpoint *ep = arg;
+
+	return msg->type == NIU_TYPE_AM_XFER ||
+	       (msg->type < NIU_TYPE_LIBRARY_MIN && ep->am_handlers[msg->type]);
+}
+
+/* Copy one transfer into its segment; a full segment runs its handler. */
+static void am_xfer_take(struct niu_endpoint *ep, const struct niu_msg *msg)
+{
+	uint32_t segment = msg->command[0], offset = msg->command[1];
+	struct niu_am_segment *seg;
+
+	seg = segment < NIU_AM_SEGMENTS ? &ep->am_segments[segment] : NULL;
+	if (!seg || !seg->base || offset > seg->words ||
+	    msg->length > seg->words - offset ||
+	    msg->length > seg->remaining) {
+		ep->am_errors++;
+		return;
+	}
+	memcpy(seg->base + offset, msg->payload,
+	       msg->length * sizeof(uint32_t));
+	seg->remaining -= msg->length;
+	if (!seg->remaining && seg->done)
+		seg->done(ep, segment, seg->arg);
+}
+
+static void am_run(struct niu_endpoint *ep, const struct niu_msg *msg)
+{
+	ep->am_depth++;
+	if (msg->type == NIU_TYPE_AM_XFER)
+		am_xfer_take(ep, msg);
+	else
+		ep->am_handlers[msg->type](ep, msg);
+	ep->am_depth--;
+}
+
+int niu_am_poll(struct niu_endpoint *ep)
+{
+	struct niu_msg msg;
+	int ran = 0, p;
+
+	for (p = NIU_HI; p < NIU_NUM_PRIORITIES; p++) {
+		/* Handlers may stash (a blocked reply), so one at a time. */
+		while (stash_take(&ep->stash[p], is_am_msg, ep, &msg)) {
+			am_run(ep, &msg);
+			ran++;
+		}
+		while (take_slot(ep, p, &msg)) {
+			if (is_am_msg(&msg, ep)) {
+				am_run(ep, &msg);
+				ran++;
+			} else if (stash_put(&ep->stash[p], &msg)) {
+				abort();	/* a million unread messages */
+			}
+		}
+	}
+	return ran;
 }

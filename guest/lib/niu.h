@@ -10,9 +10,19 @@
  * niu_recv() spins until a message arrives.
  *
  * Message types NIU_TYPE_LIBRARY_MIN..127 are kept for the library itself
- * (barrier, later active messages and collectives); niu_recv() never
- * returns them, and a user message that arrives while the library waits
- * for one of its own is kept aside in order and returned later.
+ * (barrier, collectives, block transfers); niu_recv() never returns them,
+ * and a user message that arrives while the library waits for one of its
+ * own is kept aside in order and returned later.  A send that finds its
+ * Tx slot still owned by the NIU keeps taking incoming messages meanwhile
+ * (seed 002 footnote 3): two nodes that both send more than a queue holds
+ * to each other would otherwise wait on each other forever.
+ *
+ * On top of that: collectives (barrier, broadcast, gather, reduce,
+ * all-to-all), which every node of the network calls in the same order,
+ * and active messages in the manner of StarT-JR's JAM (seed 003 Table 1):
+ * a handler table indexed by message type, requests at low priority,
+ * replies at high priority, and block transfers into registered segments
+ * whose handler runs when the segment is full.
  *
  * Not thread-safe: one thread per endpoint.  Remote DMA and the raw FIFO
  * mode of seed 002 section 2.3 come with the device support for them.
@@ -39,7 +49,9 @@ enum {
 	NIU_MAX_PAYLOAD = ARCTIC_MAX_PAYLOAD,	/* words per message */
 	NIU_MAX_TYPE = 127,			/* TYPE is 7 bits */
 	NIU_TYPE_LIBRARY_MIN = 120,		/* 120..127: libniu's own */
-	NIU_STASH_SLOTS = 1024,			/* kept-aside messages */
+	NIU_STASH_SLOTS = 1024,			/* kept aside, at first */
+	NIU_STASH_MAX = 1 << 20,		/* kept aside, at most */
+	NIU_AM_SEGMENTS = 16,			/* block-transfer targets */
 };
 
 /* A received message (seed 002 section 3.2.2's outputs). */
@@ -55,7 +67,34 @@ struct niu_msg {
 /* Messages received while waiting for something else, oldest first. */
 struct niu_stash {
 	struct niu_msg *msgs;
-	unsigned int head, count;
+	unsigned int head, count, capacity;
+};
+
+struct niu_endpoint;
+
+/*
+ * An active-message handler: @msg is the request or reply (its source,
+ * type, command words and up to 20 argument words in payload).  A request
+ * handler may send one reply with niu_am_reply(); a reply handler must not
+ * send at all, which is what keeps the two priorities free of deadlock.
+ */
+typedef void (*niu_am_handler)(struct niu_endpoint *ep,
+			       const struct niu_msg *msg);
+
+/*
+ * Runs on the receiving node when a segment has received all the words it
+ * was opened for (CMAM's transfer counter reaching zero).
+ */
+typedef void (*niu_am_segment_handler)(struct niu_endpoint *ep,
+				       unsigned int segment, void *arg);
+
+/* A block-transfer target (seed 003 Table 1, JAM_xfer/JAM_mfer). */
+struct niu_am_segment {
+	uint32_t *base;			/* NULL: not open */
+	uint32_t words;			/* size */
+	uint32_t remaining;		/* words still expected */
+	niu_am_segment_handler done;
+	void *arg;
 };
 
 /* An open endpoint.  Fields are read-only for the caller. */
@@ -71,6 +110,12 @@ struct niu_endpoint {
 	uint32_t rx_tail[NIU_NUM_PRIORITIES];	/* next slot we read */
 	struct niu_stash stash[NIU_NUM_PRIORITIES];
 	uint32_t barrier_epoch;
+	uint32_t collective_epoch;	/* collectives called so far */
+	niu_am_handler am_handlers[NIU_TYPE_LIBRARY_MIN];
+	unsigned int am_handler_count;	/* handlers and open segments */
+	unsigned int am_depth;		/* >0 while a handler runs */
+	struct niu_am_segment am_segments[NIU_AM_SEGMENTS];
+	uint64_t am_errors;		/* transfers refused (bad segment) */
 	void *queues;			/* the mmap()ed queue view */
 	void *user_page;		/* the mmap()ed doorbell page */
 };
@@ -117,6 +162,119 @@ int niu_recv_any(struct niu_endpoint *ep, struct niu_msg *msg,
  * -ENOSPC when too many user messages arrived meanwhile to keep aside.
  */
 int niu_barrier(struct niu_endpoint *ep);
+
+/*
+ * Collectives.  Every node 0..num_nodes-1 calls the same ones in the same
+ * order with matching sizes; their data travels at low priority in
+ * messages of 20 words tagged with a per-collective number, so messages of
+ * a later collective that arrive early are kept aside, not mistaken.
+ * Each returns 0, -EINVAL for a bad argument or -EPROTO when a message did
+ * not fit the sizes given (a peer called with other sizes).
+ */
+
+/*
+ * The general exchange: send @send_words[p] words from @send[p] to every
+ * node p and receive @recv_words[p] words from every node p into @recv[p]
+ * (arrays of num_nodes entries; a zero count needs no buffer).  The node's
+ * own block is copied and must have equal counts.  Sends go round-robin
+ * over the peers while incoming messages are taken, so no pair of nodes
+ * waits on each other whatever the sizes.
+ */
+int niu_alltoallv(struct niu_endpoint *ep, const uint32_t *const send[],
+		  const size_t send_words[], uint32_t *const recv[],
+		  const size_t recv_words[]);
+
+/*
+ * All-to-all personalised exchange of @words words per pair: block p of
+ * @send (words p*@words..) goes to node p, block p of @recv comes from it.
+ */
+int niu_alltoall(struct niu_endpoint *ep, const uint32_t *send,
+		 uint32_t *recv, size_t words);
+
+/* Copy @words words of @buf on node @root into @buf on every node. */
+int niu_bcast(struct niu_endpoint *ep, uint32_t root, uint32_t *buf,
+	      size_t words);
+
+/*
+ * Collect @words words of @send from every node into @recv on @root,
+ * node p's at @recv + p * @words (@recv is ignored elsewhere).
+ */
+int niu_gather(struct niu_endpoint *ep, uint32_t root, const uint32_t *send,
+	       uint32_t *recv, size_t words);
+
+/* Element types and operators of niu_reduce(). */
+enum niu_reduce_op {
+	NIU_SUM_F64,	/* double */
+	NIU_MAX_F64,
+	NIU_SUM_I64,	/* int64_t */
+	NIU_MAX_I64,
+};
+
+/*
+ * Combine the @count 8-byte elements of @buf element-wise over all nodes
+ * with @op; the result replaces @buf on @root (elsewhere @buf is kept).
+ * Contributions are combined in node order, so a floating-point sum is the
+ * same on every run.
+ */
+int niu_reduce(struct niu_endpoint *ep, uint32_t root, enum niu_reduce_op op,
+	       void *buf, size_t count);
+
+/* niu_reduce() with the result on every node. */
+int niu_allreduce(struct niu_endpoint *ep, enum niu_reduce_op op, void *buf,
+		  size_t count);
+
+/*
+ * Active messages.  A message whose type has a handler is an active
+ * message: niu_am_poll() runs the handler instead of leaving it to
+ * niu_recv().  command[0] of a request carries the sender's endpoint, so
+ * the reply finds it.
+ */
+
+/* Set (or with NULL clear) the handler of user @type (0..119). */
+int niu_am_register(struct niu_endpoint *ep, uint32_t type,
+		    niu_am_handler handler);
+
+/*
+ * Send a request (low priority) to node @dest, same endpoint number as
+ * ours, running handler @type there with @nargs (0..20) argument words.
+ * While the Tx queue is full it runs incoming handlers.  Returns 0 or
+ * -EINVAL.
+ */
+int niu_am_request(struct niu_endpoint *ep, uint32_t dest, uint32_t type,
+		   const uint32_t *args, unsigned int nargs);
+
+/* Reply (high priority) to the sender of request @to: handler @type. */
+int niu_am_reply(struct niu_endpoint *ep, const struct niu_msg *to,
+		 uint32_t type, const uint32_t *args, unsigned int nargs);
+
+/*
+ * Run the handlers of every active message and block transfer that has
+ * arrived (replies first); others are kept for niu_recv().  Returns how
+ * many ran.
+ */
+int niu_am_poll(struct niu_endpoint *ep);
+
+/*
+ * Open segment @segment (0..15) on this node: @words words at @base,
+ * expecting @words words of transfers, after which @done(@arg) runs from
+ * niu_am_poll().  Opening an open segment starts its count again.
+ */
+int niu_am_segment_open(struct niu_endpoint *ep, unsigned int segment,
+			uint32_t *base, uint32_t words,
+			niu_am_segment_handler done, void *arg);
+
+/* Close @segment: later transfers to it are counted in am_errors. */
+void niu_am_segment_close(struct niu_endpoint *ep, unsigned int segment);
+
+/*
+ * Block transfer (JAM_xfer_n/JAM_mfer_n): copy @words words from @src into
+ * segment @segment of node @dest at word @offset, in messages of 20 words
+ * at @prio (NIU_LO as a request, NIU_HI from a request handler as a
+ * reply).  Returns 0 or -EINVAL.
+ */
+int niu_am_xfer(struct niu_endpoint *ep, enum niu_priority prio,
+		uint32_t dest, unsigned int segment, uint32_t offset,
+		const uint32_t *src, size_t words);
 
 /* Monotonic time in nanoseconds, for benchmarks. */
 uint64_t niu_now_ns(void);

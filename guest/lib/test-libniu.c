@@ -4,7 +4,10 @@
  * its endpoint pointed at queues in ordinary memory, so the tests can play
  * the NIU's part (take Tx slots, fill Rx slots) and check what the library
  * writes and returns: slot encoding, queue wrap, the doorbell, argument
- * checks, and the order in which kept-aside messages come back.
+ * checks, the order in which kept-aside messages come back, the
+ * collectives' exchange (a peer's messages placed by offset, early ones of
+ * the next collective kept, oversize ones refused), reduction operators,
+ * and active-message dispatch, replies and segment completion.
  */
 #include <assert.h>
 #include <errno.h>
@@ -41,8 +44,6 @@ static void fake_endpoint(struct niu_endpoint *ep, uint32_t node,
 				     queue_view_offset[0][p]);
 		ep->rx[p] = (void *)((char *)ep->queues +
 				     queue_view_offset[1][p]);
-		ep->stash[p].msgs = calloc(NIU_STASH_SLOTS,
-					   sizeof(struct niu_msg));
 	}
 }
 
@@ -168,11 +169,214 @@ static void test_barrier_single_node(void)
 	CHECK(ep.tx[NIU_HI][0].header == 0);	/* nothing sent */
 }
 
+/* Play a peer: deliver @length words of @words as library or user @type. */
+static void deliver_words(struct niu_endpoint *ep, enum niu_priority prio,
+			  uint32_t *head, uint32_t source, uint32_t type,
+			  uint32_t c0, uint32_t c1, const uint32_t *words,
+			  uint32_t length)
+{
+	volatile struct arctic_mpi_slot *slot = &ep->rx[prio][*head];
+	uint32_t i;
+
+	deliver(ep, prio, head, source, type, c0, c1, length);
+	for (i = 0; i < length; i++)
+		slot->payload[i] = words[i];
+}
+
+static void test_stash_grows_in_order(void)
+{
+	struct niu_endpoint ep;
+	struct niu_msg msg;
+	uint32_t head = 0, i;
+
+	fake_endpoint(&ep, 0, 2);
+	/* More than the first allocation, arriving while a barrier waits. */
+	for (i = 0; i < 3 * NIU_STASH_SLOTS; i++) {
+		deliver(&ep, NIU_HI, &head, 1, 5, i, 0, 0);
+		keep_incoming(&ep);
+	}
+	CHECK(ep.stash[NIU_HI].count == 3 * NIU_STASH_SLOTS);
+	CHECK(ep.stash[NIU_HI].capacity == 4 * NIU_STASH_SLOTS);
+	for (i = 0; i < 3 * NIU_STASH_SLOTS; i++) {
+		if (niu_try_recv(&ep, NIU_HI, &msg) != 1 ||
+		    msg.command[0] != i) {
+			CHECK(!"stashed messages come back in order");
+			break;
+		}
+	}
+	CHECK(niu_try_recv(&ep, NIU_HI, &msg) == 0);
+}
+
+static void test_exchange_two_nodes(void)
+{
+	uint32_t mine[45], theirs[45], got[2][45], next[3], head = 0, i;
+	const uint32_t *send[2] = { mine, mine };
+	uint32_t *recv[2] = { got[0], got[1] };
+	size_t send_words[2] = { 45, 45 }, recv_words[2] = { 45, 45 };
+	struct niu_endpoint ep;
+
+	fake_endpoint(&ep, 0, 2);
+	for (i = 0; i < 45; i++) {
+		mine[i] = 0xa000 + i;
+		theirs[i] = 0xb000 + i;
+	}
+	/* Node 1's 45 words out of order, then one of collective 2. */
+	deliver_words(&ep, NIU_LO, &head, 1, NIU_TYPE_COLLECTIVE, 1, 40,
+		      theirs + 40, 5);
+	deliver_words(&ep, NIU_LO, &head, 1, NIU_TYPE_COLLECTIVE, 1, 0,
+		      theirs, 20);
+	deliver(&ep, NIU_LO, &head, 1, 7, 77, 0, 0);	/* a user message */
+	next[0] = 0xc0;
+	deliver_words(&ep, NIU_LO, &head, 1, NIU_TYPE_COLLECTIVE, 2, 0,
+		      next, 1);
+	deliver_words(&ep, NIU_LO, &head, 1, NIU_TYPE_COLLECTIVE, 1, 20,
+		      theirs + 20, 20);
+	CHECK(niu_alltoallv(&ep, send, send_words, recv, recv_words) == 0);
+	CHECK(memcmp(got[0], mine, sizeof(mine)) == 0);
+	CHECK(memcmp(got[1], theirs, sizeof(theirs)) == 0);
+	/* What went to node 1: 20 + 20 + 5 words, offsets in command1. */
+	CHECK(ARCTIC_FIELD_GET(MPI_HEADER, DEST, ep.tx[NIU_LO][0].header) == 1);
+	CHECK(ARCTIC_FIELD_GET(MPI_HEADER, LENGTH,
+			       ep.tx[NIU_LO][2].header) == 5);
+	CHECK(ep.tx[NIU_LO][2].command[0] == 1);
+	CHECK(ep.tx[NIU_LO][2].command[1] == 40);
+	CHECK(ep.tx[NIU_LO][2].payload[4] == 0xa000 + 44);
+	CHECK(ep.tx[NIU_LO][3].header == 0);
+	CHECK(ep.stash[NIU_LO].count == 2);
+
+	/* Collective 2 finds its early word; the user message stays. */
+	got[1][0] = 0;
+	send_words[0] = recv_words[0] = 0;
+	send_words[1] = 0;
+	recv_words[1] = 1;
+	CHECK(niu_alltoallv(&ep, send, send_words, recv, recv_words) == 0);
+	CHECK(got[1][0] == 0xc0);
+	CHECK(ep.stash[NIU_LO].count == 1);
+
+	/* A peer that sends more than we expect is an error, not a crash. */
+	deliver_words(&ep, NIU_LO, &head, 1, NIU_TYPE_COLLECTIVE, 3, 0,
+		      theirs, 2);
+	deliver_words(&ep, NIU_LO, &head, 1, NIU_TYPE_COLLECTIVE, 3, 0,
+		      theirs, 1);
+	CHECK(niu_alltoallv(&ep, send, send_words, recv, recv_words) ==
+	      -EPROTO);
+	send_words[1] = 3;	/* own block counts differ from recv's */
+	send_words[0] = 1;
+	CHECK(niu_alltoallv(&ep, send, send_words, recv, recv_words) ==
+	      -EINVAL);
+}
+
+static void test_reduce_operators(void)
+{
+	double d[3] = { 1.5, -2.0, 7.0 }, e[3] = { 2.5, 3.0, -1.0 };
+	int64_t a[2] = { INT64_MAX, -5 }, b[2] = { 1, -7 };
+	struct niu_endpoint ep;
+
+	combine(NIU_SUM_F64, d, e, 3);
+	CHECK(d[0] == 4.0 && d[1] == 1.0 && d[2] == 6.0);
+	combine(NIU_MAX_F64, d, e, 3);
+	CHECK(d[0] == 4.0 && d[1] == 3.0 && d[2] == 6.0);
+	combine(NIU_MAX_I64, a, b, 2);
+	CHECK(a[0] == INT64_MAX && a[1] == -5);
+	combine(NIU_SUM_I64, a, b, 2);
+	CHECK(a[0] == INT64_MIN && a[1] == -12);
+
+	/* One node: every collective is a copy, and nothing is sent. */
+	fake_endpoint(&ep, 0, 1);
+	CHECK(niu_allreduce(&ep, NIU_SUM_F64, d, 3) == 0);
+	CHECK(d[0] == 4.0 && d[2] == 6.0);
+	CHECK(niu_reduce(&ep, 1, NIU_SUM_F64, d, 3) == -EINVAL);
+	CHECK(niu_bcast(&ep, 0, (uint32_t *)a, 4) == 0);
+	CHECK(ep.tx[NIU_LO][0].header == 0);
+}
+
+static uint32_t handled_type, handled_args[NIU_MAX_PAYLOAD], handled_n;
+static unsigned int segments_done;
+
+static void echo_handler(struct niu_endpoint *ep, const struct niu_msg *msg)
+{
+	handled_type = msg->type;
+	handled_n = msg->length;
+	memcpy(handled_args, msg->payload, msg->length * sizeof(uint32_t));
+	niu_am_reply(ep, msg, 9, msg->payload, msg->length);
+}
+
+static void segment_done(struct niu_endpoint *ep, unsigned int segment,
+			 void *arg)
+{
+	segments_done += segment == 2 && arg == &segments_done;
+}
+
+static void test_active_messages(void)
+{
+	uint32_t args[NIU_MAX_PAYLOAD], target[30] = { 0 }, head = 0;
+	uint32_t hi_head = 0, i, header;
+	struct niu_endpoint ep;
+	struct niu_msg msg;
+
+	fake_endpoint(&ep, 1, 4);
+	for (i = 0; i < NIU_MAX_PAYLOAD; i++)
+		args[i] = 0x5000 + i;
+	CHECK(niu_am_register(&ep, NIU_TYPE_LIBRARY_MIN, echo_handler) ==
+	      -EINVAL);
+	CHECK(niu_am_register(&ep, 6, echo_handler) == 0);
+
+	/* A request goes out at low priority with our endpoint. */
+	CHECK(niu_am_request(&ep, 2, 6, args, 20) == 0);
+	header = ep.tx[NIU_LO][0].header;
+	CHECK(ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header) == 6);
+	CHECK(ep.tx[NIU_LO][0].command[0] == 3);
+
+	/* A request from node 2 runs the handler; its reply goes at high. */
+	deliver_words(&ep, NIU_LO, &head, 2, 6, 5, 0, args, 20);
+	deliver(&ep, NIU_LO, &head, 2, 8, 0, 0, 0);	/* no handler */
+	CHECK(niu_am_poll(&ep) == 1);
+	CHECK(handled_type == 6 && handled_n == 20);
+	CHECK(handled_args[19] == 0x5000 + 19);
+	header = ep.tx[NIU_HI][0].header;
+	CHECK(ARCTIC_FIELD_GET(MPI_HEADER, DEST, header) == 2);
+	CHECK(ARCTIC_FIELD_GET(MPI_HEADER, ENDPOINT, header) == 5);
+	CHECK(ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header) == 9);
+	CHECK(ep.tx[NIU_HI][0].payload[0] == 0x5000);
+	CHECK(niu_try_recv(&ep, NIU_LO, &msg) == 1 && msg.type == 8);
+
+	/* A segment of 30 words fills from two transfers, then completes. */
+	CHECK(niu_am_segment_open(&ep, 2, target, 30, segment_done,
+				  &segments_done) == 0);
+	deliver_words(&ep, NIU_HI, &hi_head, 0, NIU_TYPE_AM_XFER, 2, 20,
+		      args, 10);
+	CHECK(niu_am_poll(&ep) == 1 && segments_done == 0);
+	deliver_words(&ep, NIU_HI, &hi_head, 0, NIU_TYPE_AM_XFER, 2, 0,
+		      args, 20);
+	/* Past its end, and to a closed segment: refused and counted. */
+	deliver_words(&ep, NIU_HI, &hi_head, 0, NIU_TYPE_AM_XFER, 2, 25,
+		      args, 10);
+	deliver_words(&ep, NIU_HI, &hi_head, 0, NIU_TYPE_AM_XFER, 3, 0,
+		      args, 1);
+	CHECK(niu_am_poll(&ep) == 3);
+	CHECK(segments_done == 1 && ep.am_errors == 2);
+	CHECK(target[0] == 0x5000 && target[19] == 0x5000 + 19);
+	CHECK(target[20] == 0x5000 && target[29] == 0x5000 + 9);
+
+	/* niu_am_xfer() splits a block into 20-word messages. */
+	CHECK(niu_am_xfer(&ep, NIU_LO, 3, 4, 100, target, 30) == 0);
+	CHECK(ep.tx[NIU_LO][1].command[0] == 4);
+	CHECK(ep.tx[NIU_LO][2].command[1] == 120);
+	CHECK(ARCTIC_FIELD_GET(MPI_HEADER, LENGTH,
+			       ep.tx[NIU_LO][2].header) == 10);
+	CHECK(niu_am_xfer(&ep, NIU_LO, 3, NIU_AM_SEGMENTS, 0, target, 1) ==
+	      -EINVAL);
+}
+
 int main(void)
 {
 	test_send_encoding();
 	test_receive_and_stash();
 	test_barrier_single_node();
+	test_stash_grows_in_order();
+	test_exchange_two_nodes();
+	test_reduce_operators();
+	test_active_messages();
 	printf("%s\n", failures ? "FAIL" : "PASS: libniu unit tests");
 	return failures ? 1 : 0;
 }
