@@ -411,11 +411,11 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
         return;
     }
     for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
-        if (hello.credits[prio] == 0 ||
-            hello.credits[prio] > ARCTIC_LINK_MAX_CREDITS) {
+        /* 0 is fine: an NIU may grant its credits later. */
+        if (hello.credits[prio] > ARCTIC_LINK_MAX_CREDITS) {
             reject(sw, conn, ARCTIC_REJECT_MALFORMED,
                    ARCTIC_DISCONNECT_REJECTED,
-                   "%u credits at priority %u: want 1..%d",
+                   "%u credits at priority %u: want 0..%d",
                    hello.credits[prio], prio, ARCTIC_LINK_MAX_CREDITS);
             return;
         }

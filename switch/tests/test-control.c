@@ -185,6 +185,11 @@ static void run_switch(char **argv, int *status, char **out, char **err)
 static void test_daemon_options(void)
 {
     const char *exe = g_getenv("ARCTIC_SWITCH");
+    /* A path nothing can already occupy: the refusals below must be about
+     * the option tested, never about the socket. */
+    g_autofree char *dir = g_dir_make_tmp("arctic-options-XXXXXX", NULL);
+    g_autofree char *sock = g_build_filename(dir, "s.sock", NULL);
+    const char *x = sock;
     struct {
         const char *args[4];
         int exit_code;
@@ -192,12 +197,12 @@ static void test_daemon_options(void)
     } cases[] = {
         { { "--help" }, 0, "--socket" },
         { { "--bogus" }, 2, "Unknown option" },
-        { { "-s", "/tmp/x", "--ports", "999" }, 1, "--ports 999" },
-        { { "-s", "/tmp/x", "--ports", "ten" }, 2, "ports" },
+        { { "-s", x, "--ports", "999" }, 1, "--ports 999" },
+        { { "-s", x, "--ports", "ten" }, 2, "ports" },
         { { "--ports", "4" }, 2, "--socket" },
-        { { "-s", "/tmp/x", "--fault", "3:drop=9" }, 2, "between 0 and 1" },
-        { { "-s", "/tmp/x", "--buffers", "1" }, 1, "--buffers 1" },
-        { { "-s", "/tmp/x", "--levels", "1" }, 1, "levels" },
+        { { "-s", x, "--fault", "3:drop=9" }, 2, "between 0 and 1" },
+        { { "-s", x, "--buffers", "1" }, 1, "--buffers 1" },
+        { { "-s", x, "--levels", "1" }, 1, "levels" },
         { { "--tcp", "nocolon" }, 1, "HOST:PORT" },
     };
     unsigned i;
@@ -219,6 +224,8 @@ static void test_daemon_options(void)
         g_assert_nonnull(strstr(cases[i].exit_code ? err : out,
                                 cases[i].message));
     }
+    g_assert_false(g_file_test(sock, G_FILE_TEST_EXISTS));
+    g_rmdir(dir);
 }
 
 /* The daemon serves a client, prints its counters on SIGTERM, exits 0 and

@@ -185,7 +185,7 @@ static void test_high_passes_congested_low(void)
     test_switch_stop(ts);
 }
 
-/* A receiver that grants plenty of credit but stops reading its socket:
+/* A receiver that grants the most credit it may but stops reading its socket:
  * the switch's output buffer and the socket fill, then the sender stops
  * getting credits.  Nothing is dropped once the receiver reads again. */
 static void test_stalled_socket_backpressure(void)
@@ -202,7 +202,7 @@ static void test_stalled_socket_backpressure(void)
     arctic_switch_config_init(&config);
     config.ports = 4;
     ts = test_switch_start(&config);
-    rx = test_client_connect(ts->socket_path, 3, 65535, 8);
+    rx = test_client_connect(ts->socket_path, 3, ARCTIC_LINK_MAX_CREDITS, 8);
     tx = test_client_connect(ts->socket_path, 0, 8, 8);
     while (sent < ATTEMPTS && quiet < 30) {
         unsigned k = send_burst(tx, 3, false, ATTEMPTS - sent, &seq);
@@ -235,6 +235,9 @@ static void test_stalled_socket_backpressure(void)
             expect++;
             received++;
             got = true;
+            /* Reading again, it hands buffers back as an NIU does (its
+             * window is finite: ARCTIC_LINK_MAX_CREDITS). */
+            test_client_return_credits(rx, 1, 0);
         }
         if (!got) {
             test_client_poll(rx, 1);

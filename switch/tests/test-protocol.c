@@ -147,6 +147,12 @@ static void test_handshake_rejects(Fixture *f, gconstpointer data)
     g_assert_cmpuint(expect_reject(c), ==, ARCTIC_REJECT_MALFORMED);
     test_client_free(c);
 
+    /* More credits than the contract allows (ARCTIC_LINK_MAX_CREDITS). */
+    g_assert_cmpuint(test_client_try_connect(f->ts->socket_path, 3,
+                                             ARCTIC_LINK_MAX_CREDITS + 1, 8,
+                                             &c), ==, ARCTIC_REJECT_MALFORMED);
+    test_client_free(c);
+
     /* A well-framed CREDIT before HELLO. */
     c = raw_client(f);
     arctic_frame_header_encode(frame, ARCTIC_FRAME_CREDIT, ARCTIC_CREDIT_SIZE);
@@ -169,7 +175,7 @@ static void test_handshake_rejects(Fixture *f, gconstpointer data)
     bystander_ok(f);
     st = test_switch_stats(f->ts);
     g_assert_cmpuint(st->unattached_disconnects[ARCTIC_DISCONNECT_REJECTED],
-                     ==, 4);
+                     ==, 5);
     g_assert_cmpuint(
         st->unattached_disconnects[ARCTIC_DISCONNECT_UNEXPECTED_FRAME], ==, 1);
     g_assert_cmpuint(
