@@ -34,6 +34,30 @@ static const uint32_t queue_view_offset[2][NIU_NUM_PRIORITIES] = {
 	{ ARCTIC_MMAP_HI_RX, ARCTIC_MMAP_LO_RX },	/* rx */
 };
 
+/*
+ * One empty poll: every NIU_SPINS_BEFORE_YIELD of them give the CPU away,
+ * by sched_yield() or, when niu_set_idle_sleep() asked, by sleeping.
+ */
+static void idle(struct niu_endpoint *ep, unsigned int *spins)
+{
+	struct timespec ts;
+
+	if (++*spins % NIU_SPINS_BEFORE_YIELD)
+		return;
+	if (!ep->idle_sleep_us) {
+		sched_yield();
+		return;
+	}
+	ts.tv_sec = ep->idle_sleep_us / 1000000;
+	ts.tv_nsec = (long)(ep->idle_sleep_us % 1000000) * 1000;
+	nanosleep(&ts, NULL);
+}
+
+void niu_set_idle_sleep(struct niu_endpoint *ep, unsigned int microseconds)
+{
+	ep->idle_sleep_us = microseconds;
+}
+
 uint64_t niu_now_ns(void)
 {
 	struct timespec ts;
@@ -143,8 +167,7 @@ static void wait_tx_slot(struct niu_endpoint *ep, enum niu_priority prio)
 			niu_am_poll(ep);
 		else
 			keep_incoming(ep);
-		if (++spins % NIU_SPINS_BEFORE_YIELD == 0)
-			sched_yield();
+		idle(ep, &spins);
 	}
 }
 
@@ -340,8 +363,7 @@ int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
 	unsigned int spins = 0;
 
 	while (!niu_try_recv(ep, prio, msg)) {
-		if (++spins % NIU_SPINS_BEFORE_YIELD == 0)
-			sched_yield();
+		idle(ep, &spins);
 	}
 	return 0;
 }
@@ -360,8 +382,7 @@ int niu_recv_any(struct niu_endpoint *ep, struct niu_msg *msg,
 				return 0;
 			}
 		}
-		if (++spins % NIU_SPINS_BEFORE_YIELD == 0)
-			sched_yield();
+		idle(ep, &spins);
 	}
 }
 
@@ -395,8 +416,7 @@ static int barrier_wait(struct niu_endpoint *ep,
 			if (stash_put(stash, &msg))
 				return -ENOSPC;
 		}
-		if (++spins % NIU_SPINS_BEFORE_YIELD == 0)
-			sched_yield();
+		idle(ep, &spins);
 	}
 }
 
@@ -501,7 +521,7 @@ int niu_alltoallv(struct niu_endpoint *ep, const uint32_t *const send[],
 		unsent += send_words[p];
 		x.remaining += recv_words[p];
 	}
-	if (send_words[me])
+	if (send_words[me] && recv[me] != send[me])
 		memcpy(recv[me], send[me], send_words[me] * sizeof(uint32_t));
 
 	stash_drain(&ep->stash[NIU_LO], is_exchange_msg, exchange_take, &x);
@@ -542,8 +562,8 @@ int niu_alltoallv(struct niu_endpoint *ep, const uint32_t *const send[],
 			else if (stash_put(&ep->stash[NIU_LO], &msg))
 				abort();	/* a million unread messages */
 		}
-		if (!progress && ++spins % NIU_SPINS_BEFORE_YIELD == 0)
-			sched_yield();
+		if (!progress)
+			idle(ep, &spins);
 	}
 	free(sent);
 	return x.errors ? -EPROTO : 0;

@@ -109,6 +109,7 @@ struct niu_endpoint {
 	uint32_t tx_head[NIU_NUM_PRIORITIES];	/* next slot we fill */
 	uint32_t rx_tail[NIU_NUM_PRIORITIES];	/* next slot we read */
 	struct niu_stash stash[NIU_NUM_PRIORITIES];
+	unsigned int idle_sleep_us;	/* see niu_set_idle_sleep() */
 	uint32_t barrier_epoch;
 	uint32_t collective_epoch;	/* collectives called so far */
 	niu_am_handler am_handlers[NIU_TYPE_LIBRARY_MIN];
@@ -275,6 +276,14 @@ void niu_am_segment_close(struct niu_endpoint *ep, unsigned int segment);
 int niu_am_xfer(struct niu_endpoint *ep, enum niu_priority prio,
 		uint32_t dest, unsigned int segment, uint32_t offset,
 		const uint32_t *src, size_t words);
+
+/*
+ * How waits give the CPU away after a run of empty polls: 0 (the default)
+ * yields; otherwise sleep this many microseconds, which lets a guest's
+ * virtual CPU halt, so a node that only waits leaves the host's cores to
+ * the nodes that compute (several TCG guests on few cores).
+ */
+void niu_set_idle_sleep(struct niu_endpoint *ep, unsigned int microseconds);
 
 /* Monotonic time in nanoseconds, for benchmarks. */
 uint64_t niu_now_ns(void);

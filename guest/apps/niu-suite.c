@@ -1,0 +1,713 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * niu-suite: the parallel application suite of seed 001 (Cranium thesis,
+ * chapter 6) on libniu's message passing: dense matrix multiply, FFT,
+ * Gaussian elimination, Jacobi relaxation and integer sort, at the input
+ * sizes of its Table 6.2 unless told otherwise.  Every node generates its
+ * share of the input from a hash of the element's global index (the data
+ * set is already distributed, as it is in the thesis), so node 0 can build
+ * the whole input again for the serial run.  The parallel time runs from a
+ * barrier to a barrier and holds the kernel's own communication; the
+ * results are then gathered on node 0 (untimed), which runs the serial
+ * version on one node, compares (exactly for sort, with a tolerance for
+ * floating point) and prints size, nodes, both times, speedup and
+ * PASS/FAIL.  Nodes other than 0 sleep while it does, so that TCG guests
+ * sharing few host cores do not slow the serial run down.
+ */
+#include <complex.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "niu.h"
+
+/* A kernel's inputs and the run's endpoint. */
+struct run {
+	struct niu_endpoint ep;
+	uint32_t nodes, me;
+	unsigned int size;	/* the kernel's size parameter */
+	unsigned int iterations;	/* Jacobi only */
+	double parallel_s, serial_s;
+	int pass;
+};
+
+/* Deterministic inputs: splitmix64 of (stream, index). */
+static uint64_t hash(uint32_t stream, uint64_t index)
+{
+	uint64_t z = index * 0x9e3779b97f4a7c15ull +
+		     ((uint64_t)stream << 56) + 0x632be59bd9b4e019ull;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* In [-1, 1). */
+static double input(uint32_t stream, uint64_t index)
+{
+	return (double)(hash(stream, index) >> 11) * 0x1p-52 - 1.0;
+}
+
+static double seconds_since(uint64_t start_ns)
+{
+	return (niu_now_ns() - start_ns) * 1e-9;
+}
+
+static void die_on(int ret, const char *what)
+{
+	if (ret) {
+		fprintf(stderr, "niu-suite: %s: %s\n", what, strerror(-ret));
+		exit(1);
+	}
+}
+
+/* Start and stop the timed parallel part on every node. */
+static uint64_t parallel_begin(struct run *run)
+{
+	die_on(niu_barrier(&run->ep), "barrier");
+	return niu_now_ns();
+}
+
+static void parallel_end(struct run *run, uint64_t start)
+{
+	die_on(niu_barrier(&run->ep), "barrier");
+	run->parallel_s = seconds_since(start);
+}
+
+/*
+ * Node 0 decides (the serial run and the comparison happen there while the
+ * others sleep in the broadcast) and tells every node.
+ */
+static void share_verdict(struct run *run)
+{
+	uint32_t verdict = run->pass;
+
+	niu_set_idle_sleep(&run->ep, run->me ? 1000 : 0);
+	die_on(niu_bcast(&run->ep, 0, &verdict, 1), "verdict");
+	niu_set_idle_sleep(&run->ep, 0);
+	run->pass = verdict;
+}
+
+static double max_abs_diff(const double *a, const double *b, size_t n)
+{
+	double worst = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		worst = fmax(worst, fabs(a[i] - b[i]));
+	return worst;
+}
+
+/* --- dense matrix multiply: C = A B, order m, row blocks -------------- */
+
+static void multiply_rows(const double *a, const double *b, double *c,
+			  unsigned int rows, unsigned int m)
+{
+	unsigned int i, j, k;
+
+	memset(c, 0, (size_t)rows * m * sizeof(double));
+	for (i = 0; i < rows; i++)
+		for (k = 0; k < m; k++)
+			for (j = 0; j < m; j++)
+				c[i * m + j] += a[i * m + k] * b[k * m + j];
+}
+
+static void dmm(struct run *run)
+{
+	unsigned int m = run->size, rows = m / run->nodes, i;
+	size_t block = (size_t)rows * m, all = (size_t)m * m;
+	double *a = malloc(block * 8), *b = malloc(all * 8);
+	double *c = malloc(block * 8), *c_all = malloc(all * 8);
+	const uint32_t **send = calloc(run->nodes, sizeof(*send));
+	uint32_t **recv = calloc(run->nodes, sizeof(*recv)), p;
+	size_t *words = calloc(run->nodes, sizeof(size_t));
+	uint64_t start;
+
+	for (i = 0; i < block; i++) {
+		a[i] = input(1, run->me * block + i);
+		b[run->me * block + i] = input(2, run->me * block + i);
+	}
+	start = parallel_begin(run);
+	/* Everyone needs all of B: an all-gather of the row blocks. */
+	for (p = 0; p < run->nodes; p++) {
+		send[p] = (const uint32_t *)(b + run->me * block);
+		recv[p] = (uint32_t *)(b + p * block);
+		words[p] = 2 * block;
+	}
+	die_on(niu_alltoallv(&run->ep, send, words, recv, words), "B");
+	multiply_rows(a, b, c, rows, m);
+	parallel_end(run, start);
+	die_on(niu_gather(&run->ep, 0, (uint32_t *)c, (uint32_t *)c_all,
+			  2 * block), "gather C");
+	if (run->me == 0) {
+		double *a_all = calloc(all, 8), *c_serial = malloc(all * 8);
+
+		for (i = 0; i < all; i++) {
+			a_all[i] = input(1, i);
+			b[i] = input(2, i);
+		}
+		start = niu_now_ns();
+		multiply_rows(a_all, b, c_serial, m, m);
+		run->serial_s = seconds_since(start);
+		run->pass = max_abs_diff(c_all, c_serial, all) <= 1e-12 * m;
+		free(a_all);
+		free(c_serial);
+	}
+	share_verdict(run);
+	free(a);
+	free(b);
+	free(c);
+	free(c_all);
+	free(send);
+	free(recv);
+	free(words);
+}
+
+/* --- FFT: N = n1 n2 points, the transpose algorithm ------------------- */
+
+/* In-place radix-2 FFT of @n (a power of 2) points, forward. */
+static void fft_serial(double complex *x, size_t n)
+{
+	size_t i, j, bit, len, k;
+
+	for (i = 1, j = 0; i < n; i++) {
+		for (bit = n >> 1; j & bit; bit >>= 1)
+			j ^= bit;
+		j |= bit;
+		if (i < j) {
+			double complex t = x[i];
+
+			x[i] = x[j];
+			x[j] = t;
+		}
+	}
+	for (len = 2; len <= n; len <<= 1) {
+		double complex step = cexp(-2 * M_PI * I / len);
+
+		for (i = 0; i < n; i += len) {
+			double complex w = 1;
+
+			for (k = 0; k < len / 2; k++) {
+				double complex u = x[i + k];
+				double complex v = x[i + k + len / 2] * w;
+
+				x[i + k] = u + v;
+				x[i + k + len / 2] = u - v;
+				w *= step;
+			}
+		}
+	}
+}
+
+static double complex fft_input(size_t j)
+{
+	return input(3, j) + input(4, j) * I;
+}
+
+/*
+ * x[j1 n2 + j2] -> X[k1 + n1 k2]: n1-point FFTs down the columns j2 this
+ * node owns, twiddle by W_N^(j2 k1), transpose (all-to-all) so this node
+ * owns rows k1, then n2-point FFTs along them.
+ */
+static void fft(struct run *run)
+{
+	size_t n = run->size, n1, n2, cols, rows, j1, j2, k1, k2, i;
+	uint32_t p, nodes = run->nodes, me = run->me;
+	double complex *col, *y, *recvbuf, *z, *x_all = NULL;
+	uint64_t start;
+
+	for (n2 = 1; n2 * n2 < n; n2 <<= 1)
+		;
+	n1 = n / n2;		/* n1 = n2 or n2 / 2 */
+	cols = n2 / nodes;
+	rows = n1 / nodes;
+	col = malloc(n1 * sizeof(*col));
+	y = malloc(n1 * cols * sizeof(*y));		/* y[k1][j2] */
+	recvbuf = malloc(rows * n2 * sizeof(*y));
+	z = malloc(rows * n2 * sizeof(*y));		/* z[k1][k2] */
+
+	start = parallel_begin(run);
+	for (j2 = 0; j2 < cols; j2++) {
+		size_t g2 = me * cols + j2;
+
+		for (j1 = 0; j1 < n1; j1++)
+			col[j1] = fft_input(j1 * n2 + g2);
+		fft_serial(col, n1);
+		for (k1 = 0; k1 < n1; k1++)
+			y[k1 * cols + j2] = col[k1] *
+				cexp(-2 * M_PI * I * (double)(g2 * k1) / n);
+	}
+	/* y's block p (rows k1 of node p, our columns) goes to node p. */
+	die_on(niu_alltoall(&run->ep, (uint32_t *)y,
+			    (uint32_t *)recvbuf, rows * cols * 4),
+	       "transpose");
+	for (k1 = 0; k1 < rows; k1++) {
+		for (p = 0; p < nodes; p++)
+			for (j2 = 0; j2 < cols; j2++)
+				z[k1 * n2 + p * cols + j2] =
+					recvbuf[(p * rows + k1) * cols + j2];
+		fft_serial(z + k1 * n2, n2);
+	}
+	parallel_end(run, start);
+
+	if (me == 0)
+		x_all = malloc(n * sizeof(*x_all));
+	die_on(niu_gather(&run->ep, 0, (uint32_t *)z, (uint32_t *)x_all,
+			  rows * n2 * 4), "gather X");
+	if (me == 0) {
+		double complex *x = malloc(n * sizeof(*x));
+		double worst = 0, biggest = 0;
+
+		for (i = 0; i < n; i++)
+			x[i] = fft_input(i);
+		start = niu_now_ns();
+		fft_serial(x, n);
+		run->serial_s = seconds_since(start);
+		/* x_all holds z[k1][k2] row after row: X[k1 + n1 k2]. */
+		for (k1 = 0; k1 < n1; k1++) {
+			for (k2 = 0; k2 < n2; k2++) {
+				double complex got = x_all[k1 * n2 + k2];
+
+				worst = fmax(worst, cabs(got - x[k1 + n1 * k2]));
+				biggest = fmax(biggest, cabs(x[k1 + n1 * k2]));
+			}
+		}
+		run->pass = worst <= 1e-9 * biggest;
+		free(x);
+	}
+	share_verdict(run);
+	free(col);
+	free(y);
+	free(recvbuf);
+	free(z);
+	free(x_all);
+}
+
+/* --- Gaussian elimination: order m, rows dealt round-robin ------------ */
+
+/* Row i of [A | b], diagonally dominant so no pivoting is needed. */
+static void gauss_row(unsigned int m, unsigned int i, double *row)
+{
+	unsigned int j;
+
+	for (j = 0; j <= m; j++)
+		row[j] = input(5, (uint64_t)i * (m + 1) + j);
+	row[i] += m;
+}
+
+/* Subtract the multiple of @pivot_row that zeroes column @k of @row. */
+static void eliminate(double *row, const double *pivot_row, unsigned int k,
+		      unsigned int m)
+{
+	double factor = row[k] / pivot_row[k];
+	unsigned int j;
+
+	for (j = k; j <= m; j++)
+		row[j] -= factor * pivot_row[j];
+}
+
+static void gauss(struct run *run)
+{
+	unsigned int m = run->size, nodes = run->nodes, me = run->me;
+	unsigned int mine = m / nodes, i, k, j;
+	size_t width = m + 1;
+	double *rows = malloc(mine * width * 8), *pivot = malloc(width * 8);
+	double *x = malloc(m * 8), sum;
+	uint64_t start;
+
+	/* Row i lives on node i % nodes, at local index i / nodes. */
+	for (i = 0; i < mine; i++)
+		gauss_row(m, i * nodes + me, rows + i * width);
+	start = parallel_begin(run);
+	for (k = 0; k < m; k++) {
+		if (k % nodes == me)
+			memcpy(pivot, rows + (k / nodes) * width, width * 8);
+		die_on(niu_bcast(&run->ep, k % nodes, (uint32_t *)(pivot + k),
+				 2 * (width - k)), "pivot row");
+		for (i = k / nodes + (k % nodes >= me); i < mine; i++)
+			eliminate(rows + i * width, pivot, k, m);
+	}
+	for (k = m; k-- > 0;) {
+		if (k % nodes == me) {
+			const double *row = rows + (k / nodes) * width;
+
+			sum = row[m];
+			for (j = k + 1; j < m; j++)
+				sum -= row[j] * x[j];
+			x[k] = sum / row[k];
+		}
+		die_on(niu_bcast(&run->ep, k % nodes, (uint32_t *)(x + k), 2),
+		       "x");
+	}
+	parallel_end(run, start);
+
+	if (me == 0) {
+		double *a = malloc((size_t)m * width * 8), *xs = malloc(m * 8);
+
+		for (i = 0; i < m; i++)
+			gauss_row(m, i, a + i * width);
+		start = niu_now_ns();
+		for (k = 0; k < m; k++)
+			for (i = k + 1; i < m; i++)
+				eliminate(a + i * width, a + k * width, k, m);
+		for (k = m; k-- > 0;) {
+			sum = a[k * width + m];
+			for (j = k + 1; j < m; j++)
+				sum -= a[k * width + j] * xs[j];
+			xs[k] = sum / a[k * width + k];
+		}
+		run->serial_s = seconds_since(start);
+		run->pass = max_abs_diff(x, xs, m) <= 1e-12;
+		free(a);
+		free(xs);
+	}
+	share_verdict(run);
+	free(rows);
+	free(pivot);
+	free(x);
+}
+
+/* --- Jacobi: g x g single-precision grid, fixed boundary -------------- */
+
+static float jacobi_boundary(unsigned int g, unsigned int i, unsigned int j)
+{
+	if (i == 0)
+		return 1.0f;
+	if (i == g - 1 || j == 0 || j == g - 1)
+		return (float)input(6, (uint64_t)i * g + j) * 0.5f;
+	return 0.0f;
+}
+
+/* One sweep over rows 1..rows of @u (0 and rows+1 are halos) into @v. */
+static void jacobi_sweep(const float *u, float *v, unsigned int rows,
+			 unsigned int g, unsigned int first_row)
+{
+	unsigned int i, j, gi;
+
+	for (i = 1; i <= rows; i++) {
+		gi = first_row + i - 1;
+		for (j = 0; j < g; j++) {
+			if (gi == 0 || gi == g - 1 || j == 0 || j == g - 1)
+				v[i * g + j] = u[i * g + j];
+			else
+				v[i * g + j] = 0.25f * (u[(i - 1) * g + j] +
+						u[(i + 1) * g + j] +
+						u[i * g + j - 1] +
+						u[i * g + j + 1]);
+		}
+	}
+}
+
+static void jacobi(struct run *run)
+{
+	unsigned int g = run->size, nodes = run->nodes, me = run->me;
+	unsigned int rows = g / nodes, first = me * rows, i, j, t;
+	size_t local = (size_t)(rows + 2) * g;
+	float *u = calloc(local, 4), *v = calloc(local, 4), *swap;
+	float *all = me == 0 ? malloc((size_t)g * g * 4) : NULL;
+	const uint32_t **send = calloc(nodes, sizeof(*send));
+	uint32_t **recv = calloc(nodes, sizeof(*recv));
+	size_t *words = calloc(nodes, sizeof(size_t));
+	uint64_t start;
+
+	for (i = 0; i < rows; i++)
+		for (j = 0; j < g; j++)
+			u[(i + 1) * g + j] = jacobi_boundary(g, first + i, j);
+	if (me > 0)
+		words[me - 1] = g;
+	if (me + 1 < nodes)
+		words[me + 1] = g;
+	start = parallel_begin(run);
+	for (t = 0; t < run->iterations; t++) {
+		/* Halos: our edge rows out, the neighbours' into 0, rows+1. */
+		if (me > 0) {
+			send[me - 1] = (uint32_t *)(u + g);
+			recv[me - 1] = (uint32_t *)u;
+		}
+		if (me + 1 < nodes) {
+			send[me + 1] = (uint32_t *)(u + rows * g);
+			recv[me + 1] = (uint32_t *)(u + (rows + 1) * g);
+		}
+		die_on(niu_alltoallv(&run->ep, send, words, recv, words),
+		       "halo");
+		jacobi_sweep(u, v, rows, g, first);
+		swap = u;
+		u = v;
+		v = swap;
+	}
+	parallel_end(run, start);
+	die_on(niu_gather(&run->ep, 0, (uint32_t *)(u + g), (uint32_t *)all,
+			  (size_t)rows * g), "gather grid");
+	if (me == 0) {
+		float *su = calloc((size_t)(g + 2) * g, 4);
+		float *sv = calloc((size_t)(g + 2) * g, 4);
+		float worst = 0;
+
+		for (i = 0; i < g; i++)
+			for (j = 0; j < g; j++)
+				su[(i + 1) * g + j] = jacobi_boundary(g, i, j);
+		start = niu_now_ns();
+		for (t = 0; t < run->iterations; t++) {
+			jacobi_sweep(su, sv, g, g, 0);
+			swap = su;
+			su = sv;
+			sv = swap;
+		}
+		run->serial_s = seconds_since(start);
+		for (i = 0; i < (size_t)g * g; i++)
+			worst = fmaxf(worst, fabsf(all[i] - su[g + i]));
+		run->pass = worst <= 1e-6f;
+		free(su);
+		free(sv);
+	}
+	share_verdict(run);
+	free(u);
+	free(v);
+	free(all);
+	free(send);
+	free(recv);
+	free(words);
+}
+
+/* --- integer sort: bucket by the top bits, exchange, sort locally ----- */
+
+static int compare_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void sort(struct run *run)
+{
+	uint32_t nodes = run->nodes, me = run->me, p, *keys, *bucketed;
+	size_t n = run->size, mine = n / nodes, i, total;
+	size_t *count = calloc(nodes, sizeof(size_t));
+	size_t *at = calloc(nodes, sizeof(size_t));
+	size_t *in_count = calloc(nodes, sizeof(size_t));
+	uint32_t *count_words = calloc(2 * nodes, 4), *in_words;
+	const uint32_t **send = calloc(nodes, sizeof(*send));
+	uint32_t **recv = calloc(nodes, sizeof(*recv)), *sorted, *all = NULL;
+	uint64_t start;
+
+	keys = malloc(mine * 4);
+	bucketed = malloc(mine * 4);
+	in_words = count_words + nodes;
+	for (i = 0; i < mine; i++)
+		keys[i] = (uint32_t)hash(7, me * mine + i);
+	start = parallel_begin(run);
+	for (i = 0; i < mine; i++)
+		count[((uint64_t)keys[i] * nodes) >> 32]++;
+	for (p = 0; p < nodes; p++)
+		count_words[p] = (uint32_t)count[p];
+	die_on(niu_alltoall(&run->ep, count_words, in_words, 1), "counts");
+	for (p = 0, total = 0; p < nodes; p++) {
+		at[p] = p ? at[p - 1] + count[p - 1] : 0;
+		in_count[p] = in_words[p];
+		total += in_count[p];
+	}
+	for (p = 0; p < nodes; p++)
+		send[p] = bucketed + at[p];
+	for (i = 0; i < mine; i++) {
+		p = ((uint64_t)keys[i] * nodes) >> 32;
+		bucketed[at[p]++] = keys[i];
+	}
+	sorted = malloc(total * 4 + 4);
+	for (p = 0, i = 0; p < nodes; p++) {
+		recv[p] = sorted + i;
+		i += in_count[p];
+	}
+	die_on(niu_alltoallv(&run->ep, send, count, recv, in_count), "keys");
+	qsort(sorted, total, 4, compare_u32);
+	parallel_end(run, start);
+
+	/* Node 0 collects the sorted runs, whose sizes differ. */
+	count_words[0] = (uint32_t)total;
+	die_on(niu_gather(&run->ep, 0, count_words, in_words, 1), "sizes");
+	memset(send, 0, nodes * sizeof(*send));
+	memset(count, 0, nodes * sizeof(size_t));
+	memset(in_count, 0, nodes * sizeof(size_t));
+	send[0] = sorted;
+	count[0] = total;
+	if (me == 0) {
+		all = malloc(n * 4 + 4);
+		for (p = 0, i = 0; p < nodes; p++) {
+			recv[p] = all + i;
+			in_count[p] = in_words[p];
+			i += in_count[p];
+		}
+		run->pass = i == n;
+	}
+	die_on(niu_alltoallv(&run->ep, send, count, recv, in_count),
+	       "gather keys");
+	if (me == 0) {
+		uint32_t *serial = malloc(n * 4);
+
+		for (i = 0; i < n; i++)
+			serial[i] = (uint32_t)hash(7, i);
+		start = niu_now_ns();
+		qsort(serial, n, 4, compare_u32);
+		run->serial_s = seconds_since(start);
+		run->pass = run->pass && !memcmp(all, serial, n * 4);
+		free(serial);
+	}
+	share_verdict(run);
+	free(count);
+	free(at);
+	free(in_count);
+	free(count_words);
+	free(send);
+	free(recv);
+	free(keys);
+	free(bucketed);
+	free(sorted);
+	free(all);
+}
+
+/* --- the driver -------------------------------------------------------- */
+
+struct kernel {
+	const char *name;
+	void (*run)(struct run *run);
+	unsigned int size;		/* Table 6.2 */
+	const char *size_format;	/* how the size reads */
+};
+
+static struct kernel kernels[] = {
+	{ "dmm", dmm, 64, "%ux%u doubles (A, B)" },
+	{ "fft", fft, 1024, "%u complex points" },
+	{ "gauss", gauss, 64, "%ux%u doubles" },
+	{ "jacobi", jacobi, 64, "%ux%u floats" },
+	{ "sort", sort, 8192, "%u keys" },
+};
+
+enum { NUM_KERNELS = sizeof(kernels) / sizeof(kernels[0]) };
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"Usage: niu-suite [-s KERNEL=SIZE]... [-i ITERATIONS] "
+		"[-d DEVICE] [KERNEL...]\n"
+		"Kernels: dmm fft gauss jacobi sort (default: all).\n"
+		"  -s  size: dmm, gauss, jacobi: matrix order (64); fft: points,\n"
+		"      a power of 2 (1024); sort: keys (8192).  Defaults from\n"
+		"      seed 001 Table 6.2.\n"
+		"  -i  Jacobi iterations (100)\n"
+		"  -d  device file (default /dev/arctic-niu0)\n");
+	exit(2);
+}
+
+static struct kernel *find_kernel(const char *name, size_t length)
+{
+	unsigned int k;
+
+	for (k = 0; k < NUM_KERNELS; k++) {
+		if (strlen(kernels[k].name) == length &&
+		    !strncmp(kernels[k].name, name, length))
+			return &kernels[k];
+	}
+	return NULL;
+}
+
+/* Sizes the decomposition can split evenly over @nodes. */
+static int size_fits(const struct kernel *kernel, unsigned int size,
+		     uint32_t nodes)
+{
+	unsigned int n2;
+
+	if (kernel->run != fft)
+		return size && size % nodes == 0;
+	if (size < 2 || (size & (size - 1)))
+		return 0;
+	for (n2 = 1; n2 * n2 < size; n2 <<= 1)
+		;
+	return (size / n2) % nodes == 0;	/* n1 <= n2 */
+}
+
+int main(int argc, char **argv)
+{
+	unsigned int iterations = 100, failures = 0, k;
+	int selected[NUM_KERNELS] = { 0 }, any = 0, opt, ret, arg;
+	const char *device = NULL;
+	struct kernel *kernel;
+	struct run run;
+	char *eq;
+
+	while ((opt = getopt(argc, argv, "s:i:d:h")) != -1) {
+		switch (opt) {
+		case 's':
+			eq = strchr(optarg, '=');
+			kernel = eq ? find_kernel(optarg, eq - optarg) : NULL;
+			if (!kernel)
+				usage();
+			kernel->size = (unsigned int)atoi(eq + 1);
+			break;
+		case 'i':
+			iterations = (unsigned int)atoi(optarg);
+			break;
+		case 'd':
+			device = optarg;
+			break;
+		default:
+			usage();
+		}
+	}
+	for (arg = optind; arg < argc; arg++) {
+		kernel = find_kernel(argv[arg], strlen(argv[arg]));
+		if (!kernel)
+			usage();
+		selected[kernel - kernels] = any = 1;
+	}
+	memset(&run, 0, sizeof(run));
+	ret = niu_open(&run.ep, device);
+	if (ret) {
+		fprintf(stderr, "niu-suite: open: %s\n", strerror(-ret));
+		return 1;
+	}
+	run.nodes = run.ep.num_nodes;
+	run.me = run.ep.node;
+	run.iterations = iterations;
+	for (k = 0; k < NUM_KERNELS; k++) {
+		if (any && !selected[k])
+			continue;
+		if (!size_fits(&kernels[k], kernels[k].size, run.nodes)) {
+			if (run.me == 0)
+				printf("niu-suite: %s: size %u does not split "
+				       "over %u nodes\n", kernels[k].name,
+				       kernels[k].size, run.nodes);
+			failures++;
+			continue;
+		}
+		if (run.me == 0)
+			printf("niu-suite: %-6s ...\n", kernels[k].name);
+		fflush(stdout);
+		run.size = kernels[k].size;
+		run.pass = 0;
+		kernels[k].run(&run);
+		if (run.me == 0) {
+			char size[64];
+
+			snprintf(size, sizeof(size), kernels[k].size_format,
+				 run.size, run.size);
+			if (kernels[k].run == jacobi)
+				snprintf(size + strlen(size),
+					 sizeof(size) - strlen(size),
+					 ", %u iter", iterations);
+			printf("niu-suite: %-6s %-28s nodes=%u parallel=%.3fs "
+			       "serial=%.3fs speedup=%.2f %s\n",
+			       kernels[k].name, size, run.nodes,
+			       run.parallel_s, run.serial_s,
+			       run.serial_s / run.parallel_s,
+			       run.pass ? "PASS" : "FAIL");
+			fflush(stdout);
+		}
+		failures += !run.pass;
+	}
+	if (run.me == 0)
+		printf("niu-suite: %u failure(s): %s\n", failures,
+		       failures ? "FAIL" : "PASS");
+	niu_close(&run.ep);
+	return failures != 0;
+}
