@@ -2510,6 +2510,76 @@ static void test_bad_frames_reset_link(void)
     niu_stop(n);
 }
 
+
+/*
+ * Hostile guest and hostile network, at random (seeded by the test run):
+ * every register of both BARs written with random values, the queues
+ * filled with random slots, random bytes on the link.  QEMU must survive,
+ * and a reset must bring back a device that carries a message end to end.
+ */
+static void test_random_input_survives(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t junk[512];
+    uint32_t v = 0x77, epoch;
+    unsigned i, round;
+
+    for (round = 0; round < 3; round++) {
+        for (i = 0; i < 4000; i++) {
+            uint64_t off = g_test_rand_int_range(0, ARCTIC_BAR_CONTROL_SIZE /
+                                                    4) * 4;
+            uint32_t val = g_test_rand_int();
+
+            if (off == A_NIU_TX_CTRL || off == A_NIU_RX_CTRL) {
+                val &= ~R_NIU_CTRL_RESET_MASK;  /* keep the chaos going */
+            }
+            reg_w(n, off, val);
+            if (i % 4 == 0) {
+                qpci_io_writel(n->dev, n->user,
+                               g_test_rand_int_range(0, ARCTIC_BAR_USER_SIZE /
+                                                        4) * 4,
+                               g_test_rand_int());
+            }
+            if (i % 8 == 0) {
+                /* A random slot in the queues the driver set up. */
+                uint64_t slot = TX_BASE + g_test_rand_int_range(0,
+                                    ARCTIC_TX_REGION_SIZE / ARCTIC_SLOT_SIZE) *
+                                ARCTIC_SLOT_SIZE;
+                unsigned w;
+
+                for (w = 0; w < ARCTIC_SLOT_SIZE / 4; w++) {
+                    qtest_writel(n->qts, slot + 4 * w, g_test_rand_int());
+                }
+            }
+        }
+        qtest_clock_step(n->qts, 10 * RETRY_NS);
+        g_assert_cmphex(reg_r(n, A_NIU_ID), ==, ARCTIC_NIU_ID_VALUE);
+    }
+    /* Garbage from the "switch": the device drops the link, reconnects. */
+    for (i = 0; i < sizeof(junk); i++) {
+        junk[i] = g_test_rand_int();
+    }
+    send(n->fd, junk, sizeof(junk), MSG_NOSIGNAL);
+    link_close(n);
+    for (i = 0; i < WAIT_MS &&
+         FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS, CONNECTED);
+         i++) {
+        g_usleep(1000);
+    }
+    g_assert_false(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
+                              CONNECTED));
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_RESET_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    n->tx_head[0] = n->tx_head[1] = 0;
+    niu_setup(n);
+    link_handshake(n, 8, 8);
+    guest_send(n, ARCTIC_TXQ_HI, 2, 1, 2, 3, &v, 1);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 1, 2, 3, &v, 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    niu_stop(n);
+}
+
 /* Properties are checked when the device is created. */
 static void test_bad_properties(void)
 {
@@ -2865,6 +2935,7 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/bad/packets", test_bad_packets_from_network);
     qtest_add_func("/arctic-niu/bad/frames", test_bad_frames_reset_link);
     qtest_add_func("/arctic-niu/bad/properties", test_bad_properties);
+    qtest_add_func("/arctic-niu/bad/random-input", test_random_input_survives);
     qtest_add_func("/arctic-niu/cluster/2-nodes", test_cluster_2);
     qtest_add_func("/arctic-niu/cluster/4-nodes", test_cluster_4);
     qtest_add_func("/arctic-niu/cluster/4-nodes-faults",
