@@ -84,6 +84,21 @@ static uint32_t counter(Niu *n, enum arctic_counter c)
     return reg_r(n, ARCTIC_COUNTER_OFFSET(c));
 }
 
+/* The device's state view (QMP qom-get); unref the response when done. */
+static QDict *niu_state(Niu *n, QDict **rsp)
+{
+    *rsp = qtest_qmp(n->qts, "{'execute': 'qom-get', 'arguments': {"
+                     "'path': '/machine/peripheral/niu', 'property': 'state'}}");
+    g_assert_true(qdict_haskey(*rsp, "return"));
+    return qdict_get_qdict(*rsp, "return");
+}
+
+static QDict *niu_state_endpoint0(Niu *n, QDict **rsp)
+{
+    return qobject_to(QDict, qlist_peek(qdict_get_qlist(niu_state(n, rsp),
+                                                        "endpoints")));
+}
+
 static void ep_w(Niu *n, unsigned ep, uint64_t reg, uint32_t v)
 {
     reg_w(n, ARCTIC_EP_OFFSET(ep, reg), v);
@@ -240,6 +255,18 @@ static void link_close(Niu *n)
     }
 }
 
+/* Wait (bounded) until a NIU_LINK_STATUS bit reads @want, and check it. */
+static void wait_link_status(Niu *n, uint32_t mask, bool want)
+{
+    int i;
+
+    for (i = 0; i < WAIT_MS && !(reg_r(n, A_NIU_LINK_STATUS) & mask) == want;
+         i++) {
+        g_usleep(1000);
+    }
+    g_assert_cmpint(!!(reg_r(n, A_NIU_LINK_STATUS) & mask), ==, want);
+}
+
 static void link_send_welcome(Niu *n, uint16_t hi_credits, uint16_t lo_credits)
 {
     uint8_t body[ARCTIC_WELCOME_SIZE];
@@ -287,12 +314,7 @@ static void link_handshake(Niu *n, uint16_t hi_credits, uint16_t lo_credits)
     link_expect_hello(n);
     link_send_welcome(n, hi_credits, lo_credits);
     /* The register shows the link up once the WELCOME was taken in. */
-    for (int i = 0; i < WAIT_MS &&
-         !FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS, UP); i++) {
-        g_usleep(1000);
-    }
-    g_assert_true(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
-                             UP));
+    wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
     g_assert_cmpint(reg_r(n, A_NIU_NUM_NODES), ==, NET_NODES);
 }
 
@@ -1700,17 +1722,11 @@ static void test_dma_progress_and_context_switch(void)
     link_expect_silence(n);
     reg_w(n, A_NIU_TX_CTRL, 0);
     g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, 0);
-    rsp = qtest_qmp(n->qts, "{'execute': 'qom-get', 'arguments': {"
-                    "'path': '/machine/peripheral/niu', 'property': 'state'}}");
-    ep0 = qobject_to(QDict, qlist_peek(qdict_get_qlist(
-              qdict_get_qdict(rsp, "return"), "endpoints")));
+    ep0 = niu_state_endpoint0(n, &rsp);
     g_assert_cmpint(qdict_get_int(ep0, "dma-tx-dma-packets-sent"), ==, 8);
     qobject_unref(rsp);
     ep_w(n, 0, A_EP_DMA_TX_TL, 0);
-    rsp = qtest_qmp(n->qts, "{'execute': 'qom-get', 'arguments': {"
-                    "'path': '/machine/peripheral/niu', 'property': 'state'}}");
-    ep0 = qobject_to(QDict, qlist_peek(qdict_get_qlist(
-              qdict_get_qdict(rsp, "return"), "endpoints")));
+    ep0 = niu_state_endpoint0(n, &rsp);
     g_assert_cmpint(qdict_get_int(ep0, "dma-tx-dma-packets-sent"), ==, 0);
     qobject_unref(rsp);
     niu_stop(n);
@@ -2009,10 +2025,7 @@ static void test_state_introspection(void)
     peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 0, 0);
     reg_w(n, A_NIU_ID, 0);          /* leave an error behind */
 
-    rsp = qtest_qmp(n->qts, "{'execute': 'qom-get', 'arguments': {"
-                    "'path': '/machine/peripheral/niu', 'property': 'state'}}");
-    g_assert_true(qdict_haskey(rsp, "return"));
-    state = qdict_get_qdict(rsp, "return");
+    state = niu_state(n, &rsp);
     g_assert_cmpint(qdict_get_int(state, "node-id"), ==, NIU_NODE);
     g_assert_cmpint(qdict_get_int(state, "num-nodes"), ==, NET_NODES);
     g_assert_cmpstr(qdict_get_str(state, "link"), ==, "up");
@@ -2292,11 +2305,7 @@ static void test_link_down_up_loses_nothing(void)
         guest_send(n, ARCTIC_TXQ_HI, 2, 1, i, 0, &v[i], 1);
     }
     doorbell(n);
-    for (i = 0; i < WAIT_MS &&
-         FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS, CONNECTED);
-         i++) {
-        g_usleep(1000);
-    }
+    wait_link_status(n, R_NIU_LINK_STATUS_CONNECTED_MASK, false);
     g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
                                UP), ==, 0);
     /* The device reconnects; 1 and 2 were never acked, 3 and 4 never
@@ -2561,13 +2570,7 @@ static void test_random_input_survives(void)
     }
     send(n->fd, junk, sizeof(junk), MSG_NOSIGNAL);
     link_close(n);
-    for (i = 0; i < WAIT_MS &&
-         FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS, CONNECTED);
-         i++) {
-        g_usleep(1000);
-    }
-    g_assert_false(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
-                              CONNECTED));
+    wait_link_status(n, R_NIU_LINK_STATUS_CONNECTED_MASK, false);
     reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_RESET_MASK);
     g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
     n->tx_head[0] = n->tx_head[1] = 0;
@@ -2693,10 +2696,7 @@ static void cluster_setup_node(Cluster *c, unsigned me)
     uint32_t table[2 * 4];
     unsigned t, d;
 
-    for (t = 0; t < 5000 && !FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS),
-                                         NIU_LINK_STATUS, UP); t++) {
-        g_usleep(1000);
-    }
+    wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
     g_assert_cmpint(reg_r(n, A_NIU_NUM_NODES), ==, c->nodes);
     qtest_memset(n->qts, TX_BASE, 0, ARCTIC_TX_REGION_SIZE);
     qtest_memset(n->qts, RX_BASE, 0, ARCTIC_RX_REGION_SIZE);
