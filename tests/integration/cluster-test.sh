@@ -10,12 +10,21 @@
 #   driver-1  niu-driver-test on 1 node, then the module unloaded and
 #           loaded again and the test repeated: error codes for bad
 #           requests, route override, endpoints, sysfs counters
+#   suite-4  niu-suite (seed 001's dmm, fft, gauss, jacobi, sort at the
+#           Table 6.2 sizes) on 4 nodes: every kernel's result equal to
+#           node 0's serial run, times and speedup reported
+#   collectives-8  niu-coll-test on 8 nodes with 128 MB each: barrier,
+#           all-to-all, broadcast from every root, reduce and allreduce,
+#           active messages and a block transfer, every value checked
+#   faults-4  the switch drops and duplicates 2% of packets each way;
+#           niu-coll-test and three suite kernels must still be right,
+#           and the switch must report that it did drop packets
 # Exits 77 (skip) when QEMU or the guest image is not built.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|driver-1}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|driver-1|suite-4|collectives-8|faults-4}
 if [ ! -r "$ARCTIC_CACHE/guest/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_CACHE/guest/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_CACHE/guest; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -73,6 +82,27 @@ driver-1)
     expect "both runs pass" '^\[node 0\] niu-driver-test: 0 failure\(s\): PASS$' 2
     expect "the loopback message counted in sysfs" '^\[node 0\] rx-hi=1$'
     expect "the node is ok" '^node 0: ok$'
+    ;;
+suite-4)
+    run_cluster -n 4 -- niu-suite
+    expect "every kernel verified, with times" '^\[node 0\] niu-suite: (dmm|fft|gauss|jacobi|sort) +[0-9].* nodes=4 parallel=[0-9]+\.[0-9]{3}s serial=[0-9]+\.[0-9]{3}s speedup=[0-9]+\.[0-9]{2} PASS$' 5
+    expect "no kernel failed" '^\[node 0\] niu-suite: 0 failure\(s\): PASS$'
+    expect "all nodes ok" '^node [0-3]: ok$' 4
+    ;;
+collectives-8)
+    run_cluster -n 8 -m 128 -- niu-coll-test
+    expect "8 nodes take part" '^\[node 0\] niu-coll-test: 8 nodes, 3 rounds, 50 words per all-to-all block$'
+    expect "no wrong value in any primitive" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
+    expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'
+    expect "all nodes ok" '^node [0-7]: ok$' 8
+    ;;
+faults-4)
+    run_cluster -n 4 -f '*:drop=0.02,dup=0.02' -- "niu-coll-test && niu-suite fft jacobi sort"
+    expect "collectives right despite faults" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
+    expect "kernels right despite faults" '^\[node 0\] niu-suite: (fft|jacobi|sort) +[0-9].* PASS$' 3
+    expect "no kernel failed" '^\[node 0\] niu-suite: 0 failure\(s\): PASS$'
+    expect "the switch did drop packets" '^drops: fault=[1-9][0-9]*'
+    expect "all nodes ok" '^node [0-3]: ok$' 4
     ;;
 *)
     echo "unknown case '$case_name'"
