@@ -4,7 +4,8 @@
  * with the right error codes and good ones with the right values: unknown
  * ioctls, reserved fields, out-of-range routes, private or misplaced
  * mappings, running out of endpoints, the route override and its restore,
- * and the counters.  Run as root on one node (route override needs
+ * the counters, and the remote-DMA window (its ioctl, its mapping, and a
+ * DMA request from the window to itself).  Run as root on one node (route override needs
  * CAP_NET_ADMIN).  Prints one line per check; exit status 0 when all pass.
  */
 #include <errno.h>
@@ -132,8 +133,9 @@ static void check_mmap(int fd)
 	      "map the user page");
 	check(do_mmap(fd, 8192, MAP_SHARED, ARCTIC_NIU_MMAP_USER_PAGE) ==
 	      -EINVAL, "two pages at the user page: EINVAL");
-	check(do_mmap(fd, 4096, MAP_SHARED, 0x80000) == -EINVAL,
-	      "DMA window (not yet): EINVAL");
+	check(do_mmap(fd, ARCTIC_NIU_DMA_WINDOW_SIZE, MAP_SHARED,
+		      ARCTIC_NIU_MMAP_DMA_WINDOW) == -EINVAL,
+	      "DMA window before asking for one: EINVAL");
 }
 
 /* The Rx queues of the view are the ones the NIU writes: a message sent
@@ -165,6 +167,83 @@ static void check_loopback(int fd, uint32_t me)
 	      ARCTIC_FIELD_GET(MPI_HEADER, DEST, rx->header) == me,
 	      "loopback message lands in HiRx slot 0");
 	munmap(q, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+}
+
+/*
+ * The window's ioctl and mapping, then a DMA request to ourselves: block 0
+ * of the window must arrive as block 1, followed by its notification.
+ */
+static void check_dma_window(int fd, uint32_t me)
+{
+	const uint64_t base = 0x40000000;	/* our name for the window */
+	struct arctic_niu_dma_window window = {
+		.size = ARCTIC_NIU_DMA_WINDOW_SIZE,
+		.base_vir = base + 0x1000,
+	};
+	volatile struct arctic_dma_request *dma_tx;
+	volatile struct arctic_mpi_slot *rx;
+	uint32_t *data, i, same = 0;
+	char *q;
+	int spins;
+
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_DMA_WINDOW, &window) == -EINVAL,
+	      "DMA window at an unaligned base: EINVAL");
+	window.base_vir = base;
+	window.size = 2 * ARCTIC_NIU_DMA_WINDOW_SIZE;
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_DMA_WINDOW, &window) == -EINVAL,
+	      "DMA window of another size: EINVAL");
+	window.size = ARCTIC_NIU_DMA_WINDOW_SIZE;
+	window.reserved[1] = 1;
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_DMA_WINDOW, &window) == -EINVAL,
+	      "DMA window with reserved bits: EINVAL");
+	window.reserved[1] = 0;
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_DMA_WINDOW, &window) == 0 &&
+	      window.mmap_offset == ARCTIC_NIU_MMAP_DMA_WINDOW,
+	      "DMA window");
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_DMA_WINDOW, &window) == -EBUSY,
+	      "a second DMA window: EBUSY");
+	check(do_mmap(fd, 4096, MAP_SHARED, ARCTIC_NIU_MMAP_DMA_WINDOW) ==
+	      -EINVAL, "part of the DMA window: EINVAL");
+
+	data = mmap(NULL, ARCTIC_NIU_DMA_WINDOW_SIZE, PROT_READ | PROT_WRITE,
+		    MAP_SHARED, fd, ARCTIC_NIU_MMAP_DMA_WINDOW);
+	q = mmap(NULL, ARCTIC_NIU_MMAP_DMA_TX + ARCTIC_NIU_MMAP_DMA_TX_SIZE,
+		 PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (data == MAP_FAILED || q == MAP_FAILED) {
+		check(0, "map the DMA window and DMATx");
+		return;
+	}
+	for (i = 0; i < ARCTIC_D / 4; i++)
+		data[i] = 0xd0000000 + i;
+	dma_tx = (void *)(q + ARCTIC_MMAP_DMA_TX);
+	rx = (void *)(q + ARCTIC_MMAP_HI_RX);
+	dma_tx->command = 0xc0de;
+	dma_tx->target = base + ARCTIC_D;
+	dma_tx->source = base;
+	dma_tx->payload[0] = 0xbeef;
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	dma_tx->header = ARCTIC_MPI_VALID |
+			 ARCTIC_FIELD_PREP(MPI_HEADER, DEST, me) |
+			 ARCTIC_FIELD_PREP(MPI_HEADER, TYPE, 5) |
+			 ARCTIC_FIELD_PREP(MPI_HEADER, MODE, ARCTIC_MODE_DMA) |
+			 ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, 1);
+	for (spins = 0; spins < 5000 && !(rx->header & ARCTIC_MPI_VALID);
+	     spins++)
+		usleep(1000);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	for (i = 0; i < ARCTIC_D / 4; i++)
+		same += data[ARCTIC_D / 4 + i] == 0xd0000000 + i;
+	check((rx->header & ARCTIC_MPI_VALID) &&
+	      ARCTIC_FIELD_GET(MPI_HEADER, MODE, rx->header) ==
+	      ARCTIC_MODE_MPI &&
+	      ARCTIC_FIELD_GET(MPI_HEADER, TYPE, rx->header) == 5 &&
+	      rx->command[0] == 0xc0de &&
+	      rx->command[1] == (uint32_t)(base + ARCTIC_D) &&
+	      rx->payload[0] == 0xbeef, "DMA notification in HiRx");
+	check(same == ARCTIC_D / 4 && data[ARCTIC_D / 2] == 0,
+	      "DMA block copied within the window, nothing beyond");
+	munmap(q, ARCTIC_NIU_MMAP_DMA_TX + ARCTIC_NIU_MMAP_DMA_TX_SIZE);
+	munmap(data, ARCTIC_NIU_DMA_WINDOW_SIZE);
 }
 
 int main(int argc, char **argv)
@@ -215,6 +294,23 @@ int main(int argc, char **argv)
 		      ((volatile struct arctic_mpi_slot *)
 		       (q + ARCTIC_MMAP_HI_RX))->header == 0,
 		      "a reopened endpoint starts empty");
+		if (q != MAP_FAILED)
+			munmap(q, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+		if (do_ioctl(fd, ARCTIC_NIU_IOC_NODE_INFO, &node) == 0)
+			check_dma_window(fd, node.node_id);
+		close(fd);
+	}
+	/* Closing the file gave the window back. */
+	fd = open(device, O_RDWR);
+	if (fd >= 0) {
+		struct arctic_niu_dma_window window = {
+			.size = ARCTIC_NIU_DMA_WINDOW_SIZE,
+		};
+
+		check(do_ioctl(fd, ARCTIC_NIU_IOC_ENDPOINT_INFO, &info) == 0 &&
+		      info.endpoint == 0 &&
+		      do_ioctl(fd, ARCTIC_NIU_IOC_DMA_WINDOW, &window) == 0,
+		      "endpoint 0 gets a DMA window again after close");
 		close(fd);
 	}
 	printf("niu-driver-test: %d failure(s): %s\n", failures,

@@ -54,6 +54,8 @@ struct arctic_niu_endpoint {
 	dma_addr_t tx_region_dma;
 	void *rx_region;		/* HiRx, LoRx */
 	dma_addr_t rx_region_dma;
+	void *dma_window;		/* NULL until asked for */
+	dma_addr_t dma_window_dma;
 };
 
 struct arctic_niu {
@@ -288,6 +290,29 @@ static int niu_alloc_endpoints(struct arctic_niu *niu)
 }
 
 /*
+ * Point endpoint @ep's DMA window at @phys, named @vir by its user, of
+ * @mask + 1 bytes (0: no window).  Called with Tx and Rx OFF.  The mask
+ * shrinks high half first and grows low half first, so no half-written
+ * value is ever refused.
+ */
+static void niu_dma_window_load(struct arctic_niu_endpoint *ep,
+				dma_addr_t phys, u64 vir, u64 mask)
+{
+	struct arctic_niu *niu = ep->niu;
+	unsigned int e = ep->index;
+
+	if (!mask) {
+		niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_DMA_RANGE_MASK_HI), 0);
+		niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_DMA_RANGE_MASK_LO), 0);
+	}
+	niu_write64(niu, ARCTIC_EP_OFFSET(e, A_EP_DMA_BASE_PHY_LO), phys);
+	niu_write64(niu, ARCTIC_EP_OFFSET(e, A_EP_DMA_BASE_VIR_LO), vir);
+	if (mask)
+		niu_write64(niu, ARCTIC_EP_OFFSET(e, A_EP_DMA_RANGE_MASK_LO),
+			    mask);
+}
+
+/*
  * Leave a released endpoint with empty queues and all indices at 0, which
  * is where the next seed 002 program starts.  The device's pointers can only be
  * written with the datapaths OFF, so every endpoint pauses for a moment;
@@ -309,6 +334,7 @@ static int niu_endpoint_clear(struct arctic_niu_endpoint *ep)
 	niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_DMA_TX_TL), 0);
 	niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_HI_RX_HD), 0);
 	niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_LO_RX_HD), 0);
+	niu_dma_window_load(ep, 0, 0, 0);
 	memset(ep->tx_region, 0, ARCTIC_TX_REGION_SIZE);
 	memset(ep->rx_region, 0, ARCTIC_RX_REGION_SIZE);
 	/* The device must see zeroed slots before it looks at them again. */
@@ -398,6 +424,19 @@ static struct arctic_niu *file_to_niu(struct file *file)
 	return container_of(file->private_data, struct arctic_niu, misc);
 }
 
+/*
+ * Only after a successful clear: until then the device may still write
+ * DMA data into the window.
+ */
+static void niu_free_dma_window(struct arctic_niu_endpoint *ep)
+{
+	if (!ep->dma_window)
+		return;
+	dma_free_coherent(&ep->niu->pdev->dev, ARCTIC_NIU_DMA_WINDOW_SIZE,
+			  ep->dma_window, ep->dma_window_dma);
+	ep->dma_window = NULL;
+}
+
 static int arctic_niu_open(struct inode *inode, struct file *file)
 {
 	struct arctic_niu *niu = file_to_niu(file);
@@ -424,6 +463,7 @@ static int arctic_niu_open(struct inode *inode, struct file *file)
 		if (ret)
 			goto unlock;
 		ep->needs_clear = false;
+		niu_free_dma_window(ep);
 	}
 	ep->in_use = true;
 	/* From here on the file stands for its endpoint. */
@@ -443,6 +483,8 @@ static int arctic_niu_release(struct inode *inode, struct file *file)
 	 * to a program which has not opened its endpoint yet must survive.
 	 */
 	ep->needs_clear = niu_endpoint_clear(ep) != 0;
+	if (!ep->needs_clear)
+		niu_free_dma_window(ep);
 	ep->in_use = false;
 	mutex_unlock(&ep->niu->lock);
 	return 0;
@@ -541,7 +583,11 @@ static int arctic_niu_mmap(struct file *file, struct vm_area_struct *vma)
 		return io_remap_pfn_range(vma, vma->vm_start, PHYS_PFN(page),
 					  size, vma->vm_page_prot);
 	}
-	/* The DMA window comes with the remote DMA engine. */
+	if (offset == ARCTIC_NIU_MMAP_DMA_WINDOW) {
+		if (!ep->dma_window || size != ARCTIC_NIU_DMA_WINDOW_SIZE)
+			return -EINVAL;
+		return map_coherent(vma, vma->vm_start, ep->dma_window, size);
+	}
 	return -EINVAL;
 }
 
@@ -635,6 +681,67 @@ unlock:
 	return ret;
 }
 
+/*
+ * The window is 4 MiB of coherent memory: the DMA API returns it aligned
+ * to its size order, which is the NIU's 4 MiB base alignment.  Loading it
+ * stops both datapaths for a moment, as the device requires.
+ */
+static long ioctl_dma_window(struct arctic_niu_endpoint *ep, void __user *arg)
+{
+	struct arctic_niu *niu = ep->niu;
+	struct device *dev = &niu->pdev->dev;
+	struct arctic_niu_dma_window window;
+	dma_addr_t window_dma;
+	void *buf;
+	long ret;
+
+	if (copy_from_user(&window, arg, sizeof(window)))
+		return -EFAULT;
+	if (window.reserved[0] || window.reserved[1] ||
+	    window.size != ARCTIC_NIU_DMA_WINDOW_SIZE ||
+	    !IS_ALIGNED(window.base_vir, ARCTIC_NIU_DMA_WINDOW_SIZE))
+		return -EINVAL;
+
+	mutex_lock(&niu->lock);
+	ret = -EBUSY;
+	if (ep->dma_window)
+		goto unlock;
+	ret = -ENOMEM;
+	buf = dma_alloc_coherent(dev, ARCTIC_NIU_DMA_WINDOW_SIZE, &window_dma,
+				 GFP_KERNEL);
+	if (!buf)
+		goto unlock;
+	if (!IS_ALIGNED(window_dma, ARCTIC_NIU_DMA_WINDOW_SIZE)) {
+		dev_err(dev, "endpoint %u: DMA window misaligned\n",
+			ep->index);
+		goto free_buf;
+	}
+	memset(buf, 0, ARCTIC_NIU_DMA_WINDOW_SIZE);
+	ret = niu_tx_stop(niu);
+	if (ret)
+		goto free_buf;
+	niu_write(niu, A_NIU_RX_CTRL, 0);
+	niu_dma_window_load(ep, window_dma, window.base_vir,
+			    ARCTIC_NIU_DMA_WINDOW_SIZE - 1);
+	niu_datapaths_start(niu);
+	/* The device may point at it now: only a clear may free it. */
+	ep->dma_window = buf;
+	ep->dma_window_dma = window_dma;
+	ret = niu_check_errors(niu, "DMA window");
+	mutex_unlock(&niu->lock);
+	if (ret)
+		return ret;
+
+	window.mmap_offset = ARCTIC_NIU_MMAP_DMA_WINDOW;
+	return copy_to_user(arg, &window, sizeof(window)) ? -EFAULT : 0;
+
+free_buf:
+	dma_free_coherent(dev, ARCTIC_NIU_DMA_WINDOW_SIZE, buf, window_dma);
+unlock:
+	mutex_unlock(&niu->lock);
+	return ret;
+}
+
 static long arctic_niu_ioctl(struct file *file, unsigned int cmd,
 			     unsigned long arg)
 {
@@ -651,6 +758,8 @@ static long arctic_niu_ioctl(struct file *file, unsigned int cmd,
 	case ARCTIC_NIU_IOC_GET_ROUTE:
 	case ARCTIC_NIU_IOC_SET_ROUTE:
 		return ioctl_route(niu, cmd, uarg);
+	case ARCTIC_NIU_IOC_DMA_WINDOW:
+		return ioctl_dma_window(ep, uarg);
 	case ARCTIC_NIU_IOC_COUNTERS:
 		niu_read_counters(niu, &counters);
 		return copy_to_user(uarg, &counters, sizeof(counters)) ?

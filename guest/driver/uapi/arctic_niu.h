@@ -22,7 +22,7 @@
 #define ARCTIC_NIU_MMAP_DMA_TX_SIZE	0x08000
 #define ARCTIC_NIU_MMAP_USER_PAGE	0x40000	/* doorbell page, uncached */
 #define ARCTIC_NIU_MMAP_USER_PAGE_SIZE	0x01000
-/* 0x80000 and above: kept for the DMA window (remote DMA, not yet). */
+#define ARCTIC_NIU_MMAP_DMA_WINDOW	0x80000	/* after ARCTIC_NIU_IOC_DMA_WINDOW */
 
 /* ARCTIC_NIU_IOC_NODE_INFO: where this NIU sits in the network. */
 struct arctic_niu_node_info {
@@ -81,6 +81,26 @@ struct arctic_niu_counters {
 	__u32 counter[ARCTIC_NIU_MAX_COUNTERS];
 };
 
+/*
+ * ARCTIC_NIU_IOC_DMA_WINDOW: give this endpoint a remote-DMA window (seed
+ * 002 section 4.3): @size bytes of memory contiguous in bus space, which
+ * the NIU reads the source of this endpoint's DMA requests from and writes
+ * the data of DMA packets for it into.  @base_vir is the address the
+ * process will name the window's first byte by in DMA requests, normally
+ * where it maps the window (mmap() at ARCTIC_NIU_MMAP_DMA_WINDOW, @size
+ * bytes, MAP_SHARED).  Once per open file; freed when the file is closed.
+ * Errors: EINVAL (size other than ARCTIC_NIU_DMA_WINDOW_SIZE, base_vir not
+ * a multiple of it, reserved fields not zero), EBUSY (already has one),
+ * ENOMEM.
+ */
+#define ARCTIC_NIU_DMA_WINDOW_SIZE	0x400000	/* 4 MiB, the minimum */
+struct arctic_niu_dma_window {
+	__u64 size;		/* in: ARCTIC_NIU_DMA_WINDOW_SIZE */
+	__u64 base_vir;		/* in: multiple of the size */
+	__u64 mmap_offset;	/* out: ARCTIC_NIU_MMAP_DMA_WINDOW */
+	__u64 reserved[2];	/* zero */
+};
+
 #define ARCTIC_NIU_IOC_MAGIC		0xA7
 #define ARCTIC_NIU_IOC_NODE_INFO \
 	_IOR(ARCTIC_NIU_IOC_MAGIC, 0x00, struct arctic_niu_node_info)
@@ -92,5 +112,7 @@ struct arctic_niu_counters {
 	_IOW(ARCTIC_NIU_IOC_MAGIC, 0x03, struct arctic_niu_route)
 #define ARCTIC_NIU_IOC_COUNTERS \
 	_IOR(ARCTIC_NIU_IOC_MAGIC, 0x04, struct arctic_niu_counters)
+#define ARCTIC_NIU_IOC_DMA_WINDOW \
+	_IOWR(ARCTIC_NIU_IOC_MAGIC, 0x05, struct arctic_niu_dma_window)
 
 #endif /* _UAPI_ARCTIC_NIU_H */
