@@ -25,6 +25,8 @@ enum {
 	NIU_TYPE_BARRIER = NIU_TYPE_LIBRARY_MIN,
 	NIU_TYPE_COLLECTIVE,	/* command0: collective number, 1: offset */
 	NIU_TYPE_AM_XFER,	/* command0: segment, 1: word offset */
+	NIU_QUEUES_VIEW_SIZE = ARCTIC_NIU_MMAP_DMA_TX +
+			       ARCTIC_NIU_MMAP_DMA_TX_SIZE,
 	/* Spins on an empty queue before yielding the CPU once. */
 	NIU_SPINS_BEFORE_YIELD = 256,
 };
@@ -83,7 +85,8 @@ int niu_open(struct niu_endpoint *ep, const char *path)
 	ep->num_nodes = node.num_nodes;
 	ep->endpoint = info.endpoint;
 
-	ep->queues = mmap(NULL, info.queues_size, PROT_READ | PROT_WRITE,
+	/* HiTx LoTx HiRx LoRx and DMATx right after them, in one view. */
+	ep->queues = mmap(NULL, NIU_QUEUES_VIEW_SIZE, PROT_READ | PROT_WRITE,
 			  MAP_SHARED, ep->fd, (off_t)info.queues_offset);
 	if (ep->queues == MAP_FAILED)
 		goto fail_errno;
@@ -95,6 +98,8 @@ int niu_open(struct niu_endpoint *ep, const char *path)
 	}
 	ep->doorbell = (volatile uint32_t *)((char *)ep->user_page +
 					     A_USER_DOORBELL);
+	ep->dma_tx = (volatile struct arctic_dma_request *)
+		((char *)ep->queues + ARCTIC_MMAP_DMA_TX);
 	for (p = 0; p < NIU_NUM_PRIORITIES; p++) {
 		ep->tx[p] = (volatile struct arctic_mpi_slot *)
 			((char *)ep->queues + queue_view_offset[0][p]);
@@ -118,7 +123,9 @@ void niu_close(struct niu_endpoint *ep)
 	if (ep->user_page)
 		munmap(ep->user_page, ARCTIC_NIU_MMAP_USER_PAGE_SIZE);
 	if (ep->queues && ep->queues != MAP_FAILED)
-		munmap(ep->queues, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+		munmap(ep->queues, NIU_QUEUES_VIEW_SIZE);
+	if (ep->dma_window)
+		munmap(ep->dma_window, ARCTIC_NIU_DMA_WINDOW_SIZE);
 	if (ep->fd >= 0)
 		close(ep->fd);
 	memset(ep, 0, sizeof(*ep));
@@ -869,4 +876,92 @@ int niu_am_poll(struct niu_endpoint *ep)
 		}
 	}
 	return ran;
+}
+
+/* --- remote DMA -------------------------------------------------------- */
+
+int niu_dma_window(struct niu_endpoint *ep)
+{
+	const size_t size = ARCTIC_NIU_DMA_WINDOW_SIZE;
+	struct arctic_niu_dma_window window = { .size = size };
+	char *reserved, *aligned;
+	void *mapped;
+	int err;
+
+	if (ep->dma_window)
+		return -EBUSY;
+	/*
+	 * The NIU wants the window's virtual base 4 MiB aligned; map it at
+	 * such an address so that pointers into it are its DMA addresses.
+	 */
+	reserved = mmap(NULL, 2 * size, PROT_NONE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (reserved == MAP_FAILED)
+		return -errno;
+	aligned = (char *)(((uintptr_t)reserved + size - 1) & ~(size - 1));
+	window.base_vir = (uintptr_t)aligned;
+	if (ioctl(ep->fd, ARCTIC_NIU_IOC_DMA_WINDOW, &window) < 0) {
+		err = -errno;
+		munmap(reserved, 2 * size);
+		return err;
+	}
+	mapped = mmap(aligned, size, PROT_READ | PROT_WRITE,
+		      MAP_SHARED | MAP_FIXED, ep->fd,
+		      (off_t)window.mmap_offset);
+	if (mapped == MAP_FAILED) {
+		err = -errno;
+		munmap(reserved, 2 * size);
+		return err;
+	}
+	if (aligned > reserved)
+		munmap(reserved, aligned - reserved);
+	if (aligned + size < reserved + 2 * size)
+		munmap(aligned + size, reserved + 2 * size - (aligned + size));
+	ep->dma_window = mapped;
+	return 0;
+}
+
+static int is_in_window(const struct niu_endpoint *ep, const void *p)
+{
+	const char *base = ep->dma_window;
+
+	return base && (const char *)p >= base &&
+	       (const char *)p + ARCTIC_D <= base + ARCTIC_NIU_DMA_WINDOW_SIZE;
+}
+
+int niu_dma_send(struct niu_endpoint *ep, uint32_t dest,
+		 uint32_t dest_endpoint, uint32_t type, uint32_t command,
+		 uint64_t target, const void *source,
+		 const uint32_t *payload, unsigned int length)
+{
+	volatile struct arctic_dma_request *slot;
+	unsigned int i, spins = 0;
+
+	if (dest >= ARCTIC_S || dest_endpoint >= ARCTIC_ENDPOINTS ||
+	    type >= NIU_TYPE_LIBRARY_MIN || length > NIU_MAX_PAYLOAD ||
+	    (length && !payload) || target % ARCTIC_D ||
+	    (uintptr_t)source % ARCTIC_D || !is_in_window(ep, source))
+		return -EINVAL;
+	slot = &ep->dma_tx[ep->dma_tx_head];
+	while (slot->header & ARCTIC_MPI_VALID) {
+		keep_incoming(ep);
+		idle(ep, &spins);
+	}
+	atomic_thread_fence(memory_order_acquire);
+	slot->command = command;
+	slot->target = target;
+	slot->source = (uintptr_t)source;
+	for (i = 0; i < length; i++)
+		slot->payload[i] = payload[i];
+	atomic_thread_fence(memory_order_release);
+	slot->header = ARCTIC_MPI_VALID |
+		       ARCTIC_FIELD_PREP(MPI_HEADER, DEST, dest) |
+		       ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT, dest_endpoint) |
+		       ARCTIC_FIELD_PREP(MPI_HEADER, TYPE, type) |
+		       ARCTIC_FIELD_PREP(MPI_HEADER, MODE, ARCTIC_MODE_DMA) |
+		       ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, length);
+	ep->dma_tx_head = (ep->dma_tx_head + 1) % ARCTIC_N;
+	atomic_thread_fence(memory_order_seq_cst);
+	*ep->doorbell = R_USER_DOORBELL_DMA_TX_MASK;
+	return 0;
 }

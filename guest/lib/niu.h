@@ -24,8 +24,12 @@
  * replies at high priority, and block transfers into registered segments
  * whose handler runs when the segment is full.
  *
- * Not thread-safe: one thread per endpoint.  Remote DMA and the raw FIFO
- * mode of seed 002 section 2.3 come with the device support for them.
+ * Remote DMA (seed 002 section 3.3): niu_dma_window() gives the endpoint
+ * its 4 MiB window, mapped at an address that is also its DMA name, and
+ * niu_dma_send() moves 2048-byte blocks from it into a peer's window.
+ *
+ * Not thread-safe: one thread per endpoint.  The raw FIFO mode of seed 002
+ * section 2.3 is not wrapped here.
  */
 #ifndef NIU_H
 #define NIU_H
@@ -105,7 +109,10 @@ struct niu_endpoint {
 	uint32_t endpoint;		/* our endpoint number */
 	volatile struct arctic_mpi_slot *tx[NIU_NUM_PRIORITIES];
 	volatile struct arctic_mpi_slot *rx[NIU_NUM_PRIORITIES];
+	volatile struct arctic_dma_request *dma_tx;
 	volatile uint32_t *doorbell;	/* NULL: rely on the NIU's polling */
+	uint32_t dma_tx_head;		/* next DMATx slot we fill */
+	void *dma_window;		/* NULL until niu_dma_window() */
 	uint32_t tx_head[NIU_NUM_PRIORITIES];	/* next slot we fill */
 	uint32_t rx_tail[NIU_NUM_PRIORITIES];	/* next slot we read */
 	struct niu_stash stash[NIU_NUM_PRIORITIES];
@@ -284,6 +291,30 @@ int niu_am_xfer(struct niu_endpoint *ep, enum niu_priority prio,
  * the nodes that compute (several TCG guests on few cores).
  */
 void niu_set_idle_sleep(struct niu_endpoint *ep, unsigned int microseconds);
+
+/*
+ * Remote DMA.  niu_dma_window() asks the driver for this endpoint's DMA
+ * window (ARCTIC_NIU_DMA_WINDOW_SIZE bytes) and maps it at
+ * ep->dma_window, whose address is also the name the NIU knows it by.
+ * Returns 0, -EBUSY (already has one), -ENOMEM, or -ENOTTY from a driver
+ * without DMA windows.
+ */
+int niu_dma_window(struct niu_endpoint *ep);
+
+/*
+ * Queue a remote DMA request (seed 002 section 3.3, TransmitDMA): the
+ * ARCTIC_D (2048) bytes at @source, which must lie in our window, go to
+ * address @target in the window of endpoint @dest_endpoint of node @dest
+ * (its ep->dma_window value there); both ARCTIC_D aligned.  Afterwards
+ * that endpoint's high-priority queue receives a message of user @type
+ * with command[0] = @command, command[1] = the low half of @target and the
+ * @length payload words: the sign that the whole block is there.  Returns
+ * 0 or -EINVAL.
+ */
+int niu_dma_send(struct niu_endpoint *ep, uint32_t dest,
+		 uint32_t dest_endpoint, uint32_t type, uint32_t command,
+		 uint64_t target, const void *source,
+		 const uint32_t *payload, unsigned int length);
 
 /* Monotonic time in nanoseconds, for benchmarks. */
 uint64_t niu_now_ns(void);

@@ -7,7 +7,8 @@
  * checks, the order in which kept-aside messages come back, the
  * collectives' exchange (a peer's messages placed by offset, early ones of
  * the next collective kept, oversize ones refused), reduction operators,
- * and active-message dispatch, replies and segment completion.
+ * active-message dispatch, replies and segment completion, and the remote
+ * DMA request slot.
  */
 #include <assert.h>
 #include <errno.h>
@@ -36,9 +37,10 @@ static void fake_endpoint(struct niu_endpoint *ep, uint32_t node,
 	ep->node = node;
 	ep->num_nodes = nodes;
 	ep->endpoint = 3;
-	ep->queues = calloc(1, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+	ep->queues = calloc(1, NIU_QUEUES_VIEW_SIZE);
 	assert(ep->queues);
 	ep->doorbell = &doorbell_word;
+	ep->dma_tx = (void *)((char *)ep->queues + ARCTIC_MMAP_DMA_TX);
 	for (p = 0; p < NIU_NUM_PRIORITIES; p++) {
 		ep->tx[p] = (void *)((char *)ep->queues +
 				     queue_view_offset[0][p]);
@@ -368,6 +370,43 @@ static void test_active_messages(void)
 	      -EINVAL);
 }
 
+static void test_dma_request(void)
+{
+	uint32_t note[2] = { 0xfeed, 0xbeef }, header;
+	struct niu_endpoint ep;
+	char *window;
+
+	fake_endpoint(&ep, 0, 4);
+	window = aligned_alloc(ARCTIC_D, ARCTIC_NIU_DMA_WINDOW_SIZE);
+	assert(window);
+	/* No window yet: refused. */
+	CHECK(niu_dma_send(&ep, 2, 0, 5, 0xc0de, 0x40010000, window, note,
+			   2) == -EINVAL);
+	ep.dma_window = window;
+	CHECK(niu_dma_send(&ep, 2, 0, 5, 0xc0de, 0x40010000,
+			   window + ARCTIC_D, note, 2) == 0);
+	header = ep.dma_tx[0].header;
+	CHECK(ARCTIC_FIELD_GET(MPI_HEADER, MODE, header) == ARCTIC_MODE_DMA);
+	CHECK(ARCTIC_FIELD_GET(MPI_HEADER, DEST, header) == 2);
+	CHECK(ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header) == 5);
+	CHECK(ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, header) == 2);
+	CHECK(ep.dma_tx[0].command == 0xc0de);
+	CHECK(ep.dma_tx[0].target == 0x40010000);
+	CHECK(ep.dma_tx[0].source == (uintptr_t)(window + ARCTIC_D));
+	CHECK(ep.dma_tx[0].payload[1] == 0xbeef);
+	CHECK(doorbell_word == R_USER_DOORBELL_DMA_TX_MASK);
+	CHECK(ep.dma_tx_head == 1);
+	/* Unaligned, or a block that runs past the window's end. */
+	CHECK(niu_dma_send(&ep, 2, 0, 5, 0, 0x40010040, window, NULL, 0) ==
+	      -EINVAL);
+	CHECK(niu_dma_send(&ep, 2, 0, 5, 0, 0, window + 64, NULL, 0) ==
+	      -EINVAL);
+	CHECK(niu_dma_send(&ep, 2, 0, 5, 0, 0, window +
+			   ARCTIC_NIU_DMA_WINDOW_SIZE, NULL, 0) == -EINVAL);
+	CHECK(ep.dma_tx_head == 1);
+	free(window);
+}
+
 int main(void)
 {
 	test_send_encoding();
@@ -377,6 +416,7 @@ int main(void)
 	test_exchange_two_nodes();
 	test_reduce_operators();
 	test_active_messages();
+	test_dma_request();
 	printf("%s\n", failures ? "FAIL" : "PASS: libniu unit tests");
 	return failures ? 1 : 0;
 }
