@@ -9,7 +9,11 @@
 #           messages each way at both priorities, all correct
 #   driver-1  niu-driver-test on 1 node, then the module unloaded and
 #           loaded again and the test repeated: error codes for bad
-#           requests, route override, endpoints, sysfs counters
+#           requests, route override, endpoints, sysfs counters, the
+#           DMA window and a DMA request to itself
+#   bw-2    niu-bw on 2 nodes: a bandwidth row per message size, every
+#           word checked by the receiver, then remote DMA between the
+#           driver's DMA windows, every word of the blocks checked
 #   suite-4  niu-suite (seed 001's dmm, fft, gauss, jacobi, sort at the
 #           Table 6.2 sizes) on 4 nodes: every kernel's result equal to
 #           node 0's serial run, times and speedup reported
@@ -24,7 +28,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|driver-1|suite-4|collectives-8|faults-4}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|driver-1|bw-2|suite-4|collectives-8|faults-4}
 if [ ! -r "$ARCTIC_CACHE/guest/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_CACHE/guest/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_CACHE/guest; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -80,8 +84,16 @@ driver-1)
     run_cluster -n 1 -- "niu-driver-test && echo rx-hi=\$(cat $counter) && rmmod arctic_niu && insmod /lib/modules/arctic_niu.ko && niu-driver-test"
     expect "no check failed" '^\[node 0\] FAIL' 0
     expect "both runs pass" '^\[node 0\] niu-driver-test: 0 failure\(s\): PASS$' 2
-    expect "the loopback message counted in sysfs" '^\[node 0\] rx-hi=1$'
+    # The loopback message and the notification of the DMA to itself.
+    expect "both HiRx arrivals counted in sysfs" '^\[node 0\] rx-hi=2$'
     expect "the node is ok" '^node 0: ok$'
+    ;;
+bw-2)
+    run_cluster -n 2 -- niu-bw -n 300 -b 128
+    expect "a bandwidth row per size" '^\[node 0\] +(1|2|4|8|12|16|20) +[0-9]+\.[0-9]{3} +[0-9]+$' 7
+    expect "remote DMA between the windows" '^\[node 0\] niu-bw: DMA: 128 blocks of 2048 bytes: [0-9]+\.[0-9]{3} MB/s$'
+    expect "every word right on both nodes" '^\[node [01]\] niu-bw: node [01]: 0 wrong: PASS$' 2
+    expect "both nodes ok" '^node [01]: ok$' 2
     ;;
 suite-4)
     run_cluster -n 4 -- niu-suite
