@@ -167,6 +167,8 @@ int main(int argc, char **argv)
 			unsigned int bad = 0;
 
 			for (m = 0; m < messages; m++) {
+				unsigned int was = bad;
+
 				niu_recv(&ep, prio, &msg);
 				bad += msg.type != TYPE_DATA ||
 				       msg.command[0] != m ||
@@ -174,6 +176,13 @@ int main(int argc, char **argv)
 				for (i = 0; i < msg.length; i++)
 					bad += msg.payload[i] !=
 					       pattern(size, m, i);
+				/* The first wrong message says most. */
+				if (bad && !was)
+					printf("niu-bw: size %u message %u: "
+					       "got type %u number %u length "
+					       "%u from %u\n", size, m,
+					       msg.type, msg.command[0],
+					       msg.length, msg.source);
 			}
 			niu_send(&ep, NIU_HI, 0, ep.endpoint, TYPE_ACK, bad, 0,
 				 NULL, 0);
