@@ -20,6 +20,9 @@
 #   collectives-8  niu-coll-test on 8 nodes with 128 MB each: barrier,
 #           all-to-all, broadcast from every root, reduce and allreduce,
 #           active messages and a block transfer, every value checked
+#   switch-restart-4  the switch is killed (SIGKILL) in the middle of
+#           niu-coll-test's traffic (60 rounds) and a new one started; every
+#           value must still be right, and both switches must carry traffic
 #   faults-4  the switch drops and duplicates 2% of packets each way;
 #           niu-coll-test and three suite kernels must still be right,
 #           and the switch must report that it did drop packets
@@ -28,7 +31,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|driver-1|bw-2|suite-4|collectives-8|faults-4}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|driver-1|bw-2|suite-4|collectives-8|faults-4|switch-restart-4}
 if [ ! -r "$ARCTIC_CACHE/guest/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_CACHE/guest/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_CACHE/guest; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -107,6 +110,16 @@ collectives-8)
     expect "no wrong value in any primitive" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
     expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'
     expect "all nodes ok" '^node [0-7]: ok$' 8
+    ;;
+switch-restart-4)
+    # The switch is killed mid-run and a new one started: the NIUs reconnect
+    # and resend what was not acknowledged; nothing may be lost or doubled.
+    run_cluster -n 4 -r 8 -- "niu-coll-test -r 60"
+    expect "the first switch had carried traffic when killed" '^==> killing arctic-switch after [0-9]+s, when it had taken [1-9][0-9]* packets'
+    expect "no wrong value in any primitive" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
+    expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'
+    expect "the new switch carried traffic too" '^ +[0-3] +(low|high) +[1-9][0-9]* ' 8
+    expect "all nodes ok" '^node [0-3]: ok$' 4
     ;;
 faults-4)
     run_cluster -n 4 -f '*:drop=0.02,dup=0.02' -- "niu-coll-test && niu-suite fft jacobi sort"
