@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -145,7 +146,7 @@ static void check_loopback(int fd, uint32_t me)
 	char *q = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE,
 		       PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	volatile struct arctic_mpi_slot *tx, *rx;
-	int spins;
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 
 	if (q == MAP_FAILED) {
 		check(0, "map for loopback");
@@ -153,15 +154,21 @@ static void check_loopback(int fd, uint32_t me)
 	}
 	tx = (void *)(q + ARCTIC_MMAP_HI_TX);
 	rx = (void *)(q + ARCTIC_MMAP_HI_RX);
+	/* Nothing has arrived: poll() sleeps its whole timeout. */
+	check(poll(&pfd, 1, 200) == 0, "poll() on an empty endpoint times out");
 	tx->command[0] = 0xfeed;
 	tx->payload[0] = 0xbeef;
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	tx->header = ARCTIC_MPI_VALID |
 		     ARCTIC_FIELD_PREP(MPI_HEADER, DEST, me) |
 		     ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, 1);
-	for (spins = 0; spins < 5000 && !(rx->header & ARCTIC_MPI_VALID);
-	     spins++)
-		usleep(1000);
+	/*
+	 * poll() arms the receive interrupt and sleeps: only the interrupt
+	 * can wake it before its 5 s run out, since the message lands after
+	 * it looked (the device takes the slot on its next polling pass).
+	 */
+	check(poll(&pfd, 1, 5000) == 1 && (pfd.revents & POLLIN),
+	      "poll() wakes when the message arrives");
 	check((rx->header & ARCTIC_MPI_VALID) && tx->header == 0 &&
 	      rx->command[0] == 0xfeed && rx->payload[0] == 0xbeef &&
 	      ARCTIC_FIELD_GET(MPI_HEADER, DEST, rx->header) == me,

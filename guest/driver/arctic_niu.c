@@ -14,6 +14,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/fs.h>
 #include <linux/idr.h>
+#include <linux/interrupt.h>
 #include <linux/io.h>
 #include <linux/iopoll.h>
 #include <linux/miscdevice.h>
@@ -21,9 +22,11 @@
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
+#include <linux/poll.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
+#include <linux/wait.h>
 
 #include "arctic/niu-hw.h"
 #include "arctic/route.h"
@@ -56,11 +59,13 @@ struct arctic_niu_endpoint {
 	dma_addr_t rx_region_dma;
 	void *dma_window;		/* NULL until asked for */
 	dma_addr_t dma_window_dma;
+	wait_queue_head_t rx_wait;	/* poll() sleepers, woken by the IRQ */
 };
 
 struct arctic_niu {
 	struct pci_dev *pdev;
 	void __iomem *regs;		/* BAR 0 */
+	void __iomem *user;		/* BAR 2, to arm interrupts */
 	resource_size_t user_bar_phys;	/* BAR 2 */
 	unsigned int num_endpoints;
 	int minor_index;
@@ -264,6 +269,7 @@ static int niu_alloc_endpoints(struct arctic_niu *niu)
 		ep = &niu->ep[e];
 		ep->niu = niu;
 		ep->index = e;
+		init_waitqueue_head(&ep->rx_wait);
 		/* The DMA API aligns a coherent buffer to its size order. */
 		ep->tx_region = dmam_alloc_coherent(dev, ARCTIC_TX_REGION_SIZE,
 						    &ep->tx_region_dma,
@@ -769,11 +775,90 @@ static long arctic_niu_ioctl(struct file *file, unsigned int cmd,
 	}
 }
 
+/*
+ * Every vector (MSI-X) or the one INTx line lands here: take the causes,
+ * clear them, and wake whoever sleeps in poll() on those endpoints.
+ */
+static irqreturn_t arctic_niu_irq(int irq, void *data)
+{
+	struct arctic_niu *niu = data;
+	u32 status = niu_read(niu, A_NIU_IRQ_STATUS);
+	unsigned int e;
+
+	if (!status)
+		return IRQ_NONE;	/* a shared INTx line, not ours */
+	niu_write(niu, A_NIU_IRQ_STATUS, status);
+	for (e = 0; e < niu->num_endpoints; e++)
+		if (status & BIT(R_NIU_IRQ_RX_SHIFT + e))
+			wake_up_interruptible(&niu->ep[e].rx_wait);
+	return IRQ_HANDLED;
+}
+
+/* Any message waiting in the endpoint's receive queues? */
+static bool niu_rx_pending(struct arctic_niu_endpoint *ep)
+{
+	const __le32 *slot = ep->rx_region;
+	unsigned int i;
+
+	for (i = 0; i < ARCTIC_RX_REGION_SIZE / ARCTIC_SLOT_SIZE; i++) {
+		if (le32_to_cpu(READ_ONCE(slot[0])) & ARCTIC_MPI_VALID)
+			return true;
+		slot += ARCTIC_SLOT_SIZE / sizeof(*slot);
+	}
+	return false;
+}
+
+/*
+ * Readable while a receive slot of the endpoint is valid.  The one-shot
+ * receive interrupt is armed before looking, so a message that lands
+ * after the look still wakes the sleeper (programming guide, interrupts).
+ */
+static __poll_t arctic_niu_poll(struct file *file, poll_table *wait)
+{
+	struct arctic_niu_endpoint *ep = file->private_data;
+	struct arctic_niu *niu = ep->niu;
+
+	poll_wait(file, &ep->rx_wait, wait);
+	writel(R_USER_IRQ_ARM_RX_MASK, niu->user +
+	       ep->index * ARCTIC_USER_PAGE_SIZE + A_USER_IRQ_ARM);
+	/* The arming must reach the device before the queues are read. */
+	mb();
+	return niu_rx_pending(ep) ? EPOLLIN | EPOLLRDNORM : 0;
+}
+
+/* MSI-X with a vector per cause, or else the INTx line, shared. */
+static int niu_setup_irqs(struct arctic_niu *niu)
+{
+	struct pci_dev *pdev = niu->pdev;
+	unsigned int e;
+	int ret;
+
+	ret = pci_alloc_irq_vectors(pdev, ARCTIC_MSIX_VECTORS,
+				    ARCTIC_MSIX_VECTORS, PCI_IRQ_MSIX);
+	if (ret < 0) {
+		ret = pci_alloc_irq_vectors(pdev, 1, 1, PCI_IRQ_LEGACY);
+		if (ret < 0)
+			return ret;
+		return devm_request_irq(&pdev->dev, pci_irq_vector(pdev, 0),
+					arctic_niu_irq, IRQF_SHARED, DRV_NAME,
+					niu);
+	}
+	for (e = 0; e < niu->num_endpoints; e++) {
+		ret = devm_request_irq(&pdev->dev,
+				       pci_irq_vector(pdev, ARCTIC_MSIX_RX + e),
+				       arctic_niu_irq, 0, DRV_NAME, niu);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 static const struct file_operations arctic_niu_fops = {
 	.owner = THIS_MODULE,
 	.open = arctic_niu_open,
 	.release = arctic_niu_release,
 	.mmap = arctic_niu_mmap,
+	.poll = arctic_niu_poll,
 	.unlocked_ioctl = arctic_niu_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
 	.llseek = noop_llseek,
@@ -921,6 +1006,7 @@ static int arctic_niu_probe(struct pci_dev *pdev,
 		return -ENODEV;
 	}
 	niu->regs = pcim_iomap_table(pdev)[ARCTIC_BAR_CONTROL];
+	niu->user = pcim_iomap_table(pdev)[ARCTIC_BAR_USER];
 	niu->user_bar_phys = pci_resource_start(pdev, ARCTIC_BAR_USER);
 	ret = dma_set_mask_and_coherent(dev, DMA_BIT_MASK(64));
 	if (ret)
@@ -944,6 +1030,11 @@ static int arctic_niu_probe(struct pci_dev *pdev,
 	if (ret)
 		goto reset_device;
 	niu_write(niu, A_NIU_VMASK, niu->num_endpoints - 1);
+	ret = niu_setup_irqs(niu);
+	if (ret) {
+		dev_err(dev, "no interrupt: %d\n", ret);
+		goto reset_device;
+	}
 
 	if (niu_wait_link(niu, link_timeout_ms))
 		dev_warn(dev, "link to the switch is down; routes load at open\n");
@@ -971,8 +1062,9 @@ static int arctic_niu_probe(struct pci_dev *pdev,
 	if (ret)
 		goto reset_device;
 
-	dev_info(dev, "%s: node %u of %u, %u endpoints\n", niu->name,
-		 niu->node_id, niu->num_nodes, niu->num_endpoints);
+	dev_info(dev, "%s: node %u of %u, %u endpoints, %s\n", niu->name,
+		 niu->node_id, niu->num_nodes, niu->num_endpoints,
+		 niu->pdev->msix_enabled ? "MSI-X" : "INTx");
 	return 0;
 
 reset_device:

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -38,11 +39,14 @@ static const uint32_t queue_view_offset[2][NIU_NUM_PRIORITIES] = {
 
 /*
  * One empty poll: every NIU_SPINS_BEFORE_YIELD of them give the CPU away,
- * by sched_yield() or, when niu_set_idle_sleep() asked, by sleeping.
+ * by sched_yield() or, when niu_set_idle_sleep() asked, by sleeping in
+ * poll() on the endpoint: the driver arms the receive interrupt, so the
+ * sleep ends as soon as a message arrives, or after the idle time.
  */
 static void idle(struct niu_endpoint *ep, unsigned int *spins)
 {
-	struct timespec ts;
+	struct pollfd pfd = { .fd = ep->fd, .events = POLLIN };
+	int ms;
 
 	if (++*spins % NIU_SPINS_BEFORE_YIELD)
 		return;
@@ -50,9 +54,11 @@ static void idle(struct niu_endpoint *ep, unsigned int *spins)
 		sched_yield();
 		return;
 	}
-	ts.tv_sec = ep->idle_sleep_us / 1000000;
-	ts.tv_nsec = (long)(ep->idle_sleep_us % 1000000) * 1000;
-	nanosleep(&ts, NULL);
+	ms = (int)((ep->idle_sleep_us + 999) / 1000);
+	/* Readable at once means a message is waiting, perhaps not the one
+	 * wanted yet: give the CPU away then rather than spin. */
+	if (poll(&pfd, 1, ms) != 0)
+		sched_yield();
 }
 
 void niu_set_idle_sleep(struct niu_endpoint *ep, unsigned int microseconds)
