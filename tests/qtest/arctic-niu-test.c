@@ -2865,6 +2865,80 @@ static void cluster_exchange(unsigned nodes, const char *fault)
     cluster_stop(&c);
 }
 
+
+/*
+ * A long one-way stream through the real switch, many laps of the queues,
+ * with a consumer slower than the producer so the receive queue fills,
+ * packets are refused and sent again: every message must arrive once, in
+ * order, with its own contents (never a slot's contents from a lap ago).
+ */
+static void test_cluster_stream(void)
+{
+    enum { MESSAGES = 3000, TAKE_PER_ROUND = 3 };
+    Cluster c;
+    Niu *tx, *rx;
+    unsigned sent = 0, got = 0, round, i;
+
+    if (!g_getenv("ARCTIC_SWITCH_BINARY")) {
+        g_test_skip("ARCTIC_SWITCH_BINARY is not set (scripts/check sets it)");
+        return;
+    }
+    cluster_start(&c, 2, NULL);
+    cluster_setup_node(&c, 0);
+    cluster_setup_node(&c, 1);
+    tx = c.node[0];
+    rx = c.node[1];
+    for (round = 0; round < 200000 && got < MESSAGES; round++) {
+        /* Producer: fill every free slot (seed 002 §3.2.1 step 1). */
+        while (sent < MESSAGES &&
+               qtest_readl(tx->qts, tx_slot_addr(ARCTIC_TXQ_LO,
+                                                 tx->tx_head[1])) == 0) {
+            uint32_t payload[ARCTIC_MAX_PAYLOAD];
+            unsigned len = sent % (ARCTIC_MAX_PAYLOAD + 1);
+
+            for (i = 0; i < len; i++) {
+                payload[i] = sent * 0x10001u + i;
+            }
+            guest_send(tx, ARCTIC_TXQ_LO, 1, sent & 0x7f, sent, ~sent,
+                       payload, len);
+            sent++;
+        }
+        doorbell(tx);
+        qtest_clock_step(tx->qts, CLUSTER_STEP_NS);
+        qtest_clock_step(rx->qts, CLUSTER_STEP_NS);
+        /* Consumer: a few per round, checking each one whole. */
+        for (i = 0; i < TAKE_PER_ROUND; i++) {
+            uint64_t slot = rx_slot_addr(ARCTIC_RXQ_LO, rx->rx_tail[1]);
+            uint32_t w[ARCTIC_SLOT_SIZE / 4];
+            unsigned len, k;
+
+            qtest_memread(rx->qts, slot, w, sizeof(w));
+            if (!(le32_to_cpu(w[0]) & ARCTIC_MPI_VALID)) {
+                break;
+            }
+            len = got % (ARCTIC_MAX_PAYLOAD + 1);
+            g_assert_cmphex(le32_to_cpu(w[0]), ==, mpi_header(0, got & 0x7f,
+                                                              len));
+            g_assert_cmphex(le32_to_cpu(w[1]), ==, got);
+            g_assert_cmphex(le32_to_cpu(w[2]), ==, ~got);
+            for (k = 0; k < len; k++) {
+                g_assert_cmphex(le32_to_cpu(w[4 + k]), ==,
+                                got * 0x10001u + k);
+            }
+            qtest_writel(rx->qts, slot, 0);
+            rx->rx_tail[1] = (rx->rx_tail[1] + 1) % ARCTIC_N;
+            got++;
+        }
+    }
+    g_assert_cmpint(got, ==, MESSAGES);
+    g_assert_cmpint(counter(rx, ARCTIC_CNT_NACKS_SENT), >, 0);
+    g_assert_cmpint(counter(rx, ARCTIC_CNT_RX_LO_PACKETS), ==, MESSAGES);
+    g_test_message("%u messages, %u nacks, %u retransmits", MESSAGES,
+                   counter(rx, ARCTIC_CNT_NACKS_SENT),
+                   counter(tx, ARCTIC_CNT_RETRANSMITS));
+    cluster_stop(&c);
+}
+
 static void test_cluster_2(void)
 {
     cluster_exchange(2, NULL);
@@ -2937,6 +3011,7 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/bad/properties", test_bad_properties);
     qtest_add_func("/arctic-niu/bad/random-input", test_random_input_survives);
     qtest_add_func("/arctic-niu/cluster/2-nodes", test_cluster_2);
+    qtest_add_func("/arctic-niu/cluster/2-nodes-stream", test_cluster_stream);
     qtest_add_func("/arctic-niu/cluster/4-nodes", test_cluster_4);
     qtest_add_func("/arctic-niu/cluster/4-nodes-faults",
                    test_cluster_4_faults);
