@@ -64,6 +64,25 @@ struct relay_buffer {
     size_t start, end;
 };
 
+/* Send what @b holds until the socket would block; true once it is all
+ * gone (and @b empty again). */
+static bool relay_flush(int fd, struct relay_buffer *b)
+{
+    while (b->start < b->end) {
+        ssize_t w = send(fd, b->data + b->start, b->end - b->start,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w <= 0) {
+            break;
+        }
+        b->start += w;
+    }
+    if (b->start == b->end) {
+        b->start = b->end = 0;
+        return true;
+    }
+    return false;
+}
+
 static void read_exact(int fd, uint8_t *buf, size_t len)
 {
     while (len) {
@@ -132,18 +151,7 @@ static gpointer relay_thread(gpointer opaque)
             if (events[k].events & EPOLLOUT) {
                 unsigned src = partner(from, r->ports);
 
-                b = &buf[src];
-                while (b->start < b->end) {
-                    ssize_t w = send(r->fd[from], b->data + b->start,
-                                     b->end - b->start,
-                                     MSG_NOSIGNAL | MSG_DONTWAIT);
-                    if (w <= 0) {
-                        break;
-                    }
-                    b->start += w;
-                }
-                if (b->start == b->end) {
-                    b->start = b->end = 0;
+                if (relay_flush(r->fd[from], &buf[src])) {
                     ev.events = EPOLLIN;
                     ev.data.u32 = from;
                     epoll_ctl(r->epoll_fd, EPOLL_CTL_MOD, r->fd[from], &ev);
@@ -162,18 +170,7 @@ static gpointer relay_thread(gpointer opaque)
                     continue;
                 }
                 b->end = got;
-                while (b->start < b->end) {
-                    ssize_t w = send(r->fd[to], b->data + b->start,
-                                     b->end - b->start,
-                                     MSG_NOSIGNAL | MSG_DONTWAIT);
-                    if (w <= 0) {
-                        break;
-                    }
-                    b->start += w;
-                }
-                if (b->start == b->end) {
-                    b->start = b->end = 0;
-                } else {
+                if (!relay_flush(r->fd[to], b)) {
                     ev.events = EPOLLIN | EPOLLOUT;
                     ev.data.u32 = to;
                     epoll_ctl(r->epoll_fd, EPOLL_CTL_MOD, r->fd[to], &ev);

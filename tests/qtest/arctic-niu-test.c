@@ -184,14 +184,20 @@ static uint32_t pattern(uint32_t msg, unsigned i)
  * The switch side of the link
  */
 
-static void link_write(Niu *n, uint16_t type, const void *body, uint32_t len)
+static void link_write_flags(Niu *n, uint16_t type, uint16_t flags,
+                             const void *body, uint32_t len)
 {
     uint8_t buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_LINK_MAX_BODY];
 
-    arctic_frame_header_encode(buf, type, len);
+    arctic_frame_header_encode_flags(buf, type, flags, len);
     memcpy(buf + ARCTIC_LINK_HEADER_SIZE, body, len);
     g_assert_cmpint(send(n->fd, buf, ARCTIC_LINK_HEADER_SIZE + len,
                          MSG_NOSIGNAL), ==, ARCTIC_LINK_HEADER_SIZE + len);
+}
+
+static void link_write(Niu *n, uint16_t type, const void *body, uint32_t len)
+{
+    link_write_flags(n, type, 0, body, len);
 }
 
 /*
@@ -368,16 +374,15 @@ static void link_expect_silence(Niu *n)
 
 static void link_send_packet(Niu *n, const uint8_t *wire, size_t size)
 {
-    uint8_t buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE];
     uint32_t w0 = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET);
 
     /* The switch sends a packet on the credit of the priority it
      * travelled at. */
-    arctic_packet_frame_encode(buf, ARCTIC_FIELD_GET(ARCTIC_W0, PRIORITY, w0),
-                               size);
-    memcpy(buf + ARCTIC_LINK_HEADER_SIZE, wire, size);
-    g_assert_cmpint(send(n->fd, buf, ARCTIC_LINK_HEADER_SIZE + size,
-                         MSG_NOSIGNAL), ==, ARCTIC_LINK_HEADER_SIZE + size);
+    link_write_flags(n, ARCTIC_FRAME_PACKET,
+                     ARCTIC_FIELD_PREP(ARCTIC_FRAME_FLAGS, PRIORITY,
+                                       ARCTIC_FIELD_GET(ARCTIC_W0, PRIORITY,
+                                                        w0)),
+                     wire, size);
 }
 
 static void link_send_credit(Niu *n, uint16_t hi, uint16_t lo)

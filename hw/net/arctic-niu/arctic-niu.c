@@ -737,11 +737,6 @@ static void arctic_niu_get_state(Object *obj, Visitor *v, const char *name,
                                  void *opaque, Error **errp)
 {
     ArcticNiuState *s = ARCTIC_NIU(obj);
-    static const char *const link_names[] = {
-        [ARCTIC_LINK_DOWN] = "down",
-        [ARCTIC_LINK_HELLO_SENT] = "handshake",
-        [ARCTIC_LINK_UP] = "up",
-    };
     unsigned c, e;
 
     if (!visit_start_struct(v, name, NULL, 0, errp)) {
@@ -749,7 +744,7 @@ static void arctic_niu_get_state(Object *obj, Visitor *v, const char *name,
     }
     visit_u64(v, "node-id", s->node_id, errp);
     visit_u64(v, "num-nodes", s->num_nodes, errp);
-    visit_str(v, "link", link_names[s->link_state], errp);
+    visit_str(v, "link", arctic_link_state_name(s->link_state), errp);
     visit_u64(v, "link-up-count", s->link_up_count, errp);
     visit_u64(v, "tx-credits-high", s->tx_credits[ARCTIC_PRIORITY_HIGH], errp);
     visit_u64(v, "tx-credits-low", s->tx_credits[ARCTIC_PRIORITY_LOW], errp);

@@ -241,5 +241,6 @@ void arctic_link_init(ArcticNiuState *s, Error **errp);
 void arctic_link_cleanup(ArcticNiuState *s);
 void arctic_link_pump(ArcticNiuState *s);
 bool arctic_link_is_up(ArcticNiuState *s);
+const char *arctic_link_state_name(ArcticLinkState state);
 
 #endif /* HW_NET_ARCTIC_NIU_H */

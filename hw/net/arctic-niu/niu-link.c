@@ -20,16 +20,23 @@
 
 #include "arctic-niu.h"
 
-static const char *const link_state_names[] = {
-    [ARCTIC_LINK_DOWN] = "down",
-    [ARCTIC_LINK_HELLO_SENT] = "hello-sent",
-    [ARCTIC_LINK_UP] = "up",
-};
+/* For traces and the device's state view. */
+const char *arctic_link_state_name(ArcticLinkState state)
+{
+    static const char *const names[] = {
+        [ARCTIC_LINK_DOWN] = "down",
+        [ARCTIC_LINK_HELLO_SENT] = "handshake",
+        [ARCTIC_LINK_UP] = "up",
+    };
+
+    return names[state];
+}
 
 static void link_set_state(ArcticNiuState *s, ArcticLinkState state)
 {
-    trace_arctic_niu_link_state(s->node_id, link_state_names[s->link_state],
-                                link_state_names[state]);
+    trace_arctic_niu_link_state(s->node_id,
+                                arctic_link_state_name(s->link_state),
+                                arctic_link_state_name(state));
     s->link_state = state;
 }
 
