@@ -8,7 +8,8 @@
  * the datapaths on.  User programs then get one endpoint per open() of
  * /dev/arctic-niuN and map its queues and doorbell page, so messages are
  * sent and received with plain loads and stores, as the seed intends.
- * docs/programming-guide.md describes the registers used here.
+ * The owner of endpoint 0 may also turn the whole NIU into dMPI raw mode
+ * and back.  docs/programming-guide.md describes the registers used here.
  */
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
@@ -74,6 +75,8 @@ struct arctic_niu {
 	/* Serialises endpoint ownership and datapath start/stop. */
 	struct mutex lock;
 	bool routes_loaded;
+	/* dMPI raw mode: both datapaths OFF, only endpoint 0 open. */
+	bool raw_mode;
 	u32 node_id;
 	u32 num_nodes;
 	struct arctic_niu_endpoint ep[ARCTIC_ENDPOINTS];
@@ -422,6 +425,99 @@ static int niu_ensure_routes(struct arctic_niu *niu)
 }
 
 /* ---------------------------------------------------------------------
+ * dMPI raw mode (seed 002 sections 2.3, 4.1.2, 6.1): both datapaths OFF,
+ * RxCtrl.RAW set, and endpoint 0's owner moves raw packets through the
+ * FIFO access points of its user page.
+ */
+
+/*
+ * Bound on the words a drain reads: the FIFOs hold a few packets each
+ * (programming guide 11.2), far fewer than a queue of the longest packets
+ * with their CRC trailers.
+ */
+#define ARCTIC_RAW_DRAIN_MAX_WORDS \
+	(ARCTIC_N * (ARCTIC_MAX_PACKET_WORDS + ARCTIC_CRC_SIZE / 4))
+
+/*
+ * Read out and drop what is left in both raw receive FIFOs, with RxCtrl
+ * already written 0 so that nothing more arrives.  A FIFO reads empty only
+ * once the last word of its last packet is gone, so popping word by word
+ * until then also finishes a packet the process left half read.
+ */
+static int niu_raw_drain(struct arctic_niu *niu, u32 *discarded)
+{
+	static const struct {
+		u32 empty;		/* USER_RX_STATUS bit */
+		unsigned int fifo;	/* its access point */
+	} fifos[] = {
+		{ R_USER_RX_STATUS_HI_EMPTY_MASK, A_USER_HI_RX_FIFO },
+		{ R_USER_RX_STATUS_LO_EMPTY_MASK, A_USER_LO_RX_FIFO },
+	};
+	unsigned int i;
+
+	*discarded = 0;
+	for (i = 0; i < ARRAY_SIZE(fifos); i++) {
+		while (!(readl(niu->user + A_USER_RX_STATUS) &
+			 fifos[i].empty)) {
+			if (*discarded == ARCTIC_RAW_DRAIN_MAX_WORDS) {
+				dev_err(&niu->pdev->dev,
+					"raw receive FIFO does not empty\n");
+				return -EIO;
+			}
+			readl(niu->user + fifos[i].fifo);
+			(*discarded)++;
+		}
+	}
+	return 0;
+}
+
+/* Called with niu->lock held, by endpoint 0's owner. */
+static int niu_raw_enter(struct arctic_niu *niu)
+{
+	unsigned int e;
+	int ret;
+
+	if (niu->raw_mode)
+		return 0;
+	for (e = 1; e < niu->num_endpoints; e++)
+		if (niu->ep[e].in_use)
+			return -EBUSY;
+	ret = niu_tx_stop(niu);
+	if (ret) {
+		/* Stay in MPI mode rather than half switched. */
+		niu_datapaths_start(niu);
+		return ret;
+	}
+	niu_write(niu, A_NIU_RX_CTRL, R_NIU_CTRL_RAW_MASK);
+	niu->raw_mode = true;
+	return niu_check_errors(niu, "raw mode on");
+}
+
+/*
+ * Back to MPI mode, with niu->lock held.  The packets left in the receive
+ * FIFOs were acknowledged to their senders: they are lost, and @discarded
+ * says how many words they had.  Errors the device latched meanwhile are
+ * most likely the raw program's own (a malformed packet): logged only.
+ */
+static int niu_raw_leave(struct arctic_niu *niu, u32 *discarded)
+{
+	int ret;
+
+	*discarded = 0;
+	if (!niu->raw_mode)
+		return 0;
+	niu_write(niu, A_NIU_RX_CTRL, 0);
+	ret = niu_raw_drain(niu, discarded);
+	if (*discarded)
+		dev_info(&niu->pdev->dev,
+			 "raw mode off: %u unread words dropped\n", *discarded);
+	niu->raw_mode = false;
+	niu_datapaths_start(niu);
+	niu_check_errors(niu, "raw mode off");
+	return ret;
+}
+
+/* ---------------------------------------------------------------------
  * The character device: one endpoint per open file.
  */
 
@@ -451,6 +547,10 @@ static int arctic_niu_open(struct inode *inode, struct file *file)
 	int ret;
 
 	mutex_lock(&niu->lock);
+	/* Raw mode has the datapaths OFF: no other endpoint would be served. */
+	ret = -EBUSY;
+	if (niu->raw_mode)
+		goto unlock;
 	ret = niu_ensure_routes(niu);
 	if (ret)
 		goto unlock;
@@ -482,8 +582,12 @@ unlock:
 static int arctic_niu_release(struct inode *inode, struct file *file)
 {
 	struct arctic_niu_endpoint *ep = file->private_data;
+	u32 discarded;
 
 	mutex_lock(&ep->niu->lock);
+	/* Only endpoint 0's owner can have put the NIU in raw mode. */
+	if (ep->index == 0)
+		niu_raw_leave(ep->niu, &discarded);
 	/*
 	 * Clear now rather than at the next open: messages that peers send
 	 * to a program which has not opened its endpoint yet must survive.
@@ -666,6 +770,10 @@ static long ioctl_route(struct arctic_niu *niu, unsigned int cmd,
 	if (!capable(CAP_NET_ADMIN))
 		return -EPERM;
 	mutex_lock(&niu->lock);
+	/* Loading the entry turns the datapaths on again. */
+	ret = -EBUSY;
+	if (niu->raw_mode)
+		goto unlock;
 	if (route.flags & ARCTIC_NIU_ROUTE_DEFAULT) {
 		ret = -ENOLINK;
 		if (route.node >= niu->num_nodes)
@@ -709,8 +817,9 @@ static long ioctl_dma_window(struct arctic_niu_endpoint *ep, void __user *arg)
 		return -EINVAL;
 
 	mutex_lock(&niu->lock);
+	/* Loading the window turns the datapaths on again. */
 	ret = -EBUSY;
-	if (ep->dma_window)
+	if (ep->dma_window || niu->raw_mode)
 		goto unlock;
 	ret = -ENOMEM;
 	buf = dma_alloc_coherent(dev, ARCTIC_NIU_DMA_WINDOW_SIZE, &window_dma,
@@ -748,6 +857,33 @@ unlock:
 	return ret;
 }
 
+static long ioctl_raw_mode(struct arctic_niu_endpoint *ep, void __user *arg)
+{
+	struct arctic_niu *niu = ep->niu;
+	struct arctic_niu_raw_mode req;
+	long ret;
+
+	if (copy_from_user(&req, arg, sizeof(req)))
+		return -EFAULT;
+	if (req.flags || req.reserved || req.mode > ARCTIC_NIU_MODE_RAW)
+		return -EINVAL;
+	/* The FIFO access points are in endpoint 0's user page only. */
+	if (ep->index != 0)
+		return -EACCES;
+
+	mutex_lock(&niu->lock);
+	if (req.mode == ARCTIC_NIU_MODE_RAW) {
+		req.discarded = 0;
+		ret = niu_raw_enter(niu);
+	} else {
+		ret = niu_raw_leave(niu, &req.discarded);
+	}
+	mutex_unlock(&niu->lock);
+	if (ret)
+		return ret;
+	return copy_to_user(arg, &req, sizeof(req)) ? -EFAULT : 0;
+}
+
 static long arctic_niu_ioctl(struct file *file, unsigned int cmd,
 			     unsigned long arg)
 {
@@ -766,6 +902,8 @@ static long arctic_niu_ioctl(struct file *file, unsigned int cmd,
 		return ioctl_route(niu, cmd, uarg);
 	case ARCTIC_NIU_IOC_DMA_WINDOW:
 		return ioctl_dma_window(ep, uarg);
+	case ARCTIC_NIU_IOC_RAW_MODE:
+		return ioctl_raw_mode(ep, uarg);
 	case ARCTIC_NIU_IOC_COUNTERS:
 		niu_read_counters(niu, &counters);
 		return copy_to_user(uarg, &counters, sizeof(counters)) ?

@@ -55,6 +55,7 @@ struct arctic_niu_endpoint_info {
  * needs CAP_NET_ADMIN and briefly stops the transmit datapath of the whole
  * NIU.  With ARCTIC_NIU_ROUTE_DEFAULT set, SET restores the entry computed
  * from the node's position and ignores @entry; GET returns the entry in use.
+ * SET fails with EBUSY while the NIU is in raw mode (ARCTIC_NIU_IOC_RAW_MODE).
  */
 struct arctic_niu_route {
 	__u32 table;		/* 0 high priority (HiTx), 1 low (LoTx) */
@@ -90,8 +91,8 @@ struct arctic_niu_counters {
  * where it maps the window (mmap() at ARCTIC_NIU_MMAP_DMA_WINDOW, @size
  * bytes, MAP_SHARED).  Once per open file; freed when the file is closed.
  * Errors: EINVAL (size other than ARCTIC_NIU_DMA_WINDOW_SIZE, base_vir not
- * a multiple of it, reserved fields not zero), EBUSY (already has one),
- * ENOMEM.
+ * a multiple of it, reserved fields not zero), EBUSY (already has one, or
+ * the NIU is in raw mode), ENOMEM.
  */
 #define ARCTIC_NIU_DMA_WINDOW_SIZE	0x400000	/* 4 MiB, the minimum */
 struct arctic_niu_dma_window {
@@ -99,6 +100,36 @@ struct arctic_niu_dma_window {
 	__u64 base_vir;		/* in: multiple of the size */
 	__u64 mmap_offset;	/* out: ARCTIC_NIU_MMAP_DMA_WINDOW */
 	__u64 reserved[2];	/* zero */
+};
+
+/*
+ * ARCTIC_NIU_IOC_RAW_MODE: switch the whole NIU between MPI mode and dMPI
+ * raw mode (seed 002 sections 2.3, 4.1.2, 6.1).  In raw mode both
+ * datapaths are OFF, with RxCtrl's RAW bit set: the queues in memory are
+ * neither read nor written, and the process sends and receives raw Arctic
+ * packets through the FIFO access points of endpoint 0's user page, which
+ * it has mapped at ARCTIC_NIU_MMAP_USER_PAGE (map it readable as well as
+ * writable: the receive FIFOs and status registers are read).  Only the
+ * owner of endpoint 0 may switch, and only while no other endpoint is
+ * open; while the NIU is raw, open() of another endpoint fails with EBUSY.
+ * Switching to the mode the NIU is in does nothing.  Leaving raw mode,
+ * explicitly or by closing the file, turns both datapaths on again; what
+ * was still in the raw receive FIFOs then (acknowledged to its senders,
+ * so lost) is read out and dropped, and @discarded says how many words.
+ * Errors: EINVAL (unknown mode, flags or reserved fields not zero), EACCES
+ * (the file does not own endpoint 0), EBUSY (another endpoint is open, or
+ * a route or DMA window change, which restarts the datapaths, was asked
+ * for in raw mode: see SET_ROUTE, DMA_WINDOW), ETIMEDOUT (the transmit
+ * datapath did not drain, link down: the NIU stays in MPI mode), EIO (the
+ * device refused a register write).
+ */
+#define ARCTIC_NIU_MODE_MPI		0
+#define ARCTIC_NIU_MODE_RAW		1
+struct arctic_niu_raw_mode {
+	__u32 mode;		/* in: ARCTIC_NIU_MODE_MPI or _RAW */
+	__u32 flags;		/* in: zero */
+	__u32 discarded;	/* out: receive FIFO words dropped on leaving */
+	__u32 reserved;		/* zero */
 };
 
 #define ARCTIC_NIU_IOC_MAGIC		0xA7
@@ -114,5 +145,7 @@ struct arctic_niu_dma_window {
 	_IOR(ARCTIC_NIU_IOC_MAGIC, 0x04, struct arctic_niu_counters)
 #define ARCTIC_NIU_IOC_DMA_WINDOW \
 	_IOWR(ARCTIC_NIU_IOC_MAGIC, 0x05, struct arctic_niu_dma_window)
+#define ARCTIC_NIU_IOC_RAW_MODE \
+	_IOWR(ARCTIC_NIU_IOC_MAGIC, 0x06, struct arctic_niu_raw_mode)
 
 #endif /* _UAPI_ARCTIC_NIU_H */
