@@ -28,8 +28,11 @@
  * its 4 MiB window, mapped at an address that is also its DMA name, and
  * niu_dma_send() moves 2048-byte blocks from it into a peer's window.
  *
- * Not thread-safe: one thread per endpoint.  The raw FIFO mode of seed 002
- * section 2.3 is not wrapped here.
+ * dMPI raw mode (seed 002 sections 2.3, 3.4; niu-raw.c): the owner of
+ * endpoint 0 may turn the whole NIU's datapaths OFF and send and receive
+ * raw Arctic packets through the FIFO access points of its user page.
+ *
+ * Not thread-safe: one thread per endpoint.
  */
 #ifndef NIU_H
 #define NIU_H
@@ -37,6 +40,7 @@
 #include <stdint.h>
 
 #include "arctic/niu-hw.h"
+#include "arctic/packet.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -315,6 +319,108 @@ int niu_dma_send(struct niu_endpoint *ep, uint32_t dest,
 		 uint32_t dest_endpoint, uint32_t type, uint32_t command,
 		 uint64_t target, const void *source,
 		 const uint32_t *payload, unsigned int length);
+
+/*
+ * dMPI raw mode (seed 002 sections 2.3, 3.4, 4.1.2, 6.1).  niu_raw_enter()
+ * asks the driver to turn both datapaths OFF with RxCtrl.RAW set; from
+ * then on the NIU reads and writes no queue in memory, for any endpoint,
+ * and the program talks to the network through the FIFO access points of
+ * endpoint 0's user page: it pushes whole Arctic packets in the skewed
+ * format of the seed's Figure 2 (niu_raw_send() builds them from the route
+ * table) and pops what the network delivers, route words and CRC trailer
+ * included.  The NIU still adds its end-to-end header and CRC and still
+ * retries, so peers in MPI mode receive raw packets with niu_recv() and
+ * their niu_send() messages arrive in the raw FIFOs.  Raw receives raise
+ * no interrupt: waits spin on the status register.  Messages already in
+ * the endpoint's receive queues stay there for niu_try_recv().
+ */
+
+/* A raw-mode session of an open endpoint.  Fields are read-only. */
+struct niu_raw {
+	struct niu_endpoint *ep;	/* NULL: not in raw mode */
+	volatile uint32_t *page;	/* endpoint 0's user page, read-write */
+	uint32_t page_size;
+	/* Route table entries by priority and node, read at entry. */
+	uint32_t route[NIU_NUM_PRIORITIES][ARCTIC_S];
+};
+
+/* A packet popped from a raw receive FIFO (seed 002 section 3.4.2). */
+struct niu_raw_packet {
+	uint32_t words;			/* Arctic words, word 1's LENGTH */
+	uint32_t word[ARCTIC_MAX_PACKET_WORDS];	/* word 0, word 1, body */
+	uint32_t crc;			/* the trailer; it also covers the
+					   NIU's end-to-end header, which is
+					   not shown, so it cannot be checked
+					   here (the NIU has) */
+	/* Word 1 and the body read as an MPI message: */
+	uint32_t mode;			/* ARCTIC_MODE_MPI or _DMA */
+	uint32_t endpoint;		/* the endpoint it was sent to */
+	uint32_t type;
+	uint32_t command[2];		/* zero where the packet is shorter */
+	uint32_t length;		/* payload words: words - 4, or 0 */
+	uint32_t payload[ARCTIC_MAX_PACKET_WORDS - ARCTIC_MPI_LENGTH_EXTRA];
+};
+
+/*
+ * Put the NIU in raw mode for @ep, which must own endpoint 0 and be the
+ * only open endpoint.  Waits (up to 10 s) until the NIU has taken every
+ * message @ep queued before, so none is sent after raw packets, then reads
+ * the route table and maps the user page readable.  Returns 0, -EACCES
+ * (@ep is not endpoint 0), -EBUSY (another endpoint is open), -ETIMEDOUT
+ * (queued messages or the transmit datapath did not drain), -ENOTTY (a
+ * driver without raw mode), or another negative errno.
+ */
+int niu_raw_enter(struct niu_raw *raw, struct niu_endpoint *ep);
+
+/*
+ * Back to MPI mode; @raw is then closed.  Returns the number of words the
+ * driver found unread in the receive FIFOs and dropped (0 when the program
+ * read everything that arrived), or a negative errno (-EINVAL: @raw is not
+ * in raw mode).  Closing the endpoint leaves raw mode too.
+ */
+int niu_raw_leave(struct niu_raw *raw);
+
+/*
+ * Send one message to endpoint @dest_endpoint of node @dest at @prio as a
+ * raw packet, built as the seed's TransmitHiDirect() builds it: the route
+ * entry for @dest at @prio gives word 0 (its low half) and word 1's
+ * DOWNROUTE; word 1 also carries @dest_endpoint, @type (0..127), MODE 0
+ * and LENGTH = @length + 4; then the two command words and @length (0..20)
+ * payload words.  Waits while the FIFO is full.  Returns 0, -EINVAL (bad
+ * argument, or @raw not in raw mode) or -EHOSTUNREACH (no valid route).
+ */
+int niu_raw_send(struct niu_raw *raw, enum niu_priority prio, uint32_t dest,
+		 uint32_t dest_endpoint, uint32_t type, uint32_t command0,
+		 uint32_t command1, const uint32_t *payload,
+		 unsigned int length);
+
+/*
+ * Push @count ready-made words of one packet at @prio (words 0 and 1 and
+ * the body; the NIU adds the CRC).  The NIU drops a packet it cannot send
+ * without telling the sender, so this refuses what it would drop: -EINVAL
+ * unless 2 <= @count <= 31, word 1's LENGTH is @count, word 0's upper half
+ * is zero and its PRIORITY bit is that of @prio.  Waits while the FIFO is
+ * full.
+ */
+int niu_raw_send_words(struct niu_raw *raw, enum niu_priority prio,
+		       const uint32_t *words, unsigned int count);
+
+/*
+ * Pop the next packet of @prio if one is waiting: 1 taken, 0 none,
+ * -EINVAL (@raw not in raw mode), or -EPROTO when word 1's LENGTH is not
+ * a packet's (the FIFO was read by someone else mid-packet; what is left
+ * of the packet stays in the FIFO).
+ */
+int niu_raw_try_recv(struct niu_raw *raw, enum niu_priority prio,
+		     struct niu_raw_packet *pkt);
+
+/*
+ * Wait for the next packet of @prio, at most @timeout_ms milliseconds (a
+ * negative value waits for ever).  Returns 0, -ETIMEDOUT, or an error of
+ * niu_raw_try_recv().
+ */
+int niu_raw_recv(struct niu_raw *raw, enum niu_priority prio,
+		 struct niu_raw_packet *pkt, int timeout_ms);
 
 /* Monotonic time in nanoseconds, for benchmarks. */
 uint64_t niu_now_ns(void);
