@@ -7,6 +7,10 @@
 #           word checked by the pinger, no wrong reply
 #   spec-2  niu-spec-test (seed 002 section 3 code only) on 2 nodes: 600
 #           messages each way at both priorities, all correct
+#   raw-2   niu-raw-test on 2 nodes: node 0 in dMPI raw mode, node 1 in
+#           MPI mode, 42 messages per priority each way with every word
+#           and the raw route words checked, the driver's refusals, then
+#           an MPI exchange after node 0 leaves raw mode
 #   driver-1  niu-driver-test on 1 node, then the module unloaded and
 #           loaded again and the test repeated: error codes for bad
 #           requests, route override, endpoints, sysfs counters, the
@@ -31,7 +35,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|driver-1|bw-2|suite-4|collectives-8|faults-4|switch-restart-4}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|faults-4|switch-restart-4}
 if [ ! -r "$ARCTIC_CACHE/guest/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_CACHE/guest/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_CACHE/guest; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -80,6 +84,18 @@ spec-2)
     run_cluster -n 2 -- niu-spec-test
     expect "ring neighbours" '^\[node 0\] niu-spec-test: node 0 of 2, endpoint 0: 600 rounds to 1, from 1$|^\[node 1\] niu-spec-test: node 1 of 2, endpoint 0: 600 rounds to 0, from 0$' 2
     expect "every message right on both nodes" '^\[node [01]\] niu-spec-test: 600 messages sent and 600 received per priority, 0 wrong$' 2
+    expect "both nodes ok" '^node [01]: ok$' 2
+    ;;
+raw-2)
+    run_cluster -n 2 -- niu-raw-test
+    expect "node 0 raw, node 1 MPI" '^\[node 0\] niu-raw-test: node 0 of 2, endpoint 0: raw side, 42 messages per priority each way$|^\[node 1\] niu-raw-test: node 1 of 2, endpoint 0: MPI side, 42 messages per priority each way$' 2
+    expect "driver and libniu refuse what they must" '^\[node 0\] niu-raw-test: refusals: 16 checked, 0 wrong$'
+    expect "raw packets reach the MPI node intact" '^\[node 1\] niu-raw-test: MPI receive from the raw node: 42 high, 42 low, 0 wrong$'
+    expect "MPI messages reach the raw FIFOs intact" '^\[node 0\] niu-raw-test: raw receive: 42 high, 42 low, 0 wrong$'
+    expect "nothing left unread in raw mode" '^\[node 0\] niu-raw-test: raw mode left, 0 words dropped$'
+    expect "MPI works again after raw mode" '^\[node 0\] niu-raw-test: MPI after raw mode: 42 round trips, 0 wrong$|^\[node 1\] niu-raw-test: MPI echoes after raw mode: 42, 0 wrong$' 2
+    expect "no check failed" 'niu-raw-test: FAIL' 0
+    expect "both nodes pass" '^\[node [01]\] niu-raw-test: node [01]: 0 failure\(s\): PASS$' 2
     expect "both nodes ok" '^node [01]: ok$' 2
     ;;
 driver-1)
