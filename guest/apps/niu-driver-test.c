@@ -253,6 +253,61 @@ static void check_dma_window(int fd, uint32_t me)
 	munmap(data, ARCTIC_NIU_DMA_WINDOW_SIZE);
 }
 
+/*
+ * A program that sends and exits at once: close() must let the NIU take
+ * what is still in the Tx queue, not clear it away.  Endpoint @from fills
+ * HiTx with messages for endpoint @to of this node, rings no doorbell and
+ * closes; every message must then reach @to, in order.
+ */
+static void check_close_drains(uint32_t me)
+{
+	enum { MESSAGES = 32 };
+	struct arctic_niu_endpoint_info info;
+	int from = open(device, O_RDWR), to = open(device, O_RDWR);
+	volatile struct arctic_mpi_slot *tx, *rx;
+	char *txq = MAP_FAILED, *rxq = MAP_FAILED;
+	unsigned int i, got = 0, waited_ms = 0;
+
+	if (from >= 0)
+		txq = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE,
+			   PROT_READ | PROT_WRITE, MAP_SHARED, from, 0);
+	if (to >= 0)
+		rxq = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE, PROT_READ,
+			   MAP_SHARED, to, 0);
+	if (txq == MAP_FAILED || rxq == MAP_FAILED ||
+	    do_ioctl(to, ARCTIC_NIU_IOC_ENDPOINT_INFO, &info)) {
+		check(0, "two endpoints for the close test");
+		return;
+	}
+	tx = (void *)(txq + ARCTIC_MMAP_HI_TX);
+	for (i = 0; i < MESSAGES; i++) {
+		tx[i].command[0] = 0xc105e000 + i;
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		tx[i].header = ARCTIC_MPI_VALID |
+			       ARCTIC_FIELD_PREP(MPI_HEADER, DEST, me) |
+			       ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT,
+						 info.endpoint);
+	}
+	munmap(txq, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+	close(from);
+
+	rx = (void *)(rxq + ARCTIC_MMAP_HI_RX);
+	for (i = 0; i < MESSAGES; i++) {
+		while (waited_ms < 5000 && !(rx[i].header & ARCTIC_MPI_VALID)) {
+			usleep(1000);
+			waited_ms++;
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		got += (rx[i].header & ARCTIC_MPI_VALID) &&
+		       rx[i].command[0] == 0xc105e000 + i;
+	}
+	printf("close test: %u of %u messages arrived\n", got, MESSAGES);
+	check(got == MESSAGES,
+	      "messages still in HiTx at close() are sent, not dropped");
+	munmap(rxq, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+	close(to);
+}
+
 int main(int argc, char **argv)
 {
 	struct arctic_niu_endpoint_info info;
@@ -307,6 +362,7 @@ int main(int argc, char **argv)
 			check_dma_window(fd, node.node_id);
 		close(fd);
 	}
+	check_close_drains(node.node_id);
 	/* Closing the file gave the window back. */
 	fd = open(device, O_RDWR);
 	if (fd >= 0) {

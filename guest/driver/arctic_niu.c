@@ -321,6 +321,43 @@ static void niu_dma_window_load(struct arctic_niu_endpoint *ep,
 			    mask);
 }
 
+/* Does any slot of a queue region hold a valid header? */
+static bool niu_region_has_valid(const void *region, size_t size)
+{
+	const __le32 *slot = region;
+	unsigned int i;
+
+	for (i = 0; i < size / ARCTIC_SLOT_SIZE; i++) {
+		if (le32_to_cpu(READ_ONCE(slot[0])) & ARCTIC_MPI_VALID)
+			return true;
+		slot += ARCTIC_SLOT_SIZE / sizeof(*slot);
+	}
+	return false;
+}
+
+/*
+ * A program that sends and exits at once closes its endpoint with its
+ * last messages still in the Tx queues (seed 002 section 3.2.1: the NIU
+ * takes a slot when it gets to it).  Let the NIU take them before the
+ * queues are cleared; give up only if it cannot (link down for long, a
+ * peer that never answers), and say so.
+ */
+static void niu_tx_queues_drain(struct arctic_niu_endpoint *ep)
+{
+	unsigned long deadline = jiffies +
+		usecs_to_jiffies(ARCTIC_TX_DRAIN_TIMEOUT_US);
+
+	while (niu_region_has_valid(ep->tx_region, ARCTIC_TX_REGION_SIZE)) {
+		if (time_after(jiffies, deadline)) {
+			dev_warn(&ep->niu->pdev->dev,
+				 "endpoint %u closed with messages the NIU did not send\n",
+				 ep->index);
+			return;
+		}
+		usleep_range(50, 200);
+	}
+}
+
 /*
  * Leave a released endpoint with empty queues and all indices at 0, which
  * is where the next seed 002 program starts.  The device's pointers can only be
@@ -588,6 +625,7 @@ static int arctic_niu_release(struct inode *inode, struct file *file)
 	/* Only endpoint 0's owner can have put the NIU in raw mode. */
 	if (ep->index == 0)
 		niu_raw_leave(ep->niu, &discarded);
+	niu_tx_queues_drain(ep);
 	/*
 	 * Clear now rather than at the next open: messages that peers send
 	 * to a program which has not opened its endpoint yet must survive.
@@ -935,15 +973,7 @@ static irqreturn_t arctic_niu_irq(int irq, void *data)
 /* Any message waiting in the endpoint's receive queues? */
 static bool niu_rx_pending(struct arctic_niu_endpoint *ep)
 {
-	const __le32 *slot = ep->rx_region;
-	unsigned int i;
-
-	for (i = 0; i < ARCTIC_RX_REGION_SIZE / ARCTIC_SLOT_SIZE; i++) {
-		if (le32_to_cpu(READ_ONCE(slot[0])) & ARCTIC_MPI_VALID)
-			return true;
-		slot += ARCTIC_SLOT_SIZE / sizeof(*slot);
-	}
-	return false;
+	return niu_region_has_valid(ep->rx_region, ARCTIC_RX_REGION_SIZE);
 }
 
 /*
