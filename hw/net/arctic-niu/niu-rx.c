@@ -194,7 +194,7 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     if (verdict == DELIVERED) {
         trace_arctic_niu_rx_deliver(s->node_id, epn, q,
                                     (s->ep[epn].rx_head[q] + ARCTIC_N - 1) %
-                                    ARCTIC_N, src, len);
+                                    ARCTIC_N, src, len, le32_to_cpu(body[0]));
         arctic_niu_count(s, q == ARCTIC_RXQ_HI ? ARCTIC_CNT_RX_HI_PACKETS
                                                : ARCTIC_CNT_RX_LO_PACKETS);
     }

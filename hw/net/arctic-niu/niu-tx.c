@@ -190,7 +190,8 @@ static void line_fill(ArcticNiuState *s, ArcticLine *line, unsigned epn,
     line->retries = 0;
     line_queue(s, line);
     trace_arctic_niu_tx_packet(s->node_id, epn, dest, prio, h.epoch, h.seq,
-                               FIELD_EX32(w1, ARCTIC_W1, MODE), body_words);
+                               FIELD_EX32(w1, ARCTIC_W1, MODE), body_words,
+                               body_words ? body[0] : 0);
 }
 
 /* An MPI packet (§6.2.1 steps 5-7), or a DMA notification (§6.2.2 step 8,
