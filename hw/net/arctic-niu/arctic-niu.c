@@ -524,7 +524,7 @@ static void arctic_control_write(void *opaque, hwaddr addr, uint64_t val64,
         }
         break;
     case A_NIU_DOORBELL_ALL:
-        arctic_tx_kick(s);
+        arctic_tx_doorbell(s);
         break;
     case A_NIU_IRQ_STATUS:
         s->irq_status &= ~val;
@@ -613,9 +613,9 @@ static void arctic_user_write(void *opaque, hwaddr addr, uint64_t val,
 
     trace_arctic_niu_user_write(s->node_id, epn, reg, val);
     if (reg == A_USER_DOORBELL) {
-        /* A doorbell is a hint: it only schedules service, so any value
-         * is accepted and a spurious ring costs one poll. */
-        arctic_tx_kick(s);
+        /* A doorbell is a hint: any value is accepted and a spurious
+         * ring costs one pass over the queues. */
+        arctic_tx_doorbell(s);
         return;
     }
     if (epn == 0) {

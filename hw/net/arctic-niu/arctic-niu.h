@@ -204,6 +204,7 @@ void arctic_niu_full_reset(ArcticNiuState *s);
 void arctic_tx_init(ArcticNiuState *s);
 void arctic_tx_reset(ArcticNiuState *s);
 void arctic_tx_kick(ArcticNiuState *s);
+void arctic_tx_doorbell(ArcticNiuState *s);
 void arctic_tx_enable_changed(ArcticNiuState *s);
 bool arctic_tx_draining(ArcticNiuState *s);
 unsigned arctic_tx_pending(ArcticNiuState *s);

@@ -555,6 +555,18 @@ void arctic_tx_kick(ArcticNiuState *s)
     qemu_bh_schedule(s->tx_bh);
 }
 
+/*
+ * A doorbell serves the queues at once, in the ringing vCPU's thread
+ * (under the BQL like every device callback): the slot the guest just
+ * wrote is on the link before the store returns, instead of after a hop
+ * to the main loop.
+ */
+void arctic_tx_doorbell(ArcticNiuState *s)
+{
+    s->tx_poll_interval_ns = s->poll_min_ns;
+    tx_service(s);
+}
+
 void arctic_tx_enable_changed(ArcticNiuState *s)
 {
     if (s->tx_enabled) {
