@@ -564,6 +564,9 @@ static uint32_t expect_data(Niu *n, unsigned dest, uint8_t prio,
  * play the switch on a socket of its own, a socket path to join a real
  * arctic-switch, or NULL for no link.
  */
+/* Extra "-device arctic-niu" properties for the next niu_start*(). */
+static const char *niu_props = "";
+
 static Niu *niu_start_node(const char *link, unsigned node)
 {
     Niu *n = g_new0(Niu, 1);
@@ -599,7 +602,8 @@ static Niu *niu_start_node(const char *link, unsigned node)
     } else {
         g_string_append(args, "-device arctic-niu,");
     }
-    g_string_append_printf(args, "id=niu,node-id=%u,addr=04.0", node);
+    g_string_append_printf(args, "id=niu,node-id=%u,addr=04.0%s%s", node,
+                           *niu_props ? "," : "", niu_props);
     n->qts = qtest_init(args->str);
     g_string_free(args, true);
 
@@ -2225,12 +2229,23 @@ static void test_tx_high_passes_blocked_low(void)
 }
 
 /* Unacked low-priority packets can hold only the low share of the lines. */
-static void test_tx_high_lines_reserved(void)
+/*
+ * Low priority takes at most LINES - HI_LINES lines (what CAPS says), and
+ * a high-priority message still goes out while they are all busy.
+ */
+static void check_high_lines_reserved(const char *props, unsigned lines)
 {
-    Niu *n = niu_start_linked(64, 64);
-    unsigned lo_lines = 16 - 4;
-    uint32_t v, elo = 0, ehi;
+    Niu *n;
+    unsigned lo_lines = lines - 4;
+    uint32_t v, elo = 0, ehi, caps;
     unsigned i;
+
+    niu_props = props;
+    n = niu_start_linked(lines * 2, lines * 2);
+    niu_props = "";
+    caps = reg_r(n, A_NIU_CAPS);
+    g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, LINES), ==, lines);
+    g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, HI_LINES), ==, 4);
 
     for (i = 0; i <= lo_lines; i++) {
         v = i;
@@ -2255,6 +2270,18 @@ static void test_tx_high_lines_reserved(void)
     peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, elo, lo_lines, 0);
     peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, ehi, 0, 0);
     niu_stop(n);
+}
+
+static void test_tx_high_lines_reserved(void)
+{
+    check_high_lines_reserved("", 16);
+}
+
+/* The "lines" property sizes the retransmit buffer. */
+static void test_tx_lines_property(void)
+{
+    check_high_lines_reserved("lines=40", 40);
+    check_high_lines_reserved("lines=8", 8);
 }
 
 /* Writing OFF completes only once what was taken has entered the network
@@ -2593,7 +2620,8 @@ static void test_bad_properties(void)
 {
     const char *qemu = g_getenv("QTEST_QEMU_BINARY");
     const char *bad[] = { "node-id=256", "rx-credits=0",
-                          "poll-min-ns=10,poll-max-ns=5" };
+                          "poll-min-ns=10,poll-max-ns=5", "lines=7",
+                          "lines=256" };
     unsigned i;
 
     g_assert_nonnull(qemu);
@@ -3005,6 +3033,8 @@ int main(int argc, char **argv)
                    test_tx_high_passes_blocked_low);
     qtest_add_func("/arctic-niu/priority/lines-reserved",
                    test_tx_high_lines_reserved);
+    qtest_add_func("/arctic-niu/priority/lines-property",
+                   test_tx_lines_property);
     qtest_add_func("/arctic-niu/tx/off-drains", test_tx_off_drains);
     qtest_add_func("/arctic-niu/link/down-up", test_link_down_up_loses_nothing);
     qtest_add_func("/arctic-niu/link/rejected",

@@ -331,7 +331,7 @@ static uint64_t arctic_control_read(void *opaque, hwaddr addr, unsigned size)
     case A_NIU_CAPS:
         val = FIELD_DP32(0, NIU_CAPS, ENDPOINTS, ARCTIC_ENDPOINTS);
         val = FIELD_DP32(val, NIU_CAPS, LOG2_N, ARCTIC_LOG2_N);
-        val = FIELD_DP32(val, NIU_CAPS, LINES, ARCTIC_LINES);
+        val = FIELD_DP32(val, NIU_CAPS, LINES, s->num_lines);
         val = FIELD_DP32(val, NIU_CAPS, HI_LINES, ARCTIC_HI_RESERVED_LINES);
         break;
     case A_NIU_NODE_ID:
@@ -857,6 +857,11 @@ static void arctic_niu_realize(PCIDevice *pdev, Error **errp)
                    ARCTIC_LINK_MAX_CREDITS);
         return;
     }
+    if (s->num_lines < ARCTIC_MIN_LINES || s->num_lines > ARCTIC_MAX_LINES) {
+        error_setg(errp, "arctic-niu: lines must be %d..%d",
+                   ARCTIC_MIN_LINES, ARCTIC_MAX_LINES);
+        return;
+    }
     if (s->poll_min_ns == 0 || s->poll_max_ns < s->poll_min_ns) {
         error_setg(errp, "arctic-niu: need 0 < poll-min-ns <= poll-max-ns");
         return;
@@ -914,6 +919,8 @@ static void arctic_niu_exit(PCIDevice *pdev)
 static const Property arctic_niu_properties[] = {
     DEFINE_PROP_CHR("chardev", ArcticNiuState, chr),
     DEFINE_PROP_UINT32("node-id", ArcticNiuState, node_id, 0),
+    DEFINE_PROP_UINT32("lines", ArcticNiuState, num_lines,
+                       ARCTIC_DEFAULT_LINES),
     DEFINE_PROP_UINT32("rx-credits", ArcticNiuState, rx_credits,
                        ARCTIC_LINK_DEFAULT_CREDITS),
     DEFINE_PROP_UINT64("poll-min-ns", ArcticNiuState, poll_min_ns, 2000),

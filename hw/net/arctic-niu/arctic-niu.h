@@ -33,13 +33,15 @@ OBJECT_DECLARE_SIMPLE_TYPE(ArcticNiuState, ARCTIC_NIU)
 
 /* Retransmit buffer: lines hold packets until acknowledged (seed 003
  * §3.2.2); some lines are kept for high priority so low-priority traffic
- * can never take them all. */
+ * can never take them all.  The seeds call it "small" without a size:
+ * the "lines" property picks it (NIU_CAPS.LINES tells the driver).
+ * Remote-DMA data may hold at most half of them at once, so MPI messages
+ * of both priorities pass a long DMA operation (seed 002 §2.2.2). */
 enum {
-    ARCTIC_LINES = 16,
+    ARCTIC_DEFAULT_LINES = 16,
+    ARCTIC_MAX_LINES = R_NIU_CAPS_LINES_MASK >> R_NIU_CAPS_LINES_SHIFT,
     ARCTIC_HI_RESERVED_LINES = 4,
-    /* Lines remote-DMA data may hold at once, so MPI messages of both
-     * priorities pass a long DMA operation (seed 002 §2.2.2). */
-    ARCTIC_DMA_MAX_LINES = 8,
+    ARCTIC_MIN_LINES = 2 * ARCTIC_HI_RESERVED_LINES,
     /* Slots MPFSM takes from one queue before letting the main loop run. */
     ARCTIC_TX_BATCH = 32,
     /* Packets the receive FIFO of each priority holds in dMPI mode
@@ -121,6 +123,7 @@ struct ArcticNiuState {
     CharBackend chr;
     uint32_t node_id;
     uint32_t rx_credits;        /* granted to the switch per priority */
+    uint32_t num_lines;         /* retransmit lines ("lines" property) */
     uint64_t poll_min_ns;
     uint64_t poll_max_ns;
     uint64_t retry_timeout_ns;  /* first retransmit timeout */
@@ -151,7 +154,7 @@ struct ArcticNiuState {
     uint64_t tx_poll_interval_ns;
     QEMUBH *tx_bh;
     unsigned tx_count;          /* Appendix A COUNT */
-    ArcticLine lines[ARCTIC_LINES];
+    ArcticLine lines[ARCTIC_MAX_LINES];
     ArcticTxStream tx_stream[ARCTIC_NUM_PRIORITIES][ARCTIC_S];
     QEMUTimer *retry_timer;
     uint64_t queue_counter;

@@ -29,7 +29,7 @@ static unsigned lines_busy(ArcticNiuState *s, int prio)
 {
     unsigned i, n = 0;
 
-    for (i = 0; i < ARCTIC_LINES; i++) {
+    for (i = 0; i < s->num_lines; i++) {
         if (s->lines[i].busy && (prio < 0 || s->lines[i].prio == prio)) {
             n++;
         }
@@ -44,10 +44,10 @@ static ArcticLine *line_alloc(ArcticNiuState *s, uint8_t prio)
 
     if (prio == ARCTIC_PRIORITY_LOW &&
         lines_busy(s, ARCTIC_PRIORITY_LOW) >=
-        ARCTIC_LINES - ARCTIC_HI_RESERVED_LINES) {
+        s->num_lines - ARCTIC_HI_RESERVED_LINES) {
         return NULL;
     }
-    for (i = 0; i < ARCTIC_LINES; i++) {
+    for (i = 0; i < s->num_lines; i++) {
         if (!s->lines[i].busy) {
             return &s->lines[i];
         }
@@ -67,7 +67,7 @@ static void retry_timer_rearm(ArcticNiuState *s)
     int64_t next = INT64_MAX;
     unsigned i;
 
-    for (i = 0; i < ARCTIC_LINES; i++) {
+    for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->lines[i];
         if (l->busy && !l->queued && l->deadline < next) {
             next = l->deadline;
@@ -96,7 +96,7 @@ bool arctic_tx_draining(ArcticNiuState *s)
     }
     /* Seed 002 §4.1.2: OFF reads back only once every packet taken from
      * the queues has entered the network. */
-    for (i = 0; i < ARCTIC_LINES; i++) {
+    for (i = 0; i < s->num_lines; i++) {
         if (s->lines[i].busy && !s->lines[i].sent_once && !s->lines[i].raw) {
             return true;
         }
@@ -234,10 +234,10 @@ static bool dma_line_available(ArcticNiuState *s)
 {
     unsigned i, n = 0;
 
-    for (i = 0; i < ARCTIC_LINES; i++) {
+    for (i = 0; i < s->num_lines; i++) {
         n += s->lines[i].busy && s->lines[i].dma;
     }
-    return n < ARCTIC_DMA_MAX_LINES &&
+    return n < s->num_lines / 2 &&
            line_alloc(s, ARCTIC_PRIORITY_HIGH) != NULL;
 }
 
@@ -585,7 +585,7 @@ ArcticLine *arctic_tx_next_line(ArcticNiuState *s, uint8_t prio)
     ArcticLine *best = NULL;
     unsigned i;
 
-    for (i = 0; i < ARCTIC_LINES; i++) {
+    for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->lines[i];
         if (l->busy && l->queued && l->prio == prio &&
             (!best || l->queued_order < best->queued_order)) {
@@ -641,13 +641,13 @@ static void retry_timer_cb(void *opaque)
 {
     ArcticNiuState *s = opaque;
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
-    ArcticLine *due[ARCTIC_LINES];
+    ArcticLine *due[ARCTIC_MAX_LINES];
     unsigned i, n = 0;
 
     if (!arctic_link_is_up(s)) {
         return;     /* everything unacked goes out again at link up */
     }
-    for (i = 0; i < ARCTIC_LINES; i++) {
+    for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->lines[i];
         if (l->busy && !l->queued && l->deadline <= now) {
             due[n++] = l;
@@ -660,12 +660,12 @@ static void retry_timer_cb(void *opaque)
 
 void arctic_tx_link_up(ArcticNiuState *s)
 {
-    ArcticLine *all[ARCTIC_LINES];
+    ArcticLine *all[ARCTIC_MAX_LINES];
     unsigned i, n = 0;
 
     /* Unacked and never-sent lines alike, so each stream resumes in
      * sequence order on the new session. */
-    for (i = 0; i < ARCTIC_LINES; i++) {
+    for (i = 0; i < s->num_lines; i++) {
         if (s->lines[i].busy) {
             all[n++] = &s->lines[i];
         }
@@ -689,7 +689,7 @@ void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h)
         st->acked = true;
         st->peer_incarnation = h->job;
     }
-    for (i = 0; i < ARCTIC_LINES; i++) {
+    for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->lines[i];
         if (l->busy && l->dst == h->src_node && l->prio == prio &&
             seq_before_eq(l->seq, h->seq)) {
@@ -711,13 +711,13 @@ static void tx_resync(ArcticNiuState *s, uint8_t prio, uint16_t dst,
                       uint32_t receiver_epoch)
 {
     ArcticTxStream *st = &s->tx_stream[prio][dst];
-    ArcticLine *v[ARCTIC_LINES];
+    ArcticLine *v[ARCTIC_MAX_LINES];
     unsigned i, n = 0;
 
     st->epoch = ((int32_t)(receiver_epoch - st->epoch) > 0 ? receiver_epoch
                                                            : st->epoch) + 1;
     st->acked = false;
-    for (i = 0; i < ARCTIC_LINES; i++) {
+    for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->lines[i];
         if (l->busy && l->dst == dst && l->prio == prio) {
             v[n++] = l;
@@ -784,7 +784,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
     }
     /* Everything from the refused packet on will be refused too: back off
      * and send the stream again from there, in order. */
-    for (i = 0; i < ARCTIC_LINES; i++) {
+    for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->lines[i];
         if (l->busy && !l->queued && l->dst == h->src_node &&
             l->prio == prio && seq_before_eq(go_back_from, l->seq)) {
