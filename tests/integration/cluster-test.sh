@@ -14,7 +14,8 @@
 #   driver-1  niu-driver-test on 1 node, then the module unloaded and
 #           loaded again and the test repeated: error codes for bad
 #           requests, route override, endpoints, sysfs counters, the
-#           DMA window and a DMA request to itself
+#           DMA window and a DMA request to itself, and close() sending
+#           what was still queued
 #   bw-2    niu-bw on 2 nodes: a bandwidth row per message size, every
 #           word checked by the receiver, then remote DMA between the
 #           driver's DMA windows, every word of the blocks checked
@@ -103,8 +104,10 @@ driver-1)
     run_cluster -n 1 -- "niu-driver-test && echo rx-hi=\$(cat $counter) && rmmod arctic_niu && insmod /lib/modules/arctic_niu.ko && niu-driver-test"
     expect "no check failed" '^\[node 0\] FAIL' 0
     expect "both runs pass" '^\[node 0\] niu-driver-test: 0 failure\(s\): PASS$' 2
-    # The loopback message and the notification of the DMA to itself.
-    expect "both HiRx arrivals counted in sysfs" '^\[node 0\] rx-hi=2$'
+    # The loopback message, the notification of the DMA to itself and
+    # the 32 messages left in HiTx when their endpoint was closed.
+    expect "every HiRx arrival counted in sysfs" '^\[node 0\] rx-hi=34$'
+    expect "close() sent what was queued, both runs" '^\[node 0\] close test: 32 of 32 messages arrived$' 2
     expect "the node is ok" '^node 0: ok$'
     ;;
 bw-2)
