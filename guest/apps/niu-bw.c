@@ -112,8 +112,13 @@ int main(int argc, char **argv)
 	uint64_t start, ns;
 	int opt, ret;
 
-	while ((opt = getopt(argc, argv, "n:b:Hd:h")) != -1) {
+	unsigned int sleep_us = 0;
+
+	while ((opt = getopt(argc, argv, "n:b:Hs:d:h")) != -1) {
 		switch (opt) {
+		case 's':
+			sleep_us = (unsigned int)atoi(optarg);
+			break;
 		case 'b':
 			dma_blocks = (unsigned int)atoi(optarg);
 			break;
@@ -129,6 +134,7 @@ int main(int argc, char **argv)
 		default:
 			fprintf(stderr, "Usage: niu-bw [-n MESSAGES per size] "
 				"[-b DMA BLOCKS] [-H high priority] "
+				"[-s USEC sleep in poll() when idle] "
 				"[-d DEVICE]\n");
 			return 2;
 		}
@@ -142,6 +148,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "niu-bw: needs 2 nodes\n");
 		return 1;
 	}
+	niu_set_idle_sleep(&ep, sleep_us);
 	if (ep.node == 0)
 		printf("niu-bw: node 0 -> node 1, %u messages per size, %s "
 		       "priority\n words    MB/s   msgs/s\n", messages,

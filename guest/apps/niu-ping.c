@@ -20,9 +20,11 @@ static const unsigned int default_sizes[] = { 0, 1, 2, 4, 8, 16, 20 };
 static void usage(void)
 {
 	fprintf(stderr,
-		"Usage: niu-ping [-n ITERATIONS] [-l] [-d DEVICE]\n"
+		"Usage: niu-ping [-n ITERATIONS] [-l] [-s USEC] [-d DEVICE]\n"
 		"  -n  round trips per message size (default 200)\n"
 		"  -l  use the low-priority queues (default high)\n"
+		"  -s  wait in poll() (interrupts), up to USEC at a time,\n"
+		"      instead of spinning (default 0: spin)\n"
 		"  -d  device file (default /dev/arctic-niu0)\n");
 	exit(2);
 }
@@ -50,8 +52,13 @@ int main(int argc, char **argv)
 	uint64_t *rtt;
 	int opt, ret, errors = 0;
 
-	while ((opt = getopt(argc, argv, "n:ld:h")) != -1) {
+	unsigned int sleep_us = 0;
+
+	while ((opt = getopt(argc, argv, "n:ls:d:h")) != -1) {
 		switch (opt) {
+		case 's':
+			sleep_us = (unsigned int)atoi(optarg);
+			break;
 		case 'n':
 			iterations = (unsigned int)atoi(optarg);
 			break;
@@ -73,6 +80,7 @@ int main(int argc, char **argv)
 			strerror(-ret));
 		return 2;
 	}
+	niu_set_idle_sleep(&ep, sleep_us);
 	rtt = calloc(iterations, sizeof(*rtt));
 	if (!rtt)
 		return 2;

@@ -3,8 +3,9 @@
 # One integration case: run a program on a small cluster through
 # scripts/niu-cluster and check what every node printed, not only the exit
 # status.  Cases:
-#   ping-2  niu-ping between 2 nodes: every size reported, every echoed
-#           word checked by the pinger, no wrong reply
+#   ping-2  niu-ping between 2 nodes, spinning and then sleeping in
+#           poll() (-s): every size reported, every echoed word checked
+#           by the pinger, no wrong reply
 #   spec-2  niu-spec-test (seed 002 section 3 code only) on 2 nodes: 600
 #           messages each way at both priorities, all correct
 #   raw-2   niu-raw-test on 2 nodes: node 0 in dMPI raw mode, node 1 in
@@ -75,10 +76,11 @@ run_cluster() {
 
 case "$case_name" in
 ping-2)
-    run_cluster -n 2 -- niu-ping -n 100
-    expect "node 0 pings, node 1 echoes" '^\[node 0\] niu-ping: node 0 of 2, pinging|^\[node 1\] niu-ping: node 1 of 2, echoing' 2
-    expect "a latency row per size" '^\[node 0\] +(0|1|2|4|8|16|20) +[0-9]+\.[0-9] +[0-9]+\.[0-9] +[0-9]+\.[0-9]$' 7
-    expect "every reply right" '^\[node 0\] niu-ping: 700 replies checked, 0 wrong: PASS$'
+    # Spinning, then sleeping in poll() between messages (-s).
+    run_cluster -n 2 -- "niu-ping -n 100 && niu-ping -n 100 -s 1000"
+    expect "node 0 pings, node 1 echoes, twice" '^\[node 0\] niu-ping: node 0 of 2, pinging|^\[node 1\] niu-ping: node 1 of 2, echoing' 4
+    expect "a latency row per size, twice" '^\[node 0\] +(0|1|2|4|8|16|20) +[0-9]+\.[0-9] +[0-9]+\.[0-9] +[0-9]+\.[0-9]$' 14
+    expect "every reply right, twice" '^\[node 0\] niu-ping: 700 replies checked, 0 wrong: PASS$' 2
     expect "both nodes ok" '^node [01]: ok$' 2
     ;;
 spec-2)
