@@ -180,7 +180,7 @@ static void check_loopback(int fd, uint32_t me)
  * The window's ioctl and mapping, then a DMA request to ourselves: block 0
  * of the window must arrive as block 1, followed by its notification.
  */
-static void check_dma_window(int fd, uint32_t me)
+static void check_dma_window(int fd, uint32_t me, unsigned int rx_slot)
 {
 	const uint64_t base = 0x40000000;	/* our name for the window */
 	struct arctic_niu_dma_window window = {
@@ -223,7 +223,7 @@ static void check_dma_window(int fd, uint32_t me)
 	for (i = 0; i < ARCTIC_D / 4; i++)
 		data[i] = 0xd0000000 + i;
 	dma_tx = (void *)(q + ARCTIC_MMAP_DMA_TX);
-	rx = (void *)(q + ARCTIC_MMAP_HI_RX);
+	rx = (void *)(q + ARCTIC_MMAP_HI_RX + rx_slot * ARCTIC_SLOT_SIZE);
 	dma_tx->command = 0xc0de;
 	dma_tx->target = base + ARCTIC_D;
 	dma_tx->source = base;
@@ -346,20 +346,26 @@ int main(int argc, char **argv)
 		close(fds[i]);
 	close(fd);
 
-	/* The loopback left a message behind; release emptied it. */
+	/*
+	 * The loopback left its message unread: release keeps it, at the
+	 * front of HiRx, for the next program (a peer's next program may
+	 * already be talking to it); the rest of the queue is empty.
+	 */
 	fd = open(device, O_RDWR);
 	if (fd >= 0) {
 		char *q = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE, PROT_READ,
 			       MAP_SHARED, fd, 0);
+		volatile struct arctic_mpi_slot *rx = (void *)(q +
+							      ARCTIC_MMAP_HI_RX);
 
-		check(q != MAP_FAILED &&
-		      ((volatile struct arctic_mpi_slot *)
-		       (q + ARCTIC_MMAP_HI_RX))->header == 0,
-		      "a reopened endpoint starts empty");
+		check(q != MAP_FAILED && (rx[0].header & ARCTIC_MPI_VALID) &&
+		      rx[0].command[0] == 0xfeed && rx[0].payload[0] == 0xbeef &&
+		      rx[1].header == 0,
+		      "an unread message is kept for the next program");
 		if (q != MAP_FAILED)
 			munmap(q, ARCTIC_NIU_MMAP_QUEUES_SIZE);
 		if (do_ioctl(fd, ARCTIC_NIU_IOC_NODE_INFO, &node) == 0)
-			check_dma_window(fd, node.node_id);
+			check_dma_window(fd, node.node_id, 1);
 		close(fd);
 	}
 	check_close_drains(node.node_id);

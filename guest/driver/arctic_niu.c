@@ -359,31 +359,85 @@ static void niu_tx_queues_drain(struct arctic_niu_endpoint *ep)
 }
 
 /*
- * Leave a released endpoint with empty queues and all indices at 0, which
- * is where the next seed 002 program starts.  The device's pointers can only be
+ * Messages the last program did not read stay for the next one: a peer's
+ * next program may already be talking to ours (mpirun a && mpirun b), and
+ * the NIU has acknowledged them, so clearing would lose them for good.
+ * They are the valid slots just behind the NIU's head, in order; move them
+ * to the front of @buf (a copy of the queue) and return how many.  Called
+ * with Rx OFF.
+ */
+static unsigned int niu_rx_unread_to_front(struct arctic_niu_endpoint *ep,
+					   unsigned int offset, u32 head,
+					   u8 *buf)
+{
+	const u8 *queue = (const u8 *)ep->rx_region + offset;
+	unsigned int n = 0, first, i;
+
+	while (n < ARCTIC_N) {
+		const __le32 *hdr = (const __le32 *)(queue +
+			((head + ARCTIC_N - 1 - n) % ARCTIC_N) * ARCTIC_SLOT_SIZE);
+
+		if (!(le32_to_cpu(READ_ONCE(*hdr)) & ARCTIC_MPI_VALID))
+			break;
+		n++;
+	}
+	first = (head + ARCTIC_N - n) % ARCTIC_N;
+	memset(buf, 0, ARCTIC_QUEUE_SIZE);
+	for (i = 0; i < n; i++)
+		memcpy(buf + i * ARCTIC_SLOT_SIZE,
+		       queue + ((first + i) % ARCTIC_N) * ARCTIC_SLOT_SIZE,
+		       ARCTIC_SLOT_SIZE);
+	return n;
+}
+
+/*
+ * Leave a released endpoint with empty Tx queues and its unread messages
+ * at the front of its Rx queues: the Tx indices at 0 and each Rx head just
+ * after what was kept, which is where the next seed 002 program starts
+ * (its first receive looks at slot 0).  The device's pointers can only be
  * written with the datapaths OFF, so every endpoint pauses for a moment;
  * the senders of packets refused meanwhile retry them.
  */
 static int niu_endpoint_clear(struct arctic_niu_endpoint *ep)
 {
+	static const struct {
+		unsigned int offset, reg;
+	} rxq[] = {
+		{ ARCTIC_HI_RX_OFFSET, A_EP_HI_RX_HD },
+		{ ARCTIC_LO_RX_OFFSET, A_EP_LO_RX_HD },
+	};
 	struct arctic_niu *niu = ep->niu;
-	unsigned int e = ep->index;
+	unsigned int e = ep->index, q, kept;
+	u8 *buf;
 	int ret;
 
+	buf = kmalloc(ARCTIC_QUEUE_SIZE, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+
 	ret = niu_tx_stop(niu);
-	if (ret)
+	if (ret) {
+		kfree(buf);
 		return ret;
+	}
 	niu_write(niu, A_NIU_RX_CTRL, 0);
 
 	niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_HI_TX_TL), 0);
 	niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_LO_TX_TL), 0);
 	niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_DMA_TX_TL), 0);
-	niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_HI_RX_HD), 0);
-	niu_write(niu, ARCTIC_EP_OFFSET(e, A_EP_LO_RX_HD), 0);
 	niu_dma_window_load(ep, 0, 0, 0);
 	memset(ep->tx_region, 0, ARCTIC_TX_REGION_SIZE);
-	memset(ep->rx_region, 0, ARCTIC_RX_REGION_SIZE);
-	/* The device must see zeroed slots before it looks at them again. */
+	for (q = 0; q < ARRAY_SIZE(rxq); q++) {
+		u32 head = niu_read(niu, ARCTIC_EP_OFFSET(e, rxq[q].reg));
+
+		kept = niu_rx_unread_to_front(ep, rxq[q].offset, head, buf);
+		memcpy((u8 *)ep->rx_region + rxq[q].offset, buf,
+		       ARCTIC_QUEUE_SIZE);
+		niu_write(niu, ARCTIC_EP_OFFSET(e, rxq[q].reg),
+			  kept % ARCTIC_N);
+	}
+	kfree(buf);
+	/* The device must see the slots before it looks at them again. */
 	wmb();
 
 	niu_datapaths_start(niu);
