@@ -103,7 +103,7 @@ static unsigned int dma_bandwidth(struct niu_endpoint *ep,
 int main(int argc, char **argv)
 {
 	unsigned int messages = 2000, dma_blocks = 256, s, m, i, size;
-	unsigned int wrong = 0;
+	unsigned int wrong = 0, sleep_us = 0;
 	enum niu_priority prio = NIU_LO;
 	uint32_t payload[NIU_MAX_PAYLOAD];
 	const char *device = NULL;
@@ -111,8 +111,6 @@ int main(int argc, char **argv)
 	struct niu_msg msg;
 	uint64_t start, ns;
 	int opt, ret;
-
-	unsigned int sleep_us = 0;
 
 	while ((opt = getopt(argc, argv, "n:b:Hs:d:h")) != -1) {
 		switch (opt) {

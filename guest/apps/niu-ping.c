@@ -50,9 +50,8 @@ int main(int argc, char **argv)
 	struct niu_endpoint ep;
 	struct niu_msg msg;
 	uint64_t *rtt;
-	int opt, ret, errors = 0;
-
 	unsigned int sleep_us = 0;
+	int opt, ret, errors = 0;
 
 	while ((opt = getopt(argc, argv, "n:ls:d:h")) != -1) {
 		switch (opt) {

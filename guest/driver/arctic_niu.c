@@ -321,17 +321,22 @@ static void niu_dma_window_load(struct arctic_niu_endpoint *ep,
 			    mask);
 }
 
+/* Is slot @index of the queue at @queue valid (header read once)? */
+static bool niu_slot_valid(const void *queue, unsigned int index)
+{
+	const __le32 *hdr = queue + (size_t)index * ARCTIC_SLOT_SIZE;
+
+	return le32_to_cpu(READ_ONCE(*hdr)) & ARCTIC_MPI_VALID;
+}
+
 /* Does any slot of a queue region hold a valid header? */
 static bool niu_region_has_valid(const void *region, size_t size)
 {
-	const __le32 *slot = region;
 	unsigned int i;
 
-	for (i = 0; i < size / ARCTIC_SLOT_SIZE; i++) {
-		if (le32_to_cpu(READ_ONCE(slot[0])) & ARCTIC_MPI_VALID)
+	for (i = 0; i < size / ARCTIC_SLOT_SIZE; i++)
+		if (niu_slot_valid(region, i))
 			return true;
-		slot += ARCTIC_SLOT_SIZE / sizeof(*slot);
-	}
 	return false;
 }
 
@@ -373,14 +378,9 @@ static unsigned int niu_rx_unread_to_front(struct arctic_niu_endpoint *ep,
 	const u8 *queue = (const u8 *)ep->rx_region + offset;
 	unsigned int n = 0, first, i;
 
-	while (n < ARCTIC_N) {
-		const __le32 *hdr = (const __le32 *)(queue +
-			((head + ARCTIC_N - 1 - n) % ARCTIC_N) * ARCTIC_SLOT_SIZE);
-
-		if (!(le32_to_cpu(READ_ONCE(*hdr)) & ARCTIC_MPI_VALID))
-			break;
+	while (n < ARCTIC_N &&
+	       niu_slot_valid(queue, (head + ARCTIC_N - 1 - n) % ARCTIC_N))
 		n++;
-	}
 	first = (head + ARCTIC_N - n) % ARCTIC_N;
 	memset(buf, 0, ARCTIC_QUEUE_SIZE);
 	for (i = 0; i < n; i++)
