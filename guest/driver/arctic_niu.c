@@ -1118,6 +1118,17 @@ static NIU_REG_ATTR(link_status, A_NIU_LINK_STATUS);
 static NIU_REG_ATTR(error_cause, A_NIU_ERROR_CAUSE);
 static NIU_REG_ATTR(error_info, A_NIU_ERROR_INFO);
 
+/* The retransmit lines the NIU has (its "lines" property): packets in flight. */
+static ssize_t lines_show(struct device *dev, struct device_attribute *attr,
+			  char *buf)
+{
+	struct arctic_niu *niu = dev_get_drvdata(dev);
+
+	return sysfs_emit(buf, "%u\n", ARCTIC_FIELD_GET(NIU_CAPS, LINES,
+				niu_read(niu, A_NIU_CAPS)));
+}
+static DEVICE_ATTR_RO(lines);
+
 static struct attribute *niu_attrs[] = {
 	&niu_attr_node_id.attr.attr,
 	&niu_attr_num_nodes.attr.attr,
@@ -1125,6 +1136,7 @@ static struct attribute *niu_attrs[] = {
 	&niu_attr_link_status.attr.attr,
 	&niu_attr_error_cause.attr.attr,
 	&niu_attr_error_info.attr.attr,
+	&dev_attr_lines.attr,
 	NULL,
 };
 
