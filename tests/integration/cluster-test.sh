@@ -17,9 +17,10 @@
 #           requests, route override, endpoints, sysfs counters, the
 #           DMA window and a DMA request to itself, and close() sending
 #           what was still queued
-#   bw-2    niu-bw on 2 nodes: a bandwidth row per message size, every
-#           word checked by the receiver, then remote DMA between the
-#           driver's DMA windows, every word of the blocks checked
+#   bw-2    niu-bw on 2 nodes with 64 lines and 32 link credits (-L, -C):
+#           a bandwidth row per message size, every word checked by the
+#           receiver, then remote DMA between the driver's DMA windows,
+#           every word of the blocks checked
 #   suite-4  niu-suite (seed 001's dmm, fft, gauss, jacobi, sort at the
 #           Table 6.2 sizes) on 4 nodes: every kernel's result equal to
 #           node 0's serial run, times and speedup reported
@@ -113,7 +114,11 @@ driver-1)
     expect "the node is ok" '^node 0: ok$'
     ;;
 bw-2)
-    run_cluster -n 2 -- niu-bw -n 300 -b 128
+    # With the launcher's -L/-C: 64 lines in each NIU, 32 credits each way.
+    lines=/sys/bus/pci/drivers/arctic_niu/0*/lines
+    run_cluster -n 2 -L 64 -C 32 -- "echo lines=\$(cat $lines) && niu-bw -n 300 -b 128"
+    expect "the switch grants 32 credits" '^==> starting arctic-switch \(.* --credits 32\)$'
+    expect "both NIUs have 64 lines (sysfs)" '^\[node [01]\] lines=64$' 2
     expect "a bandwidth row per size" '^\[node 0\] +(1|2|4|8|12|16|20) +[0-9]+\.[0-9]{3} +[0-9]+$' 7
     expect "remote DMA between the windows" '^\[node 0\] niu-bw: DMA: 128 blocks of 2048 bytes: [0-9]+\.[0-9]{3} MB/s$'
     expect "every word right on both nodes" '^\[node [01]\] niu-bw: node [01]: 0 wrong: PASS$' 2
