@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""scripts/niu-bench-report on guest logs written here: the medians, the
+per-round ratios and their range, the data checks and the exit status."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+REPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                      "..", "..", "scripts", "niu-bench-report")
+
+
+def node0_round(niu1, niu20, udp4, udp80, mpi20, dma, tcp, wrong=0):
+    """Node 0's console for one round, in the guest programs' formats."""
+    ping = "\n".join("%6d %12.1f %12.1f %12.1f" % (w, niu1 if w < 20 else niu20,
+                                                   900.0, 100.0)
+                     for w in (0, 1, 2, 4, 8, 16, 20))
+    bw = "\n".join("%6d %7.3f %8d" % (w, mpi20 * w / 20, 1000)
+                   for w in (1, 2, 4, 8, 12, 16, 20))
+    udp = "\n".join("%6d %12.1f %12.1f %12.1f" % (b, udp4 if b < 80 else udp80,
+                                                  5000.0, 500.0)
+                    for b in (0, 4, 8, 16, 32, 64, 80))
+    return f"""niu-ping: node 0 of 2, pinging, 200 round trips per size, high priority
+ words    median_us       p99_us       min_us
+{ping}
+niu-ping: 1400 replies checked, {wrong} wrong: {"PASS" if not wrong else "FAIL"}
+niu-bw: node 0 -> node 1, 500 messages per size, low priority
+ words    MB/s   msgs/s
+{bw}
+niu-bw: DMA: 256 blocks of 2048 bytes: {dma:.3f} MB/s
+niu-bw: node 0: 0 wrong: PASS
+[   12.345678] a kernel message between two programs
+net-udp-ping: to 10.0.0.2, UDP, 200 round trips per size
+ bytes    median_us       p99_us       min_us
+{udp}
+net-udp-ping: 1400 echoes checked, 0 wrong: PASS
+net-tcp-bw: to 10.0.0.2, TCP, 8 MB per write size
+   bytes      MB/s
+      80     3.000
+   65536 {tcp:9.3f}
+net-tcp-bw: PASS
+"""
+
+
+NODE1_ROUND = """niu-ping: node 1 of 2, echoing, 200 round trips per size, high priority
+niu-bw: node 1: 0 wrong: PASS
+net-udp-ping: server echoed 1401 datagrams
+"""
+
+# Three rounds whose baseline moves: the median of the rounds' ratios
+# (0.25, 0.2, 0.1 -> 0.2) is not the ratio of the medians (300/1500).
+ROUNDS = [
+    dict(niu1=300.0, niu20=400.0, udp4=1200.0, udp80=1000.0, mpi20=2.0,
+         dma=6.0, tcp=20.0),
+    dict(niu1=200.0, niu20=500.0, udp4=1000.0, udp80=2000.0, mpi20=3.0,
+         dma=9.0, tcp=10.0),
+    dict(niu1=400.0, niu20=300.0, udp4=4000.0, udp80=1500.0, mpi20=1.0,
+         dma=4.0, tcp=40.0),
+]
+
+
+def write_run(d, rounds, markers=True, node1_rounds=None):
+    with open(os.path.join(d, "node0.log"), "w") as f:
+        f.write("ARCTIC: node 0 running: ...\n")
+        for i, r in enumerate(rounds):
+            if markers:
+                f.write("niu-bench: round %d of %d\n" % (i + 1, len(rounds)))
+            f.write(node0_round(**r))
+    with open(os.path.join(d, "node1.log"), "w") as f:
+        for i in range(len(rounds) if node1_rounds is None else node1_rounds):
+            if markers:
+                f.write("niu-bench: round %d of %d\n" % (i + 1, len(rounds)))
+            f.write(NODE1_ROUND)
+
+
+def run(d, *args):
+    p = subprocess.run([sys.executable, REPORT, d] + list(args),
+                       capture_output=True, text=True)
+    results = None
+    if os.path.exists(os.path.join(d, "results.json")):
+        with open(os.path.join(d, "results.json")) as f:
+            results = json.load(f)
+    return p, results
+
+
+class ReportTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.d = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_medians_and_paired_ratios(self):
+        write_run(self.d, ROUNDS)
+        p, res = run(self.d, "--rounds", "3", "--lines", "128")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        s = res["summary"]
+        self.assertEqual(s["niu_rtt_1word_us"], 300.0)
+        self.assertEqual(s["udp_rtt_4byte_us"], 1200.0)
+        self.assertEqual(s["niu_dma_mb_s"], 6.0)
+        self.assertEqual(s["tcp_mb_s"], 20.0)
+        r = res["ratios"]
+        self.assertAlmostEqual(r["rtt_1word_niu_over_udp"], 0.2)  # not 0.25
+        self.assertAlmostEqual(r["rtt_20word_niu_over_udp"], 0.25)
+        self.assertAlmostEqual(r["dma_over_tcp"], 0.3)
+        self.assertAlmostEqual(r["mpi20_over_tcp"], 0.1)
+        lo, hi = res["ratio_ranges"]["rtt_1word_niu_over_udp"]
+        self.assertAlmostEqual(lo, 0.1)
+        self.assertAlmostEqual(hi, 0.25)
+        self.assertTrue(res["targets"]["rtt_1word_met"])
+        self.assertFalse(res["targets"]["rtt_20word_met"])
+        self.assertFalse(res["targets"]["dma_met"])
+        self.assertEqual(len(res["rounds"]), 3)
+        self.assertEqual(res["config"]["lines"], 128)
+        self.assertIn("0.200  0.100-0.250", p.stdout)
+        self.assertIn("3 round(s)", p.stdout)
+        with open(os.path.join(self.d, "table.txt")) as f:
+            self.assertEqual(f.read(), p.stdout)
+
+    def test_plot_data_are_per_size_medians(self):
+        write_run(self.d, ROUNDS)
+        run(self.d)
+        with open(os.path.join(self.d, "latency.dat")) as f:
+            rows = [l.split() for l in f if l.strip() and not l.startswith("#")]
+        self.assertIn(["4", "300", "900"], rows)        # NIU, 1 word
+        self.assertIn(["80", "1500", "5000"], rows)     # UDP, 80 bytes
+        with open(os.path.join(self.d, "bandwidth.dat")) as f:
+            text = f.read()
+        self.assertIn("2048 6\n", text)
+        self.assertIn("65536 20\n", text)
+
+    def test_a_failed_check_in_one_round_fails_the_run(self):
+        rounds = [dict(r) for r in ROUNDS]
+        rounds[1]["wrong"] = 2
+        write_run(self.d, rounds)
+        p, res = run(self.d, "--rounds", "3")
+        self.assertEqual(p.returncode, 1)
+        self.assertFalse(res["checks"]["niu-ping"])
+        self.assertTrue(res["checks"]["net-tcp-bw"])
+        self.assertIn("niu-ping FAIL/missing", p.stdout)
+
+    def test_missing_rounds_fail_the_run(self):
+        write_run(self.d, ROUNDS[:2], node1_rounds=2)
+        p, res = run(self.d, "--rounds", "3")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("printed 2 of 3 rounds", p.stderr)
+        self.assertEqual(len(res["rounds"]), 2)
+
+    def test_node1_check_counts(self):
+        write_run(self.d, ROUNDS, node1_rounds=2)
+        p, res = run(self.d, "--rounds", "3")
+        self.assertEqual(p.returncode, 1)
+        self.assertFalse(res["checks"]["niu-bw"])
+
+    def test_log_without_markers_is_one_round(self):
+        write_run(self.d, ROUNDS[1:2], markers=False)
+        p, res = run(self.d)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(len(res["rounds"]), 1)
+        self.assertAlmostEqual(res["ratios"]["dma_over_tcp"], 0.9)
+
+    def test_no_logs(self):
+        p, _ = run(os.path.join(self.d, "nothing"))
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("node0.log", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
