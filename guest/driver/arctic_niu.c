@@ -368,8 +368,8 @@ static void niu_tx_queues_drain(struct arctic_niu_endpoint *ep)
  * next program may already be talking to ours (mpirun a && mpirun b), and
  * the NIU has acknowledged them, so clearing would lose them for good.
  * They are the valid slots just behind the NIU's head, in order; move them
- * to the front of @buf (a copy of the queue) and return how many.  Called
- * with Rx OFF.
+ * to the front of @buf (a copy of the queue), on lap 0 as the next program
+ * starts, and return how many.  Called with Rx OFF.
  */
 static unsigned int niu_rx_unread_to_front(struct arctic_niu_endpoint *ep,
 					   unsigned int offset, u32 head,
@@ -377,16 +377,20 @@ static unsigned int niu_rx_unread_to_front(struct arctic_niu_endpoint *ep,
 {
 	const u8 *queue = (const u8 *)ep->rx_region + offset;
 	unsigned int n = 0, first, i;
+	__le32 *hdr;
 
 	while (n < ARCTIC_N &&
 	       niu_slot_valid(queue, (head + ARCTIC_N - 1 - n) % ARCTIC_N))
 		n++;
 	first = (head + ARCTIC_N - n) % ARCTIC_N;
 	memset(buf, 0, ARCTIC_QUEUE_SIZE);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		memcpy(buf + i * ARCTIC_SLOT_SIZE,
 		       queue + ((first + i) % ARCTIC_N) * ARCTIC_SLOT_SIZE,
 		       ARCTIC_SLOT_SIZE);
+		hdr = (__le32 *)(buf + i * ARCTIC_SLOT_SIZE);
+		*hdr &= ~cpu_to_le32(R_MPI_HEADER_LAP_MASK);
+	}
 	return n;
 }
 
@@ -430,11 +434,15 @@ static int niu_endpoint_clear(struct arctic_niu_endpoint *ep)
 	for (q = 0; q < ARRAY_SIZE(rxq); q++) {
 		u32 head = niu_read(niu, ARCTIC_EP_OFFSET(e, rxq[q].reg));
 
-		kept = niu_rx_unread_to_front(ep, rxq[q].offset, head, buf);
+		kept = niu_rx_unread_to_front(ep, rxq[q].offset,
+					      ARCTIC_FIELD_GET(EP_RX_HD, INDEX,
+							       head), buf);
 		memcpy((u8 *)ep->rx_region + rxq[q].offset, buf,
 		       ARCTIC_QUEUE_SIZE);
+		/* A full queue kept: the NIU goes on at slot 0 of lap 1. */
 		niu_write(niu, ARCTIC_EP_OFFSET(e, rxq[q].reg),
-			  kept % ARCTIC_N);
+			  ARCTIC_FIELD_PREP(EP_RX_HD, INDEX, kept % ARCTIC_N) |
+			  ARCTIC_FIELD_PREP(EP_RX_HD, LAP, kept / ARCTIC_N));
 	}
 	kfree(buf);
 	/* The device must see the slots before it looks at them again. */

@@ -250,6 +250,16 @@ static int take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 
 	if (!(header & ARCTIC_MPI_VALID))			/* step 1 */
 		return 0;
+	if (ARCTIC_FIELD_GET(MPI_HEADER, LAP, header) != ep->rx_lap[prio]) {
+		/*
+		 * The header of the message this slot held a lap ago, back
+		 * after we cleared it: not a message.  Clear it again, or
+		 * the NIU would find the slot still taken.
+		 */
+		ep->stale_headers++;
+		slot->header = 0;
+		return 0;
+	}
 	atomic_thread_fence(memory_order_acquire);		/* step 2 */
 	msg->type = ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header);	/* step 3 */
 	msg->length = ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, header);
@@ -264,6 +274,8 @@ static int take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 	atomic_thread_fence(memory_order_release);
 	slot->header = 0;					/* step 5 */
 	ep->rx_tail[prio] = (ep->rx_tail[prio] + 1) % ARCTIC_N;	/* step 6 */
+	if (!ep->rx_tail[prio])
+		ep->rx_lap[prio] ^= 1;
 	return 1;
 }
 

@@ -119,6 +119,10 @@ struct niu_endpoint {
 	void *dma_window;		/* NULL until niu_dma_window() */
 	uint32_t tx_head[NIU_NUM_PRIORITIES];	/* next slot we fill */
 	uint32_t rx_tail[NIU_NUM_PRIORITIES];	/* next slot we read */
+	uint32_t rx_lap[NIU_NUM_PRIORITIES];	/* its lap's parity (0, 1) */
+	uint64_t stale_headers;		/* valid headers of a past lap found
+					 * and cleared again (docs/guest.md,
+					 * Known problems); normally 0 */
 	struct niu_stash stash[NIU_NUM_PRIORITIES];
 	unsigned int idle_sleep_us;	/* see niu_set_idle_sleep() */
 	uint32_t barrier_epoch;

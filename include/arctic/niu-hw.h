@@ -91,7 +91,13 @@ FIELD(MPI_HEADER, MODE, 5, 1)        /* 0 MPI, 1 DMA request */
 FIELD(MPI_HEADER, TYPE, 6, 7)        /* user packet type */
 FIELD(MPI_HEADER, ENDPOINT, 13, 3)   /* destination virtual endpoint */
 FIELD(MPI_HEADER, DEST, 16, 8)       /* destination virtual node */
-FIELD(MPI_HEADER, RESERVED, 24, 7)
+FIELD(MPI_HEADER, RESERVED, 24, 6)
+/* Rx slots only, an emulator addition in bits seed 002 reserves: the
+ * parity of the lap of the queue the NIU was on when it wrote the slot
+ * (EP_RX_HD.LAP, below).  A consumer that tracks its own lap can tell a
+ * header left over from the previous lap from a new one, as NVMe's phase
+ * tag does.  Tx slots leave it 0; seed 002 code may ignore it. */
+FIELD(MPI_HEADER, LAP, 30, 1)
 FIELD(MPI_HEADER, VALID, 31, 1)
 
 #define ARCTIC_MPI_VALID            R_MPI_HEADER_VALID_MASK
@@ -354,6 +360,11 @@ REG32(EP_LO_TX_TL, 0x14)
 REG32(EP_DMA_TX_TL, 0x18)
 REG32(EP_HI_RX_HD, 0x1c)
 REG32(EP_LO_RX_HD, 0x20)
+/* Both Rx head registers: the slot the NIU writes next, and the parity of
+ * its lap, which flips each time INDEX wraps to 0 and goes into
+ * MPI_HEADER.LAP of every slot written (an emulator addition).  Reset: 0. */
+FIELD(EP_RX_HD, INDEX, 0, 8)
+FIELD(EP_RX_HD, LAP, 8, 1)
 REG32(EP_DMA_BASE_PHY_LO, 0x28)
 REG32(EP_DMA_BASE_PHY_HI, 0x2c)
 REG32(EP_DMA_BASE_VIR_LO, 0x30)

@@ -56,7 +56,8 @@ typedef struct Niu {
     uint32_t credits_seen[2];       /* CREDIT frames received, summed */
     bool hold_credits[2];           /* play a congested switch */
     uint32_t tx_head[2];            /* guest producer indices: HiTx, LoTx */
-    uint32_t rx_tail[2];            /* guest consumer indices: HiRx, LoRx */
+    uint32_t rx_tail[2];            /* guest consumer, HiRx and LoRx: the
+                                       index and its lap, as EP_RX_HD */
     uint32_t dma_head;              /* guest producer index: DMATx */
     uint32_t peer_epoch;            /* epoch the test uses as a sender */
     uint32_t peer_seq[2];
@@ -137,6 +138,25 @@ static uint64_t rx_slot_addr(unsigned q, uint32_t idx)
     return RX_BASE + (q == ARCTIC_RXQ_HI ? ARCTIC_HI_RX_OFFSET
                                          : ARCTIC_LO_RX_OFFSET) +
            (uint64_t)idx * ARCTIC_SLOT_SIZE;
+}
+
+/* The guest's next Rx slot of queue @q, the LAP its header must carry,
+ * and the step past it (INDEX and LAP together, as the NIU counts). */
+static uint64_t rx_tail_slot(Niu *n, unsigned q)
+{
+    return rx_slot_addr(q, FIELD_EX32(n->rx_tail[q], EP_RX_HD, INDEX));
+}
+
+static uint32_t rx_tail_header(Niu *n, unsigned q, uint32_t header)
+{
+    header = FIELD_DP32(header, MPI_HEADER, LAP,
+                        FIELD_EX32(n->rx_tail[q], EP_RX_HD, LAP));
+    return FIELD_DP32(header, MPI_HEADER, VALID, 1);
+}
+
+static void rx_tail_advance(Niu *n, unsigned q)
+{
+    n->rx_tail[q] = (n->rx_tail[q] + 1) % (2 * ARCTIC_N);
 }
 
 /* Seed 002 §3.2.1 TransmitHi/Lo, with a raw header word. */
@@ -676,7 +696,7 @@ static void guest_expect_rx(Niu *n, unsigned q, unsigned src, unsigned type,
                             uint32_t cmd0, uint32_t cmd1,
                             const uint32_t *payload, unsigned len)
 {
-    uint64_t slot = rx_slot_addr(q, n->rx_tail[q]);
+    uint64_t slot = rx_tail_slot(n, q);
     uint32_t want[ARCTIC_SLOT_SIZE / 4], got[ARCTIC_SLOT_SIZE / 4];
     unsigned i;
 
@@ -684,8 +704,7 @@ static void guest_expect_rx(Niu *n, unsigned q, unsigned src, unsigned type,
     for (i = 0; i < ARRAY_SIZE(want); i++) {
         want[i] = cpu_to_le32(0xdddddddd);
     }
-    want[0] = cpu_to_le32(FIELD_DP32(mpi_header(src, type, len), MPI_HEADER,
-                                     VALID, 1));
+    want[0] = cpu_to_le32(rx_tail_header(n, q, mpi_header(src, type, len)));
     want[1] = cpu_to_le32(cmd0);
     want[2] = cpu_to_le32(cmd1);
     for (i = 0; i < len; i++) {
@@ -696,7 +715,7 @@ static void guest_expect_rx(Niu *n, unsigned q, unsigned src, unsigned type,
     /* Release: step 5, then refill the marker for the next lap. */
     qtest_memset(n->qts, slot, 0xdd, ARCTIC_SLOT_SIZE);
     qtest_writel(n->qts, slot, 0);
-    n->rx_tail[q] = (n->rx_tail[q] + 1) % ARCTIC_N;
+    rx_tail_advance(n, q);
 }
 
 static void mark_rx_slots(Niu *n)
@@ -800,6 +819,13 @@ static void test_register_semantics(void)
     ep_w(n, 0, A_EP_HI_RX_HD, 17);
     g_assert_cmpint(ep_r(n, 0, A_EP_LO_TX_TL), ==, ARCTIC_N - 1);
     g_assert_cmpint(ep_r(n, 0, A_EP_HI_RX_HD), ==, 17);
+    /* An Rx head carries its lap bit (INDEX 0..N-1, LAP), nothing more. */
+    ep_w(n, 0, A_EP_HI_RX_HD, R_EP_RX_HD_LAP_MASK | 3);
+    g_assert_cmphex(ep_r(n, 0, A_EP_HI_RX_HD), ==, R_EP_RX_HD_LAP_MASK | 3);
+    ep_w(n, 0, A_EP_HI_RX_HD, R_EP_RX_HD_LAP_MASK << 1);
+    g_assert_cmphex(ep_r(n, 0, A_EP_HI_RX_HD), ==, R_EP_RX_HD_LAP_MASK | 3);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_INDEX);
+    ep_w(n, 0, A_EP_HI_RX_HD, 17);
 
     /* DMA window: 4 MiB aligned bases, power-of-two mask >= 4 MiB - 1. */
     ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, 0x00400000);
@@ -1009,6 +1035,32 @@ static void test_rx_all_sizes(void)
     niu_stop(n);
 }
 
+/*
+ * A driver that hands a full queue of kept messages to the next program
+ * sets the head to slot 0 of the next lap: the LAP written with the head
+ * is the one the next headers carry, and it flips as INDEX wraps.
+ */
+static void test_rx_lap_from_head(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t payload[2] = { 0x1a9, 0x2a9 };
+    uint32_t m;
+
+    mark_rx_slots(n);
+    reg_w(n, A_NIU_RX_CTRL, 0);
+    n->rx_tail[ARCTIC_RXQ_LO] = R_EP_RX_HD_LAP_MASK | (ARCTIC_N - 1);
+    ep_w(n, 0, A_EP_LO_RX_HD, n->rx_tail[ARCTIC_RXQ_LO]);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    for (m = 0; m < 3; m++) {
+        peer_send_acked(n, ARCTIC_PRIORITY_LOW, 9, m, ~m, payload, 2);
+        /* slot N-1 with LAP 1, then slots 0 and 1 with LAP 0 */
+        guest_expect_rx(n, ARCTIC_RXQ_LO, PEER, 9, m, ~m, payload, 2);
+    }
+    g_assert_cmphex(ep_r(n, 0, A_EP_LO_RX_HD), ==, 2);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    niu_stop(n);
+}
+
 #define LAPS_MESSAGES (3 * ARCTIC_N + 7)
 
 static void test_wraparound(void)
@@ -1033,7 +1085,10 @@ static void test_wraparound(void)
         guest_expect_rx(n, ARCTIC_RXQ_LO, PEER, m & 0x7f, m, ~m, payload, 4);
     }
     g_assert_cmpint(ep_r(n, 0, A_EP_HI_TX_TL), ==, LAPS_MESSAGES % ARCTIC_N);
-    g_assert_cmpint(ep_r(n, 0, A_EP_LO_RX_HD), ==, LAPS_MESSAGES % ARCTIC_N);
+    /* Three laps and a bit: the head's LAP, like every header's on the
+     * way (guest_expect_rx), has flipped three times. */
+    g_assert_cmphex(ep_r(n, 0, A_EP_LO_RX_HD), ==,
+                    R_EP_RX_HD_LAP_MASK | LAPS_MESSAGES % ARCTIC_N);
     g_assert_cmpint(counter(n, ARCTIC_CNT_RETRANSMITS), ==, 0);
     niu_stop(n);
 }
@@ -1821,9 +1876,11 @@ static void test_dma_receive(void)
 static void guest_expect_notice(Niu *n, unsigned type, uint32_t command,
                                 uint32_t status)
 {
-    uint64_t slot = rx_slot_addr(ARCTIC_RXQ_HI, n->rx_tail[ARCTIC_RXQ_HI]);
-    uint32_t want = FIELD_DP32(mpi_header(NIU_NODE, type, 0), MPI_HEADER,
-                               MODE, ARCTIC_MODE_DMA);
+    uint64_t slot = rx_tail_slot(n, ARCTIC_RXQ_HI);
+    uint32_t want = rx_tail_header(n, ARCTIC_RXQ_HI,
+                                   FIELD_DP32(mpi_header(NIU_NODE, type, 0),
+                                              MPI_HEADER, MODE,
+                                              ARCTIC_MODE_DMA));
 
     g_assert_cmphex(qtest_readl(n->qts, slot), ==, want);
     g_assert_cmphex(qtest_readl(n->qts, slot + ARCTIC_SLOT_COMMAND0), ==,
@@ -1831,7 +1888,7 @@ static void guest_expect_notice(Niu *n, unsigned type, uint32_t command,
     g_assert_cmphex(qtest_readl(n->qts, slot + ARCTIC_SLOT_COMMAND1), ==,
                     status);
     qtest_writel(n->qts, slot, 0);
-    n->rx_tail[ARCTIC_RXQ_HI]++;
+    rx_tail_advance(n, ARCTIC_RXQ_HI);
 }
 
 static void test_dma_refused(void)
@@ -2799,7 +2856,7 @@ static void cluster_receive(Cluster *c, unsigned me)
 
     for (q = 0; q < 2; q++) {
         for (;;) {
-            uint64_t slot = rx_slot_addr(q, n->rx_tail[q]);
+            uint64_t slot = rx_tail_slot(n, q);
             uint32_t w[ARCTIC_SLOT_SIZE / 4];
             unsigned src, len, i;
 
@@ -2807,6 +2864,8 @@ static void cluster_receive(Cluster *c, unsigned me)
             if (!FIELD_EX32(le32_to_cpu(w[0]), MPI_HEADER, VALID)) {
                 break;
             }
+            g_assert_cmpint(FIELD_EX32(le32_to_cpu(w[0]), MPI_HEADER, LAP),
+                            ==, FIELD_EX32(n->rx_tail[q], EP_RX_HD, LAP));
             src = FIELD_EX32(le32_to_cpu(w[0]), MPI_HEADER, DEST);
             len = FIELD_EX32(le32_to_cpu(w[0]), MPI_HEADER, LENGTH);
             g_assert_cmpint(src, <, c->nodes);
@@ -2842,7 +2901,7 @@ static void cluster_receive(Cluster *c, unsigned me)
             }
             c->received++;
             qtest_writel(n->qts, slot, 0);
-            n->rx_tail[q] = (n->rx_tail[q] + 1) % ARCTIC_N;
+            rx_tail_advance(n, q);
         }
     }
 }
@@ -2941,7 +3000,7 @@ static void test_cluster_stream(void)
         qtest_clock_step(rx->qts, CLUSTER_STEP_NS);
         /* Consumer: a few per round, checking each one whole. */
         for (i = 0; i < TAKE_PER_ROUND; i++) {
-            uint64_t slot = rx_slot_addr(ARCTIC_RXQ_LO, rx->rx_tail[1]);
+            uint64_t slot = rx_tail_slot(rx, ARCTIC_RXQ_LO);
             uint32_t w[ARCTIC_SLOT_SIZE / 4];
             unsigned len, k;
 
@@ -2950,8 +3009,9 @@ static void test_cluster_stream(void)
                 break;
             }
             len = got % (ARCTIC_MAX_PAYLOAD + 1);
-            g_assert_cmphex(le32_to_cpu(w[0]), ==, mpi_header(0, got & 0x7f,
-                                                              len));
+            g_assert_cmphex(le32_to_cpu(w[0]), ==,
+                            rx_tail_header(rx, ARCTIC_RXQ_LO,
+                                           mpi_header(0, got & 0x7f, len)));
             g_assert_cmphex(le32_to_cpu(w[1]), ==, got);
             g_assert_cmphex(le32_to_cpu(w[2]), ==, ~got);
             for (k = 0; k < len; k++) {
@@ -2959,7 +3019,7 @@ static void test_cluster_stream(void)
                                 got * 0x10001u + k);
             }
             qtest_writel(rx->qts, slot, 0);
-            rx->rx_tail[1] = (rx->rx_tail[1] + 1) % ARCTIC_N;
+            rx_tail_advance(rx, ARCTIC_RXQ_LO);
             got++;
         }
     }
@@ -3000,6 +3060,7 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/tx/polled", test_tx_polled_without_doorbell);
     qtest_add_func("/arctic-niu/rx/all-sizes", test_rx_all_sizes);
     qtest_add_func("/arctic-niu/queues/wraparound", test_wraparound);
+    qtest_add_func("/arctic-niu/queues/lap-from-head", test_rx_lap_from_head);
     qtest_add_func("/arctic-niu/ack/rx-queue-full", test_rx_queue_full_nack);
     qtest_add_func("/arctic-niu/ack/rx-off", test_rx_off_nack);
     qtest_add_func("/arctic-niu/raw/receive", test_raw_receive);

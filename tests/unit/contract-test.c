@@ -174,6 +174,14 @@ static void test_slot_layout(void)
     g_assert_cmphex(R_MPI_HEADER_VALID_MASK, ==, 0x80000000u);
     g_assert_cmphex(R_MPI_HEADER_DEST_MASK, ==, 0x00ff0000u);
     g_assert_cmphex(R_MPI_HEADER_TYPE_MASK, ==, 0x00001fc0u);
+    /* The lap bit sits in what seed 002 reserves, and the head's INDEX
+     * counts exactly one queue, so LAP flips as INDEX wraps. */
+    g_assert_cmphex(R_MPI_HEADER_LAP_MASK, ==, 0x40000000u);
+    g_assert_cmphex(R_MPI_HEADER_RESERVED_MASK & R_MPI_HEADER_LAP_MASK, ==, 0);
+    g_assert_cmphex(R_MPI_HEADER_RESERVED_MASK | R_MPI_HEADER_LAP_MASK |
+                    R_MPI_HEADER_VALID_MASK, ==, 0xff000000u);
+    g_assert_cmpint(R_EP_RX_HD_INDEX_LENGTH, ==, ARCTIC_LOG2_N);
+    g_assert_cmpint(R_EP_RX_HD_LAP_SHIFT, ==, ARCTIC_LOG2_N);
     g_assert_cmpint(ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0), <=,
                     ARCTIC_BAR_CONTROL_SIZE);
     g_assert_cmpint(ARCTIC_ROUTE_OFFSET(1, ARCTIC_S), <=,

@@ -206,6 +206,19 @@ static void arctic_write_index(ArcticNiuState *s, unsigned epn, hwaddr addr,
     *index = value;
 }
 
+/* An Rx head: INDEX and the LAP parity, nothing else (niu-hw.h). */
+static void arctic_write_rx_head(ArcticNiuState *s, unsigned epn,
+                                 uint32_t *head, uint32_t value)
+{
+    if (value & ~(R_EP_RX_HD_INDEX_MASK | R_EP_RX_HD_LAP_MASK)) {
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: Rx head 0x%x of endpoint "
+                      "%u has bits beyond INDEX and LAP\n", value, epn);
+        arctic_niu_set_error(s, ARCTIC_ERR_BAD_INDEX, epn, 0, value);
+        return;
+    }
+    *head = value;
+}
+
 /* DMA window registers (seed 002 §4.3): bases 4 MiB aligned, the mask a
  * power of two minus one, at least 4 MiB - 1, or 0 for no window.  Each
  * half is checked as part of the whole 64-bit value it makes. */
@@ -276,8 +289,9 @@ static void arctic_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
     case A_EP_HI_RX_HD:
     case A_EP_LO_RX_HD:
         if (arctic_check_off(s, rx_off, addr)) {
-            arctic_write_index(s, epn, addr,
-                               &ep->rx_head[(reg - A_EP_HI_RX_HD) / 4], value);
+            arctic_write_rx_head(s, epn,
+                                 &ep->rx_head[(reg - A_EP_HI_RX_HD) / 4],
+                                 value);
         }
         break;
     case A_EP_DMA_BASE_PHY_LO:

@@ -96,7 +96,7 @@ typedef struct ArcticEndpoint {
     uint64_t tx_qbase;
     uint64_t rx_qbase;
     uint32_t tx_tail[ARCTIC_NUM_TX_QUEUES];   /* HiTxTl, LoTxTl, DMATxTl */
-    uint32_t rx_head[ARCTIC_NUM_RX_QUEUES];   /* HiRxHd, LoRxHd */
+    uint32_t rx_head[ARCTIC_NUM_RX_QUEUES];   /* HiRxHd, LoRxHd: EP_RX_HD */
     uint64_t dma_base_phy;
     uint64_t dma_base_vir;
     uint64_t dma_range_mask;

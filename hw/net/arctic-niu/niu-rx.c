@@ -107,17 +107,18 @@ static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                               unsigned payload_words)
 {
     ArcticEndpoint *ep = &s->ep[epn];
+    unsigned idx = FIELD_EX32(ep->rx_head[q], EP_RX_HD, INDEX);
     dma_addr_t addr = ep->rx_qbase +
         (q == ARCTIC_RXQ_HI ? ARCTIC_HI_RX_OFFSET : ARCTIC_LO_RX_OFFSET) +
-        (dma_addr_t)ep->rx_head[q] * ARCTIC_SLOT_SIZE;
+        (dma_addr_t)idx * ARCTIC_SLOT_SIZE;
     uint32_t old;
 
     if (pci_dma_read(PCI_DEVICE(s), addr, &old, 4) != MEMTX_OK) {
-        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->rx_head[q]);
+        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, idx);
         return ARCTIC_NACK_RX_ERROR;
     }
     if (FIELD_EX32(le32_to_cpu(old), MPI_HEADER, VALID)) {
-        trace_arctic_niu_rx_queue_full(s->node_id, epn, q, ep->rx_head[q]);
+        trace_arctic_niu_rx_queue_full(s->node_id, epn, q, idx);
         return ARCTIC_NACK_QUEUE_FULL;
     }
     if (pci_dma_write(PCI_DEVICE(s), addr + ARCTIC_SLOT_COMMAND0, body,
@@ -125,17 +126,21 @@ static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
         pci_dma_write(PCI_DEVICE(s), addr + ARCTIC_SLOT_PAYLOAD,
                       body + ARCTIC_COMMAND_WORDS,
                       4 * payload_words) != MEMTX_OK) {
-        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->rx_head[q]);
+        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, idx);
         return ARCTIC_NACK_RX_ERROR;
     }
     /* The body must be visible before the valid bit (§3.1). */
     smp_wmb();
+    header = FIELD_DP32(header, MPI_HEADER, LAP,
+                        FIELD_EX32(ep->rx_head[q], EP_RX_HD, LAP));
     header = cpu_to_le32(FIELD_DP32(header, MPI_HEADER, VALID, 1));
     if (pci_dma_write(PCI_DEVICE(s), addr, &header, 4) != MEMTX_OK) {
-        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->rx_head[q]);
+        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, idx);
         return ARCTIC_NACK_RX_ERROR;
     }
-    ep->rx_head[q] = (ep->rx_head[q] + 1) % ARCTIC_N;
+    /* INDEX and LAP count on together: LAP flips as INDEX wraps. */
+    ep->rx_head[q] = (ep->rx_head[q] + 1) %
+                     (R_EP_RX_HD_INDEX_MASK + R_EP_RX_HD_LAP_MASK + 1);
     arctic_niu_irq_event(s, 1u << (R_NIU_IRQ_RX_SHIFT + epn));
     return DELIVERED;
 }
@@ -193,8 +198,10 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     verdict = write_rx_slot(s, epn, q, header, body, len);
     if (verdict == DELIVERED) {
         trace_arctic_niu_rx_deliver(s->node_id, epn, q,
-                                    (s->ep[epn].rx_head[q] + ARCTIC_N - 1) %
-                                    ARCTIC_N, src, len, le32_to_cpu(body[0]));
+                                    (FIELD_EX32(s->ep[epn].rx_head[q],
+                                                EP_RX_HD, INDEX) +
+                                     ARCTIC_N - 1) % ARCTIC_N,
+                                    src, len, le32_to_cpu(body[0]));
         arctic_niu_count(s, q == ARCTIC_RXQ_HI ? ARCTIC_CNT_RX_HI_PACKETS
                                                : ARCTIC_CNT_RX_LO_PACKETS);
     }
