@@ -272,8 +272,8 @@ static void check_close_drains(uint32_t me)
 		txq = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE,
 			   PROT_READ | PROT_WRITE, MAP_SHARED, from, 0);
 	if (to >= 0)
-		rxq = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE, PROT_READ,
-			   MAP_SHARED, to, 0);
+		rxq = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE,
+			   PROT_READ | PROT_WRITE, MAP_SHARED, to, 0);
 	if (txq == MAP_FAILED || rxq == MAP_FAILED ||
 	    do_ioctl(to, ARCTIC_NIU_IOC_ENDPOINT_INFO, &info)) {
 		check(0, "two endpoints for the close test");
@@ -300,12 +300,104 @@ static void check_close_drains(uint32_t me)
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		got += (rx[i].header & ARCTIC_MPI_VALID) &&
 		       rx[i].command[0] == 0xc105e000 + i;
+		rx[i].header = 0;	/* read: not kept for the next test */
 	}
 	printf("close test: %u of %u messages arrived\n", got, MESSAGES);
 	check(got == MESSAGES,
 	      "messages still in HiTx at close() are sent, not dropped");
 	munmap(rxq, ARCTIC_NIU_MMAP_QUEUES_SIZE);
 	close(to);
+}
+
+/* Map the queue view of @fd, or NULL. */
+static char *map_queues(int fd)
+{
+	char *q = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE,
+		       PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	return q == MAP_FAILED ? NULL : q;
+}
+
+/* Wait up to 5 s for @slot's header to be valid. */
+static bool wait_valid(volatile struct arctic_mpi_slot *slot)
+{
+	unsigned int ms;
+
+	for (ms = 0; ms < 5000 && !(slot->header & ARCTIC_MPI_VALID); ms++)
+		usleep(1000);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return slot->header & ARCTIC_MPI_VALID;
+}
+
+/*
+ * close() with a full HiRx: all N messages are kept, on lap 0, for the
+ * next program, and the NIU writes the next message into slot 0 with
+ * MPI_HEADER.LAP = 1, the parity of the lap the next program reads it on.
+ */
+static void check_full_queue_kept(uint32_t me)
+{
+	struct arctic_niu_endpoint_info info, again_info;
+	int from = open(device, O_RDWR), to = open(device, O_RDWR), again;
+	volatile struct arctic_mpi_slot *tx, *rx;
+	char *txq = from >= 0 ? map_queues(from) : NULL, *rxq, *q;
+	unsigned int i, kept = 0;
+	uint32_t h;
+
+	if (!txq || to < 0 || do_ioctl(to, ARCTIC_NIU_IOC_ENDPOINT_INFO, &info)) {
+		check(0, "two endpoints for the full-queue test");
+		return;
+	}
+	tx = (void *)(txq + ARCTIC_MMAP_HI_TX);
+	for (i = 0; i < ARCTIC_N; i++) {
+		tx[i].command[0] = 0xf0110000 + i;
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		tx[i].header = ARCTIC_MPI_VALID |
+			       ARCTIC_FIELD_PREP(MPI_HEADER, DEST, me) |
+			       ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT,
+						 info.endpoint);
+	}
+	rxq = map_queues(to);
+	rx = rxq ? (void *)(rxq + ARCTIC_MMAP_HI_RX) : NULL;
+	check(rx && wait_valid(&rx[ARCTIC_N - 1]), "HiRx fills up");
+	if (rxq)
+		munmap(rxq, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+	close(to);
+
+	again = open(device, O_RDWR);
+	q = again >= 0 ? map_queues(again) : NULL;
+	if (!q || do_ioctl(again, ARCTIC_NIU_IOC_ENDPOINT_INFO, &again_info) ||
+	    again_info.endpoint != info.endpoint) {
+		check(0, "the full endpoint is handed out again");
+		goto out;
+	}
+	rx = (void *)(q + ARCTIC_MMAP_HI_RX);
+	for (i = 0; i < ARCTIC_N; i++) {
+		h = rx[i].header;
+		kept += (h & ARCTIC_MPI_VALID) &&
+			!ARCTIC_FIELD_GET(MPI_HEADER, LAP, h) &&
+			rx[i].command[0] == 0xf0110000 + i;
+	}
+	printf("full queue test: %u of %u kept on lap 0\n", kept, ARCTIC_N);
+	check(kept == ARCTIC_N, "a full HiRx is kept whole, in order, lap 0");
+
+	rx[0].header = 0;			/* read the first one */
+	tx[0].command[0] = 0xf011ffff;		/* the NIU took tx[0] long ago */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	tx[0].header = ARCTIC_MPI_VALID |
+		       ARCTIC_FIELD_PREP(MPI_HEADER, DEST, me) |
+		       ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT, info.endpoint);
+	check(wait_valid(&rx[0]) && rx[0].command[0] == 0xf011ffff &&
+	      ARCTIC_FIELD_GET(MPI_HEADER, LAP, rx[0].header) == 1,
+	      "the next message lands in slot 0 with LAP 1");
+	for (i = 0; i < ARCTIC_N; i++)	/* leave the endpoint empty */
+		rx[i].header = 0;
+out:
+	if (q)
+		munmap(q, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+	if (again >= 0)
+		close(again);
+	munmap(txq, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+	close(from);
 }
 
 int main(int argc, char **argv)
@@ -369,6 +461,7 @@ int main(int argc, char **argv)
 		close(fd);
 	}
 	check_close_drains(node.node_id);
+	check_full_queue_kept(node.node_id);
 	/* Closing the file gave the window back. */
 	fd = open(device, O_RDWR);
 	if (fd >= 0) {

@@ -107,10 +107,12 @@ driver-1)
     run_cluster -n 1 -- "niu-driver-test && echo rx-hi=\$(cat $counter) && rmmod arctic_niu && insmod /lib/modules/arctic_niu.ko && niu-driver-test"
     expect "no check failed" '^\[node 0\] FAIL' 0
     expect "both runs pass" '^\[node 0\] niu-driver-test: 0 failure\(s\): PASS$' 2
-    # The loopback message, the notification of the DMA to itself and
-    # the 32 messages left in HiTx when their endpoint was closed.
-    expect "every HiRx arrival counted in sysfs" '^\[node 0\] rx-hi=34$'
+    # The loopback message, the notification of the DMA to itself, the
+    # 32 messages left in HiTx when their endpoint was closed, and the
+    # full queue's 256 and one more.
+    expect "every HiRx arrival counted in sysfs" '^\[node 0\] rx-hi=291$'
     expect "close() sent what was queued, both runs" '^\[node 0\] close test: 32 of 32 messages arrived$' 2
+    expect "a full queue kept over close(), both runs" '^\[node 0\] full queue test: 256 of 256 kept on lap 0$' 2
     expect "the node is ok" '^node 0: ok$'
     ;;
 bw-2)
