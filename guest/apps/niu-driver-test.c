@@ -253,6 +253,17 @@ static void check_dma_window(int fd, uint32_t me, unsigned int rx_slot)
 	munmap(data, ARCTIC_NIU_DMA_WINDOW_SIZE);
 }
 
+/* Fill HiTx slot @slot with a message for @endpoint of node @me. */
+static void put_hi_tx(volatile struct arctic_mpi_slot *slot, uint32_t command,
+		      uint32_t me, uint32_t endpoint)
+{
+	slot->command[0] = command;
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	slot->header = ARCTIC_MPI_VALID |
+		       ARCTIC_FIELD_PREP(MPI_HEADER, DEST, me) |
+		       ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT, endpoint);
+}
+
 /*
  * A program that sends and exits at once: close() must let the NIU take
  * what is still in the Tx queue, not clear it away.  Endpoint @from fills
@@ -280,14 +291,8 @@ static void check_close_drains(uint32_t me)
 		return;
 	}
 	tx = (void *)(txq + ARCTIC_MMAP_HI_TX);
-	for (i = 0; i < MESSAGES; i++) {
-		tx[i].command[0] = 0xc105e000 + i;
-		__atomic_thread_fence(__ATOMIC_RELEASE);
-		tx[i].header = ARCTIC_MPI_VALID |
-			       ARCTIC_FIELD_PREP(MPI_HEADER, DEST, me) |
-			       ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT,
-						 info.endpoint);
-	}
+	for (i = 0; i < MESSAGES; i++)
+		put_hi_tx(&tx[i], 0xc105e000 + i, me, info.endpoint);
 	munmap(txq, ARCTIC_NIU_MMAP_QUEUES_SIZE);
 	close(from);
 
@@ -348,14 +353,8 @@ static void check_full_queue_kept(uint32_t me)
 		return;
 	}
 	tx = (void *)(txq + ARCTIC_MMAP_HI_TX);
-	for (i = 0; i < ARCTIC_N; i++) {
-		tx[i].command[0] = 0xf0110000 + i;
-		__atomic_thread_fence(__ATOMIC_RELEASE);
-		tx[i].header = ARCTIC_MPI_VALID |
-			       ARCTIC_FIELD_PREP(MPI_HEADER, DEST, me) |
-			       ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT,
-						 info.endpoint);
-	}
+	for (i = 0; i < ARCTIC_N; i++)
+		put_hi_tx(&tx[i], 0xf0110000 + i, me, info.endpoint);
 	rxq = map_queues(to);
 	rx = rxq ? (void *)(rxq + ARCTIC_MMAP_HI_RX) : NULL;
 	check(rx && wait_valid(&rx[ARCTIC_N - 1]), "HiRx fills up");
@@ -381,11 +380,8 @@ static void check_full_queue_kept(uint32_t me)
 	check(kept == ARCTIC_N, "a full HiRx is kept whole, in order, lap 0");
 
 	rx[0].header = 0;			/* read the first one */
-	tx[0].command[0] = 0xf011ffff;		/* the NIU took tx[0] long ago */
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	tx[0].header = ARCTIC_MPI_VALID |
-		       ARCTIC_FIELD_PREP(MPI_HEADER, DEST, me) |
-		       ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT, info.endpoint);
+	/* The NIU took tx[0] long ago. */
+	put_hi_tx(&tx[0], 0xf011ffff, me, info.endpoint);
 	check(wait_valid(&rx[0]) && rx[0].command[0] == 0xf011ffff &&
 	      ARCTIC_FIELD_GET(MPI_HEADER, LAP, rx[0].header) == 1,
 	      "the next message lands in slot 0 with LAP 1");
