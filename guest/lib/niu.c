@@ -240,6 +240,16 @@ int niu_send(struct niu_endpoint *ep, enum niu_priority prio, uint32_t dest,
 			     command1, payload, length);
 }
 
+/*
+ * Clear a header that still holds @stale, atomically: if the NIU has
+ * meanwhile written the slot's next message, that header stays.
+ */
+static bool clear_stale_header(volatile uint32_t *header, uint32_t stale)
+{
+	return __atomic_compare_exchange_n(header, &stale, 0, false,
+					   __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
 /* Seed 002 section 3.2.2, ReceiveHi/ReceiveLo, without waiting. */
 static int take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		     struct niu_msg *msg)
@@ -257,7 +267,7 @@ static int take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		 * the NIU would find the slot still taken.
 		 */
 		ep->stale_headers++;
-		slot->header = 0;
+		clear_stale_header(&slot->header, header);
 		return 0;
 	}
 	atomic_thread_fence(memory_order_acquire);		/* step 2 */

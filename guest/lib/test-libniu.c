@@ -203,6 +203,15 @@ static void test_stale_header_skipped(void)
 	CHECK(niu_try_recv(&ep, NIU_LO, &msg) == 0);
 	CHECK(ep.stale_headers == 1);
 
+	/* The clear is a compare-and-swap: a header the NIU has written
+	 * since it was seen stale is left alone. */
+	ep.rx[NIU_LO][2].header = old | R_MPI_HEADER_LAP_MASK;
+	CHECK(!clear_stale_header(&ep.rx[NIU_LO][2].header, old));
+	CHECK(ep.rx[NIU_LO][2].header == (old | R_MPI_HEADER_LAP_MASK));
+	ep.rx[NIU_LO][2].header = old;
+	CHECK(clear_stale_header(&ep.rx[NIU_LO][2].header, old));
+	CHECK(ep.rx[NIU_LO][2].header == 0);
+
 	/* Through the stash path too: keep_incoming() skips it alike. */
 	ep.rx[NIU_LO][1].header = old;
 	keep_incoming(&ep);
