@@ -194,29 +194,18 @@ static void arctic_write_qbase(ArcticNiuState *s, unsigned epn, hwaddr addr,
     *base = next;
 }
 
-static void arctic_write_index(ArcticNiuState *s, unsigned epn, hwaddr addr,
-                               uint32_t *index, uint32_t value)
+/* A queue index below @limit: N for a Tx tail, 2N for an Rx head, whose
+ * LAP bit sits just above INDEX (niu-hw.h, EP_RX_HD). */
+static void arctic_write_index(ArcticNiuState *s, unsigned epn,
+                               uint32_t *index, uint32_t value, uint32_t limit)
 {
-    if (value >= ARCTIC_N) {
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: queue index %u of "
-                      "endpoint %u is not below N=%d\n", value, epn, ARCTIC_N);
+    if (value >= limit) {
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: queue index 0x%x of "
+                      "endpoint %u is not below 0x%x\n", value, epn, limit);
         arctic_niu_set_error(s, ARCTIC_ERR_BAD_INDEX, epn, 0, value);
         return;
     }
     *index = value;
-}
-
-/* An Rx head: INDEX and the LAP parity, nothing else (niu-hw.h). */
-static void arctic_write_rx_head(ArcticNiuState *s, unsigned epn,
-                                 uint32_t *head, uint32_t value)
-{
-    if (value & ~(R_EP_RX_HD_INDEX_MASK | R_EP_RX_HD_LAP_MASK)) {
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: Rx head 0x%x of endpoint "
-                      "%u has bits beyond INDEX and LAP\n", value, epn);
-        arctic_niu_set_error(s, ARCTIC_ERR_BAD_INDEX, epn, 0, value);
-        return;
-    }
-    *head = value;
 }
 
 /* DMA window registers (seed 002 §4.3): bases 4 MiB aligned, the mask a
@@ -278,8 +267,9 @@ static void arctic_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
     case A_EP_LO_TX_TL:
     case A_EP_DMA_TX_TL:
         if (arctic_check_off(s, tx_off, addr)) {
-            arctic_write_index(s, epn, addr,
-                               &ep->tx_tail[(reg - A_EP_HI_TX_TL) / 4], value);
+            arctic_write_index(s, epn,
+                               &ep->tx_tail[(reg - A_EP_HI_TX_TL) / 4], value,
+                               ARCTIC_N);
             /* A new tail starts its DMA request (if any) from the top. */
             if (reg != A_EP_LO_TX_TL) {
                 ep->dma_progress[reg == A_EP_HI_TX_TL ? 0 : 1] = 0;
@@ -289,9 +279,9 @@ static void arctic_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
     case A_EP_HI_RX_HD:
     case A_EP_LO_RX_HD:
         if (arctic_check_off(s, rx_off, addr)) {
-            arctic_write_rx_head(s, epn,
-                                 &ep->rx_head[(reg - A_EP_HI_RX_HD) / 4],
-                                 value);
+            arctic_write_index(s, epn,
+                               &ep->rx_head[(reg - A_EP_HI_RX_HD) / 4], value,
+                               2 * ARCTIC_N);
         }
         break;
     case A_EP_DMA_BASE_PHY_LO:

@@ -100,6 +100,9 @@ static unsigned deliver_dma(ArcticNiuState *s, unsigned epn,
     return DELIVERED;
 }
 
+/* An Rx head counts INDEX and LAP as one number modulo 2N (EP_RX_HD). */
+QEMU_BUILD_BUG_ON((int)R_EP_RX_HD_LAP_SHIFT != (int)ARCTIC_LOG2_N);
+
 /* Write a whole receive slot, body before the header that makes it valid
  * (§6.3.1 steps 4-6).  Returns 0 or a nack reason. */
 static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
@@ -139,8 +142,7 @@ static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
         return ARCTIC_NACK_RX_ERROR;
     }
     /* INDEX and LAP count on together: LAP flips as INDEX wraps. */
-    ep->rx_head[q] = (ep->rx_head[q] + 1) %
-                     (R_EP_RX_HD_INDEX_MASK + R_EP_RX_HD_LAP_MASK + 1);
+    ep->rx_head[q] = (ep->rx_head[q] + 1) % (2 * ARCTIC_N);
     arctic_niu_irq_event(s, 1u << (R_NIU_IRQ_RX_SHIFT + epn));
     return DELIVERED;
 }
