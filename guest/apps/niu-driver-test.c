@@ -139,16 +139,24 @@ static void check_mmap(int fd)
 	      "DMA window before asking for one: EINVAL");
 }
 
+/* Map the queue view of @fd, or NULL. */
+static char *map_queues(int fd)
+{
+	char *q = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE,
+		       PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	return q == MAP_FAILED ? NULL : q;
+}
+
 /* The Rx queues of the view are the ones the NIU writes: a message sent
  * to ourselves must appear in HiRx at slot 0. */
 static void check_loopback(int fd, uint32_t me)
 {
-	char *q = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE,
-		       PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	char *q = map_queues(fd);
 	volatile struct arctic_mpi_slot *tx, *rx;
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 
-	if (q == MAP_FAILED) {
+	if (!q) {
 		check(0, "map for loopback");
 		return;
 	}
@@ -276,16 +284,11 @@ static void check_close_drains(uint32_t me)
 	struct arctic_niu_endpoint_info info;
 	int from = open(device, O_RDWR), to = open(device, O_RDWR);
 	volatile struct arctic_mpi_slot *tx, *rx;
-	char *txq = MAP_FAILED, *rxq = MAP_FAILED;
+	char *txq = from >= 0 ? map_queues(from) : NULL;
+	char *rxq = to >= 0 ? map_queues(to) : NULL;
 	unsigned int i, got = 0, waited_ms = 0;
 
-	if (from >= 0)
-		txq = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE,
-			   PROT_READ | PROT_WRITE, MAP_SHARED, from, 0);
-	if (to >= 0)
-		rxq = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE,
-			   PROT_READ | PROT_WRITE, MAP_SHARED, to, 0);
-	if (txq == MAP_FAILED || rxq == MAP_FAILED ||
+	if (!txq || !rxq ||
 	    do_ioctl(to, ARCTIC_NIU_IOC_ENDPOINT_INFO, &info)) {
 		check(0, "two endpoints for the close test");
 		return;
@@ -312,15 +315,6 @@ static void check_close_drains(uint32_t me)
 	      "messages still in HiTx at close() are sent, not dropped");
 	munmap(rxq, ARCTIC_NIU_MMAP_QUEUES_SIZE);
 	close(to);
-}
-
-/* Map the queue view of @fd, or NULL. */
-static char *map_queues(int fd)
-{
-	char *q = mmap(NULL, ARCTIC_NIU_MMAP_QUEUES_SIZE,
-		       PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-
-	return q == MAP_FAILED ? NULL : q;
 }
 
 /* Wait up to 5 s for @slot's header to be valid. */
