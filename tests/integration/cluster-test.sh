@@ -30,6 +30,14 @@
 #   switch-restart-4  the switch is killed (SIGKILL) in the middle of
 #           niu-coll-test's traffic (60 rounds) and a new one started; every
 #           value must still be right, and both switches must carry traffic
+#   stale-2  niu-stale-test on 2 nodes with 255 lines and 128 credits:
+#           60000 messages taken by seed 002's own receive loop (no LAP
+#           check), the receiver pausing so its queue fills and the NIUs
+#           refuse and retry; every message right, and the refusals and
+#           retransmissions really happened
+#   stale-loop (suite 'slow')  scripts/niu-stale-loop: the same stream
+#           ARCTIC_STALE_RUNS times (default 20) with a busy loop on one
+#           host core; every run must pass (docs/guest.md, Known problems)
 #   faults-4  the switch drops and duplicates 2% of packets each way;
 #           niu-coll-test and three suite kernels must still be right,
 #           and the switch must report that it did drop packets
@@ -38,7 +46,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|faults-4|switch-restart-4}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|faults-4|switch-restart-4|stale-2|stale-loop}
 if [ ! -r "$ARCTIC_CACHE/guest/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_CACHE/guest/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_CACHE/guest; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -156,6 +164,20 @@ faults-4)
     expect "no kernel failed" '^\[node 0\] niu-suite: 0 failure\(s\): PASS$'
     expect "the switch did drop packets" '^drops: fault=[1-9][0-9]*'
     expect "all nodes ok" '^node [0-3]: ok$' 4
+    ;;
+stale-2)
+    run_cluster -n 2 -L 255 -C 128 -- "niu-stale-test -n 60000 -p 2000"
+    expect "every message right" '^\[node 1\] niu-stale-test: node 1: 60000 messages, 0 wrong: PASS$'
+    expect "the sender saw it" '^\[node 0\] niu-stale-test: node 0: 60000 messages in [0-9.]+ s; node 1 found 0 wrong: PASS$'
+    expect "the full queue refused packets" '^\[node 1\] niu-stale-test: node 1: .* nacks-sent=[1-9][0-9]* '
+    expect "the sender sent them again" '^\[node 0\] niu-stale-test: node 0: retransmits=[1-9][0-9]* .* nacks-received=[1-9][0-9]* '
+    expect "both nodes ok" '^node [01]: ok$' 2
+    ;;
+stale-loop)
+    runs=${ARCTIC_STALE_RUNS:-20}
+    "$root/scripts/niu-stale-loop" -r "$runs" >"$out" 2>&1
+    cat "$out"
+    expect "every run passed" "^niu-stale-loop: 0 of $runs runs failed "
     ;;
 *)
     echo "unknown case '$case_name'"
