@@ -229,4 +229,40 @@ static inline void arctic_welcome_decode(const void *buf,
     m->credits[ARCTIC_PRIORITY_HIGH] = arctic_get_le16(b + 22);
 }
 
+/*
+ * Room for a REJECT text once escaped: every byte may become four
+ * ("\\xHH"), plus the terminating NUL.
+ */
+enum { ARCTIC_REJECT_TEXT_ESCAPED_SIZE = 4 * ARCTIC_LINK_REJECT_TEXT_SIZE + 1 };
+
+/*
+ * Decode a REJECT body: its reason, and its text made safe to print.  The
+ * text comes from the peer, so it may hold anything: it stops at the first
+ * NUL or after ARCTIC_LINK_REJECT_TEXT_SIZE bytes, printable ASCII other
+ * than the backslash is kept, and every other byte is written as \xHH, so
+ * no terminal escape sequence reaches a log.
+ */
+static inline uint32_t
+arctic_reject_decode(const void *buf,
+                     char text[ARCTIC_REJECT_TEXT_ESCAPED_SIZE])
+{
+    static const char hex[] = "0123456789abcdef";
+    const uint8_t *b = (const uint8_t *)buf;
+    const uint8_t *in = b + 4;
+    unsigned i, n = 0;
+
+    for (i = 0; i < ARCTIC_LINK_REJECT_TEXT_SIZE && in[i]; i++) {
+        if (in[i] >= 0x20 && in[i] < 0x7f && in[i] != '\\') {
+            text[n++] = (char)in[i];
+        } else {
+            text[n++] = '\\';
+            text[n++] = 'x';
+            text[n++] = hex[in[i] >> 4];
+            text[n++] = hex[in[i] & 0xf];
+        }
+    }
+    text[n] = '\0';
+    return arctic_get_le32(b);
+}
+
 #endif /* ARCTIC_LINK_H */

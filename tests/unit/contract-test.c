@@ -126,6 +126,34 @@ static unsigned walk(unsigned src, uint32_t entry)
     }
 }
 
+/* A REJECT's text is the peer's: what reaches a log is printable. */
+static void test_reject_text_escaped(void)
+{
+    uint8_t body[ARCTIC_REJECT_SIZE] = { 0 };
+    char text[ARCTIC_REJECT_TEXT_ESCAPED_SIZE];
+    size_t i;
+
+    arctic_put_le32(body, ARCTIC_REJECT_NODE_BUSY);
+    memcpy(body + 4, "node 3 busy", 11);
+    g_assert_cmpuint(arctic_reject_decode(body, text), ==,
+                     ARCTIC_REJECT_NODE_BUSY);
+    g_assert_cmpstr(text, ==, "node 3 busy");
+
+    /* An escape sequence (clear screen), a backslash, a byte above 0x7e. */
+    memset(body + 4, 0, ARCTIC_LINK_REJECT_TEXT_SIZE);
+    memcpy(body + 4, "\x1b[2Ja\\b\xff", 8);
+    arctic_reject_decode(body, text);
+    g_assert_cmpstr(text, ==, "\\x1b[2Ja\\x5cb\\xff");
+
+    /* No NUL at all: bounded, every byte escaped at most. */
+    memset(body + 4, 0x07, ARCTIC_LINK_REJECT_TEXT_SIZE);
+    arctic_reject_decode(body, text);
+    g_assert_cmpuint(strlen(text), ==, 4 * ARCTIC_LINK_REJECT_TEXT_SIZE);
+    for (i = 0; text[i]; i++) {
+        g_assert_true(text[i] >= 0x20 && text[i] < 0x7f);
+    }
+}
+
 static void test_routes_reach_destination(void)
 {
     static const unsigned sizes[] = { 2, 3, 16, 64, 256 };
@@ -197,6 +225,7 @@ int main(int argc, char **argv)
     g_test_add_func("/contract/wire-check", test_wire_check);
     g_test_add_func("/contract/frame-header-check", test_frame_header_check);
     g_test_add_func("/contract/routes", test_routes_reach_destination);
+    g_test_add_func("/contract/reject-text", test_reject_text_escaped);
     g_test_add_func("/contract/slots", test_slot_layout);
     return g_test_run();
 }

@@ -217,11 +217,9 @@ static void link_handle_welcome(ArcticNiuState *s, const uint8_t *body)
 
 static void link_handle_reject(ArcticNiuState *s, const uint8_t *body)
 {
-    uint32_t reason = arctic_get_le32(body);
-    char text[ARCTIC_LINK_REJECT_TEXT_SIZE + 1];
+    char text[ARCTIC_REJECT_TEXT_ESCAPED_SIZE];
+    uint32_t reason = arctic_reject_decode(body, text);
 
-    memcpy(text, body + 4, ARCTIC_LINK_REJECT_TEXT_SIZE);
-    text[ARCTIC_LINK_REJECT_TEXT_SIZE] = '\0';
     if (!s->link_rejected) {
         /* Said once per refusal streak: the chardev keeps reconnecting. */
         warn_report("arctic-niu: switch refused node %u: %s (reason %u)",
