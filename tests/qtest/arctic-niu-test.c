@@ -939,6 +939,35 @@ static void test_dma_self_test(void)
                     R_NIU_TEST_DMA_STATUS_DONE_MASK |
                     R_NIU_TEST_DMA_STATUS_BAD_ARGS_MASK);
     expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    /* 64 KiB from 4 KiB below 2^64 would wrap on to address 0: refused
+     * before a byte moves (the first 64 KiB of RAM keep their words). */
+    for (i = 0; i < ARRAY_SIZE(words); i++) {
+        words[i] = cpu_to_le32(0xfeed0000 + i);
+    }
+    qtest_memwrite(n->qts, 0, words, sizeof(words));
+    qtest_memwrite(n->qts, 0xf000, words, sizeof(words));
+    reg_w(n, A_NIU_TEST_DMA_ADDR_LO, (uint32_t)(UINT64_MAX - 0xfff));
+    reg_w(n, A_NIU_TEST_DMA_ADDR_HI, UINT32_MAX);
+    reg_w(n, A_NIU_TEST_DMA_SIZE, ARCTIC_TEST_DMA_MAX_SIZE);
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_FILL), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK |
+                    R_NIU_TEST_DMA_STATUS_BAD_ARGS_MASK);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    qtest_memread(n->qts, 0, words, sizeof(words));
+    for (i = 0; i < ARRAY_SIZE(words); i++) {
+        g_assert_cmphex(le32_to_cpu(words[i]), ==, 0xfeed0000 + i);
+    }
+    qtest_memread(n->qts, 0xf000, words, sizeof(words));
+    for (i = 0; i < ARRAY_SIZE(words); i++) {
+        g_assert_cmphex(le32_to_cpu(words[i]), ==, 0xfeed0000 + i);
+    }
+    /* The last 4 bytes below 2^64 do not wrap: taken (and fail as DMA
+     * to no memory, which is another matter). */
+    reg_w(n, A_NIU_TEST_DMA_ADDR_LO, (uint32_t)(UINT64_MAX - 3));
+    reg_w(n, A_NIU_TEST_DMA_SIZE, 4);
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_FILL) &
+                    R_NIU_TEST_DMA_STATUS_BAD_ARGS_MASK, ==, 0);
+    reg_w(n, A_NIU_ERROR_CAUSE, reg_r(n, A_NIU_ERROR_CAUSE));
     /* The user page's doorbell takes any value; reads there are errors. */
     qpci_io_writel(n->dev, n->user, A_USER_DOORBELL, 0xffffffff);
     g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
@@ -2002,6 +2031,40 @@ static void arm(Niu *n, unsigned ep, uint32_t what)
 static void test_irq_intx_one_shot(void)
 {
     Niu *n = niu_start_linked(8, 8);
+
+/* A window whose memory would wrap past 2^64 is refused when it is
+ * loaded, in whichever order its registers are written, and the window
+ * the registers held stays. */
+static void test_dma_window_wrap_refused(void)
+{
+    Niu *n = niu_start(false);
+    const uint64_t top = 0xffffffffffc00000ull;     /* 4 MiB below 2^64 */
+    const uint64_t mask8m = 8 * 1024 * 1024 - 1;
+
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    reg_w(n, A_NIU_RX_CTRL, 0);
+    /* Base first, then a mask too large for it. */
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, (uint32_t)top);
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_HI, top >> 32);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, (uint32_t)mask8m);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_RANGE_MASK_LO), ==, 0);
+    /* 4 MiB fits exactly below 2^64. */
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, (uint32_t)(mask8m >> 1));
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_RANGE_MASK_LO), ==, mask8m >> 1);
+    /* Mask first, then a base too high for it. */
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, 0);
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_HI, 0);
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, 0);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, (uint32_t)mask8m);
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_HI, top >> 32);
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, (uint32_t)top);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_BASE_PHY_LO), ==, 0);
+    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_BASE_PHY_HI), ==, top >> 32);
+    niu_stop(n);
+}
 
     mark_rx_slots(n);
     peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 1, 0, 0, NULL, 0);
@@ -3113,3 +3176,5 @@ int main(int argc, char **argv)
                    test_cluster_4_faults);
     return g_test_run();
 }
+    qtest_add_func("/arctic-niu/dma/window-wrap-refused",
+                   test_dma_window_wrap_refused);

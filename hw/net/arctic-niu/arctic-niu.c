@@ -218,6 +218,10 @@ static void arctic_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
     uint64_t next = deposit_half(*reg, high, value);
     bool bad;
 
+    ArcticEndpoint *ep = &s->ep[epn];
+    uint64_t phy = reg == &ep->dma_base_phy ? next : ep->dma_base_phy;
+    uint64_t mask = is_mask ? next : ep->dma_range_mask;
+
     if (is_mask) {
         uint64_t size = next + 1;   /* 0 for a window of all 2^64 bytes */
 
@@ -232,6 +236,14 @@ static void arctic_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
                       "0x%" HWADDR_PRIx " value 0x%" PRIx64 " refused\n",
                       addr, next);
         arctic_niu_set_error(s, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr);
+        return;
+    }
+    if (mask && phy > UINT64_MAX - mask) {
+        /* The window's memory would wrap past 2^64 to address 0. */
+        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: DMA window at 0x%" PRIx64
+                      " with mask 0x%" PRIx64 " wraps; register 0x%"
+                      HWADDR_PRIx " refused\n", phy, mask, addr);
+        arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, epn, 0, addr);
         return;
     }
     *reg = next;
@@ -657,6 +669,16 @@ static const MemoryRegionOps arctic_user_ops = {
  * Test DMA engine (driver self-test, rocker style)
  */
 
+/* A size the engine takes, over addresses that do not wrap past 2^64
+ * (a wrapping transfer would go on at address 0). */
+static bool test_dma_args_valid(const ArcticNiuState *s)
+{
+    uint32_t size = s->test_dma_size;
+
+    return size != 0 && size % 4 == 0 && size <= ARCTIC_TEST_DMA_MAX_SIZE &&
+           s->test_dma_addr <= UINT64_MAX - (size - 1);
+}
+
 /* The MMIO write only checks and schedules; the DMA runs in a bottom half
  * (as hw/misc/edu.c does), and STATUS.DONE says when it is over. */
 static void arctic_start_test_dma(ArcticNiuState *s, uint32_t cmd)
@@ -664,9 +686,10 @@ static void arctic_start_test_dma(ArcticNiuState *s, uint32_t cmd)
     uint32_t size = s->test_dma_size;
 
     if ((cmd != ARCTIC_TEST_DMA_FILL && cmd != ARCTIC_TEST_DMA_CHECK) ||
-        size == 0 || size % 4 || size > ARCTIC_TEST_DMA_MAX_SIZE) {
+        !test_dma_args_valid(s)) {
         qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: test DMA command %u "
-                      "with size %u refused\n", cmd, size);
+                      "at 0x%" PRIx64 " with size %u refused\n", cmd,
+                      s->test_dma_addr, size);
         arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0,
                              A_NIU_TEST_DMA_CTRL);
         s->test_dma_status = FIELD_DP32(R_NIU_TEST_DMA_STATUS_DONE_MASK,
@@ -686,8 +709,8 @@ static void arctic_test_dma_bh(void *opaque)
     MemTxResult res;
     uint32_t i, status = 0;
 
-    if (size == 0 || size % 4 || size > ARCTIC_TEST_DMA_MAX_SIZE) {
-        /* The size register changed under a running command. */
+    if (!test_dma_args_valid(s)) {
+        /* The size or address changed under a running command. */
         s->test_dma_status = FIELD_DP32(R_NIU_TEST_DMA_STATUS_DONE_MASK,
                                         NIU_TEST_DMA_STATUS, BAD_ARGS, 1);
         return;

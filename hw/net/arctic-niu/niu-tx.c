@@ -221,8 +221,11 @@ bool arctic_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
     uint64_t off = vaddr - ep->dma_base_vir;
 
     /* A mask of 0 means no window was registered (the smallest is 4 MiB). */
-    if (ep->dma_range_mask == 0 || vaddr < ep->dma_base_vir ||
-        off > ep->dma_range_mask || len - 1 > ep->dma_range_mask - off) {
+    if (ep->dma_range_mask == 0 || len == 0 || vaddr < ep->dma_base_vir ||
+        off > ep->dma_range_mask || len - 1 > ep->dma_range_mask - off ||
+        off + (len - 1) > UINT64_MAX - ep->dma_base_phy) {
+        /* The last check never fails for a window the registers took
+         * (they refuse one that wraps); it keeps the sum below honest. */
         return false;
     }
     *phys = ep->dma_base_phy + off;
