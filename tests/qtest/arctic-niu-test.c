@@ -1163,6 +1163,64 @@ static void test_rx_queue_full_nack(void)
     niu_stop(n);
 }
 
+/*
+ * A receive queue that the guest points at the NIU's own registers: the
+ * delivery must not reach them (a remote message would otherwise program
+ * the test DMA engine from its payload).  The device's memory re-entrancy
+ * guard makes it a DMA error, and the packet is refused.
+ */
+static void test_rx_queue_on_own_bar_refused(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint32_t payload[ARCTIC_MAX_PAYLOAD] = { 0 };
+    uint64_t bar = n->ctrl.addr;
+    uint64_t base = bar & ~(uint64_t)(ARCTIC_RX_REGION_ALIGN - 1);
+    unsigned q = bar - base < ARCTIC_LO_RX_OFFSET ? ARCTIC_RXQ_HI
+                                                   : ARCTIC_RXQ_LO;
+    uint8_t prio = q == ARCTIC_RXQ_HI ? ARCTIC_PRIORITY_HIGH
+                                      : ARCTIC_PRIORITY_LOW;
+    uint32_t idx = (bar - base - (q == ARCTIC_RXQ_HI ? ARCTIC_HI_RX_OFFSET
+                                                     : ARCTIC_LO_RX_OFFSET)) /
+                   ARCTIC_SLOT_SIZE;
+    size_t size;
+
+    g_assert_false(n->ctrl.is_io);
+    reg_w(n, A_NIU_RX_CTRL, 0);
+    ep_w(n, 0, A_EP_RX_QBASE_LO, (uint32_t)base);
+    ep_w(n, 0, A_EP_RX_QBASE_HI, base >> 32);
+    ep_w(n, 0, q == ARCTIC_RXQ_HI ? A_EP_HI_RX_HD : A_EP_LO_RX_HD, idx);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    /* Slot idx is the register block: payload word i would land on the
+     * register at ARCTIC_SLOT_PAYLOAD + 4 i, and program a FILL of 64
+     * bytes at SCRATCH_MEM. */
+#define PAYLOAD_AT(reg) payload[((reg) - ARCTIC_SLOT_PAYLOAD) / 4]
+    PAYLOAD_AT(A_NIU_TEST_DMA_ADDR_LO) = (uint32_t)SCRATCH_MEM;
+    PAYLOAD_AT(A_NIU_TEST_DMA_ADDR_HI) = SCRATCH_MEM >> 32;
+    PAYLOAD_AT(A_NIU_TEST_DMA_SIZE) = 64;
+    PAYLOAD_AT(A_NIU_TEST_DMA_SEED) = 0x5eed;
+    PAYLOAD_AT(A_NIU_TEST_DMA_CTRL) = ARCTIC_TEST_DMA_FILL;
+    PAYLOAD_AT(A_NIU_SCRATCH) = 0xbadc0de;
+#undef PAYLOAD_AT
+    reg_w(n, A_NIU_SCRATCH, 0x600d);
+    qtest_memset(n->qts, SCRATCH_MEM, 0xee, 64);
+    size = peer_data(n, wire, PEER, prio, n->peer_epoch, 0, 5, 6, 7, payload,
+                     ARCTIC_MAX_PAYLOAD);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_NACK, prio, n->peer_epoch, 0,
+                   ARCTIC_NACK_RX_ERROR);
+    qtest_clock_step(n->qts, 1000000);
+    g_assert_cmphex(reg_r(n, A_NIU_SCRATCH), ==, 0x600d);
+    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_SIZE), ==, 0);
+    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_STATUS), ==, 0);
+    g_assert_cmphex(qtest_readl(n->qts, SCRATCH_MEM), ==, 0xeeeeeeee);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RX_HI_PACKETS) +
+                    counter(n, ARCTIC_CNT_RX_LO_PACKETS), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_DMA);
+    niu_stop(n);
+}
+
 static uint32_t user_r(Niu *n, uint64_t reg)
 {
     return qpci_io_readl(n->dev, n->user, reg);
@@ -1974,6 +2032,40 @@ static void test_dma_refused(void)
     niu_stop(n);
 }
 
+/* A window whose memory would wrap past 2^64 is refused when it is
+ * loaded, in whichever order its registers are written, and the window
+ * the registers held stays. */
+static void test_dma_window_wrap_refused(void)
+{
+    Niu *n = niu_start(false);
+    const uint64_t top = 0xffffffffffc00000ull;     /* 4 MiB below 2^64 */
+    const uint64_t mask8m = 8 * 1024 * 1024 - 1;
+
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    reg_w(n, A_NIU_RX_CTRL, 0);
+    /* Base first, then a mask too large for it. */
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, (uint32_t)top);
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_HI, top >> 32);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, (uint32_t)mask8m);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_RANGE_MASK_LO), ==, 0);
+    /* 4 MiB fits exactly below 2^64. */
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, (uint32_t)(mask8m >> 1));
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_RANGE_MASK_LO), ==, mask8m >> 1);
+    /* Mask first, then a base too high for it. */
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, 0);
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_HI, 0);
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, 0);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, (uint32_t)mask8m);
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_HI, top >> 32);
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, (uint32_t)top);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_BASE_PHY_LO), ==, 0);
+    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_BASE_PHY_HI), ==, top >> 32);
+    niu_stop(n);
+}
+
 /* Job tags (GID): stamped on every packet; data for another job is
  * refused and retried until that job runs. */
 static void test_job_tags(void)
@@ -2031,40 +2123,6 @@ static void arm(Niu *n, unsigned ep, uint32_t what)
 static void test_irq_intx_one_shot(void)
 {
     Niu *n = niu_start_linked(8, 8);
-
-/* A window whose memory would wrap past 2^64 is refused when it is
- * loaded, in whichever order its registers are written, and the window
- * the registers held stays. */
-static void test_dma_window_wrap_refused(void)
-{
-    Niu *n = niu_start(false);
-    const uint64_t top = 0xffffffffffc00000ull;     /* 4 MiB below 2^64 */
-    const uint64_t mask8m = 8 * 1024 * 1024 - 1;
-
-    reg_w(n, A_NIU_TX_CTRL, 0);
-    reg_w(n, A_NIU_RX_CTRL, 0);
-    /* Base first, then a mask too large for it. */
-    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, (uint32_t)top);
-    ep_w(n, 0, A_EP_DMA_BASE_PHY_HI, top >> 32);
-    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, (uint32_t)mask8m);
-    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
-    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_RANGE_MASK_LO), ==, 0);
-    /* 4 MiB fits exactly below 2^64. */
-    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, (uint32_t)(mask8m >> 1));
-    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
-    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_RANGE_MASK_LO), ==, mask8m >> 1);
-    /* Mask first, then a base too high for it. */
-    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, 0);
-    ep_w(n, 0, A_EP_DMA_BASE_PHY_HI, 0);
-    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, 0);
-    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, (uint32_t)mask8m);
-    ep_w(n, 0, A_EP_DMA_BASE_PHY_HI, top >> 32);
-    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, (uint32_t)top);
-    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
-    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_BASE_PHY_LO), ==, 0);
-    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_BASE_PHY_HI), ==, top >> 32);
-    niu_stop(n);
-}
 
     mark_rx_slots(n);
     peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 1, 0, 0, NULL, 0);
@@ -3126,6 +3184,8 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/queues/lap-from-head", test_rx_lap_from_head);
     qtest_add_func("/arctic-niu/ack/rx-queue-full", test_rx_queue_full_nack);
     qtest_add_func("/arctic-niu/ack/rx-off", test_rx_off_nack);
+    qtest_add_func("/arctic-niu/queues/rx-on-own-bar-refused",
+                   test_rx_queue_on_own_bar_refused);
     qtest_add_func("/arctic-niu/raw/receive", test_raw_receive);
     qtest_add_func("/arctic-niu/raw/transmit", test_raw_transmit);
     qtest_add_func("/arctic-niu/raw/transmit-waits-for-credit",
@@ -3145,6 +3205,8 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/dma/context-switch",
                    test_dma_progress_and_context_switch);
     qtest_add_func("/arctic-niu/dma/refused", test_dma_refused);
+    qtest_add_func("/arctic-niu/dma/window-wrap-refused",
+                   test_dma_window_wrap_refused);
     qtest_add_func("/arctic-niu/protection/job-tags", test_job_tags);
     qtest_add_func("/arctic-niu/irq/intx-one-shot", test_irq_intx_one_shot);
     qtest_add_func("/arctic-niu/irq/msix-vectors", test_irq_msix_vectors);
@@ -3176,5 +3238,3 @@ int main(int argc, char **argv)
                    test_cluster_4_faults);
     return g_test_run();
 }
-    qtest_add_func("/arctic-niu/dma/window-wrap-refused",
-                   test_dma_window_wrap_refused);

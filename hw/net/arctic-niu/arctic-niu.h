@@ -196,6 +196,27 @@ struct ArcticNiuState {
     Error *migration_blocker;
 };
 
+/*
+ * Work started by a timer or the chardev runs under the device's memory
+ * re-entrancy guard, as MMIO handlers and guarded bottom halves already
+ * do: a queue or DMA window that the guest points at the NIU's own BARs
+ * then fails as a DMA error (ERROR_CAUSE.DMA) instead of running register
+ * side effects in the middle of a delivery.
+ */
+static inline bool arctic_niu_guard_enter(ArcticNiuState *s)
+{
+    MemReentrancyGuard *guard = &DEVICE(s)->mem_reentrancy_guard;
+    bool was_engaged = guard->engaged_in_io;
+
+    guard->engaged_in_io = true;
+    return was_engaged;
+}
+
+static inline void arctic_niu_guard_leave(ArcticNiuState *s, bool was_engaged)
+{
+    DEVICE(s)->mem_reentrancy_guard.engaged_in_io = was_engaged;
+}
+
 /* arctic-niu.c */
 void arctic_niu_set_error(ArcticNiuState *s, enum arctic_error cause,
                           unsigned ep, unsigned queue, uint32_t detail);

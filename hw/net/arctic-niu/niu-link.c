@@ -82,10 +82,12 @@ static gboolean link_out_ready(void *do_not_use, GIOCondition cond,
                                void *opaque)
 {
     ArcticNiuState *s = opaque;
+    bool guarded = arctic_niu_guard_enter(s);
 
     s->out_watch = 0;
     link_flush(s);
     arctic_link_pump(s);
+    arctic_niu_guard_leave(s, guarded);
     return G_SOURCE_REMOVE;
 }
 
@@ -300,6 +302,7 @@ static int link_can_read(void *opaque)
 static void link_read(void *opaque, const uint8_t *buf, int size)
 {
     ArcticNiuState *s = opaque;
+    bool guarded = arctic_niu_guard_enter(s);
 
     while (size > 0 && s->link_state != ARCTIC_LINK_DOWN) {
         struct arctic_frame_header h;
@@ -324,7 +327,7 @@ static void link_read(void *opaque, const uint8_t *buf, int size)
             err = arctic_frame_header_check(&h);
             if (err != ARCTIC_FRAME_OK) {
                 link_protocol_error(s, "malformed frame header", err);
-                return;
+                goto out;
             }
             if (h.length) {
                 continue;
@@ -335,6 +338,8 @@ static void link_read(void *opaque, const uint8_t *buf, int size)
                       h.length);
     }
     arctic_link_pump(s);
+out:
+    arctic_niu_guard_leave(s, guarded);
 }
 
 static void link_event(void *opaque, QEMUChrEvent event)

@@ -544,7 +544,11 @@ static void tx_service(ArcticNiuState *s)
 
 static void tx_poll_timer_cb(void *opaque)
 {
-    tx_service(opaque);
+    ArcticNiuState *s = opaque;
+    bool guarded = arctic_niu_guard_enter(s);
+
+    tx_service(s);
+    arctic_niu_guard_leave(s, guarded);
 }
 
 static void tx_bh_cb(void *opaque)
@@ -646,6 +650,7 @@ static void retry_timer_cb(void *opaque)
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     ArcticLine *due[ARCTIC_MAX_LINES];
     unsigned i, n = 0;
+    bool guarded;
 
     if (!arctic_link_is_up(s)) {
         return;     /* everything unacked goes out again at link up */
@@ -658,7 +663,9 @@ static void retry_timer_cb(void *opaque)
     }
     requeue_sorted(s, due, n, true);
     retry_timer_rearm(s);
+    guarded = arctic_niu_guard_enter(s);
     arctic_link_pump(s);
+    arctic_niu_guard_leave(s, guarded);
 }
 
 void arctic_tx_link_up(ArcticNiuState *s)
