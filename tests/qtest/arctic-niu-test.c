@@ -2032,6 +2032,46 @@ static void test_dma_refused(void)
     niu_stop(n);
 }
 
+/*
+ * HiRx placed over DMATx, ahead of its tail: each refused request leaves
+ * an error notice that is a new request, refused in turn.  The NIU's work
+ * stays bounded: it stops after one pass until virtual time passes, then
+ * goes on at the idle poll's pace (a doorbell used to burn a host core
+ * until Tx went off).
+ */
+static void test_tx_refusals_bounded(void)
+{
+    Niu *n = niu_start(false);
+    uint64_t rx_base = TX_BASE + ARCTIC_DMA_TX_OFFSET;
+    uint32_t first, later, paced;
+
+    qtest_memset(n->qts, TX_BASE, 0, ARCTIC_TX_REGION_SIZE);
+    ep_w(n, 0, A_EP_TX_QBASE_LO, (uint32_t)TX_BASE);
+    ep_w(n, 0, A_EP_TX_QBASE_HI, TX_BASE >> 32);
+    ep_w(n, 0, A_EP_RX_QBASE_LO, (uint32_t)rx_base);
+    ep_w(n, 0, A_EP_RX_QBASE_HI, rx_base >> 32);
+    ep_w(n, 0, A_EP_HI_RX_HD, 1);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    /* A misaligned target: refused, and its notice lands in DMATx[1]. */
+    guest_dma(n, ARCTIC_TXQ_DMA, 2, 1, 0xa1, REMOTE_TARGET + 8, WIN_VIRT,
+              NULL, 0);
+    doorbell(n);
+    g_usleep(100 * 1000);
+    first = counter(n, ARCTIC_CNT_TX_ERRORS);
+    g_usleep(100 * 1000);
+    later = counter(n, ARCTIC_CNT_TX_ERRORS);
+    g_assert_cmpuint(first, >=, 2);     /* the notices did feed it */
+    g_assert_cmpuint(first, <=, ARCTIC_N);
+    g_assert_cmpuint(later, ==, first);
+    qtest_clock_step(n->qts, 10 * 1000 * 1000);
+    paced = counter(n, ARCTIC_CNT_TX_ERRORS);
+    g_assert_cmpuint(paced, >, later);
+    g_assert_cmpuint(paced - later, <=, 4 * ARCTIC_N);
+    reg_w(n, A_NIU_ERROR_CAUSE, reg_r(n, A_NIU_ERROR_CAUSE));
+    niu_stop(n);
+}
+
 /* A window whose memory would wrap past 2^64 is refused when it is
  * loaded, in whichever order its registers are written, and the window
  * the registers held stays. */
@@ -3205,6 +3245,8 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/dma/context-switch",
                    test_dma_progress_and_context_switch);
     qtest_add_func("/arctic-niu/dma/refused", test_dma_refused);
+    qtest_add_func("/arctic-niu/dma/refusals-bounded",
+                   test_tx_refusals_bounded);
     qtest_add_func("/arctic-niu/dma/window-wrap-refused",
                    test_dma_window_wrap_refused);
     qtest_add_func("/arctic-niu/protection/job-tags", test_job_tags);

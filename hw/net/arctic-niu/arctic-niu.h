@@ -154,6 +154,7 @@ struct ArcticNiuState {
     uint64_t tx_poll_interval_ns;
     QEMUBH *tx_bh;
     unsigned tx_count;          /* Appendix A COUNT */
+    unsigned tx_refused;        /* slots refused in this Tx service pass */
     ArcticLine lines[ARCTIC_MAX_LINES];
     ArcticTxStream tx_stream[ARCTIC_NUM_PRIORITIES][ARCTIC_S];
     QEMUTimer *retry_timer;

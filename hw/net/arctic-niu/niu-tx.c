@@ -135,6 +135,7 @@ static void refuse_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                   header);
     arctic_niu_set_error(s, cause, epn, q, s->ep[epn].tx_tail[q]);
     arctic_niu_count(s, ARCTIC_CNT_TX_ERRORS);
+    s->tx_refused++;
     release_slot(s, epn, q, addr);
 }
 
@@ -507,6 +508,7 @@ static void tx_service(ArcticNiuState *s)
 
     arctic_raw_tx_flush(s);     /* lines may have come free */
     if (s->tx_enabled) {
+        s->tx_refused = 0;
         n = served_endpoints(s, order);
         /* High before low across every endpoint, so low-priority work of
          * one endpoint never delays another's high-priority slots. */
@@ -526,7 +528,14 @@ static void tx_service(ArcticNiuState *s)
             more |= t == ARCTIC_TX_BATCH;
             taken += t;
         }
-        if (taken) {
+        /*
+         * Refused slots are work but not progress.  A guest can make each
+         * refusal feed the next (its error notice lands in HiRx, which it
+         * placed over a Tx queue): such a pass backs off like an idle poll
+         * and does not reschedule itself, so the NIU's work per unit of
+         * virtual time stays bounded whatever the guest programs.
+         */
+        if (taken > s->tx_refused) {
             s->tx_poll_interval_ns = s->poll_min_ns;
         } else {
             s->tx_poll_interval_ns = MIN(s->tx_poll_interval_ns * 2,
@@ -535,7 +544,7 @@ static void tx_service(ArcticNiuState *s)
         timer_mod(s->tx_poll_timer,
                   qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
                   s->tx_poll_interval_ns);
-        if (more) {
+        if (more && taken > s->tx_refused) {
             qemu_bh_schedule(s->tx_bh);
         }
     }
