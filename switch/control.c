@@ -19,6 +19,10 @@
 enum {
     CONTROL_MAX_LINE = 65536,
     CONTROL_MAX_CLIENTS = 16,
+    /* Replies a client has not read yet: above this, its requests wait
+     * (the switch stops reading them) until it reads, so a client that
+     * asks and never reads holds one reply's worth of memory, not all. */
+    CONTROL_OUTPUT_LIMIT = 256 * 1024,
 };
 
 struct sw_control_client {
@@ -476,6 +480,12 @@ static void handle_request(ArcticSwitch *sw, struct sw_control_client *c,
 
 /* --- I/O -------------------------------------------------------------- */
 
+/* Too much unread output: take no new request from this client. */
+static bool client_backlogged(const struct sw_control_client *c)
+{
+    return c->output->len >= CONTROL_OUTPUT_LIMIT;
+}
+
 static bool client_write(ArcticSwitch *sw, struct sw_control_client *c)
 {
     while (c->output->len) {
@@ -495,7 +505,7 @@ static bool client_write(ArcticSwitch *sw, struct sw_control_client *c)
     {
         /* A closing client is only written to: its end of file would
          * otherwise wake the loop for ever. */
-        uint32_t wanted = (c->closing ? 0 : EPOLLIN) |
+        uint32_t wanted = (c->closing || client_backlogged(c) ? 0 : EPOLLIN) |
                           (c->output->len ? EPOLLOUT : 0);
 
         if (wanted != c->registered_events) {
@@ -506,7 +516,7 @@ static bool client_write(ArcticSwitch *sw, struct sw_control_client *c)
             epoll_ctl(sw->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
         }
     }
-    return !(c->closing && c->output->len == 0);
+    return !(c->closing && c->output->len == 0 && c->input->len == 0);
 }
 
 void sw_control_event(ArcticSwitch *sw, struct sw_control_client *c,
@@ -525,25 +535,32 @@ void sw_control_event(ArcticSwitch *sw, struct sw_control_client *c,
             g_string_append_len(c->input, buf, n);
         }
     }
-    while (!c->closing && (newline = memchr(c->input->str, '\n',
-                                            c->input->len))) {
-        *newline = 0;
-        if (newline > c->input->str) {
-            handle_request(sw, c, c->input->str);
+    do {
+        /* Requests are answered in order, as long as the client reads. */
+        while (!client_backlogged(c) &&
+               (newline = memchr(c->input->str, '\n', c->input->len))) {
+            *newline = 0;
+            if (newline > c->input->str) {
+                handle_request(sw, c, c->input->str);
+            }
+            g_string_erase(c->input, 0, newline + 1 - c->input->str);
         }
-        g_string_erase(c->input, 0, newline + 1 - c->input->str);
-    }
-    if (c->closing && c->input->len) {
-        /* A last request without its newline. */
-        handle_request(sw, c, c->input->str);
-        g_string_truncate(c->input, 0);
-    }
-    if (c->input->len > CONTROL_MAX_LINE) {
-        reply_error(c, "request longer than %d bytes", CONTROL_MAX_LINE);
-        g_string_truncate(c->input, 0);
-        c->closing = true;
-    }
-    if (!client_write(sw, c)) {
-        client_free(sw, c);
-    }
+        if (c->closing && c->input->len && !client_backlogged(c)) {
+            /* A last request without its newline. */
+            handle_request(sw, c, c->input->str);
+            g_string_truncate(c->input, 0);
+        }
+        if (c->input->len > CONTROL_MAX_LINE) {
+            reply_error(c, "request longer than %d bytes", CONTROL_MAX_LINE);
+            g_string_truncate(c->input, 0);
+            c->closing = true;
+        }
+        if (!client_write(sw, c)) {
+            client_free(sw, c);
+            return;
+        }
+        /* Writing may have made room for requests still waiting. */
+    } while (!client_backlogged(c) &&
+             (memchr(c->input->str, '\n', c->input->len) ||
+              (c->closing && c->input->len)));
 }

@@ -5,6 +5,8 @@
  * itself (--help, bad options, serving clients, printing its counters and
  * removing its sockets on SIGTERM).
  */
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -15,6 +17,17 @@
 #include <json-glib/json-glib.h>
 
 #include "harness.h"
+
+static size_t test_count_lines(const char *buf, ssize_t n)
+{
+    size_t lines = 0;
+    ssize_t i;
+
+    for (i = 0; i < n; i++) {
+        lines += buf[i] == '\n';
+    }
+    return lines;
+}
 
 /* One request line, one reply line, parsed. */
 static JsonObject *control_request(const char *path, const char *line,
@@ -182,6 +195,84 @@ static void run_switch(char **argv, int *status, char **out, char **err)
                                out, err, status, NULL));
 }
 
+/*
+ * A client that asks and never reads: once its unread replies pass a
+ * limit the switch stops taking its requests, so the switch's memory stays
+ * bounded, and another client is answered at once.  When the first one
+ * reads again, every request it sent is answered: none is lost.
+ */
+static void test_control_flood_bounded(void)
+{
+    static const char request[] = "{\"command\":\"info\"}\n";
+    const size_t len = sizeof(request) - 1;
+    ArcticSwitchConfig config;
+    TestSwitch *ts;
+    JsonParser *parser;
+    JsonObject *reply;
+    size_t sent = 0, answered = 0;
+    gint64 start, took_us;
+    bool blocked = false;
+    char buf[65536];
+    ssize_t n;
+    int fd;
+
+    arctic_switch_config_init(&config);
+    config.ports = 16;
+    ts = test_switch_start(&config);
+    fd = test_connect_unix(ts->control_path);
+    g_assert_cmpint(fcntl(fd, F_SETFL, O_NONBLOCK), ==, 0);
+
+    /* Requests, never a read, until the switch takes none for 500 ms. */
+    start = g_get_monotonic_time();
+    while (!blocked && g_get_monotonic_time() - start < 10 * G_USEC_PER_SEC) {
+        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+
+        n = send(fd, request + sent % len, len - sent % len, MSG_NOSIGNAL);
+        if (n > 0) {
+            sent += n;
+        } else {
+            g_assert_cmpint(errno, ==, EAGAIN);
+            blocked = poll(&pfd, 1, 500) == 0;
+        }
+    }
+    g_assert_true(blocked);
+
+    start = g_get_monotonic_time();
+    reply = control_request(ts->control_path, "{\"command\":\"info\"}",
+                            &parser);
+    took_us = g_get_monotonic_time() - start;
+    g_assert_true(json_object_get_boolean_member(reply, "ok"));
+    g_object_unref(parser);
+    g_test_message("%zu requests queued; another client answered in "
+                   "%" G_GINT64_FORMAT " us", sent / len, took_us);
+    g_assert_cmpint(took_us, <, 500 * 1000);
+
+    /* Read again: finish the last request, then take every answer. */
+    while (sent % len) {
+        struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLOUT };
+
+        g_assert_cmpint(poll(&pfd, 1, 5000), ==, 1);
+        if (pfd.revents & POLLIN) {
+            n = recv(fd, buf, sizeof(buf), 0);
+            g_assert_cmpint(n, >, 0);
+            answered += test_count_lines(buf, n);
+        } else {
+            n = send(fd, request + sent % len, len - sent % len,
+                     MSG_NOSIGNAL);
+            g_assert_cmpint(n, >, 0);
+            sent += n;
+        }
+    }
+    g_assert_cmpint(fcntl(fd, F_SETFL, 0), ==, 0);
+    shutdown(fd, SHUT_WR);
+    while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+        answered += test_count_lines(buf, n);
+    }
+    close(fd);
+    g_assert_cmpuint(answered, ==, sent / len);
+    test_switch_stop(ts);
+}
+
 static void test_daemon_options(void)
 {
     const char *exe = g_getenv("ARCTIC_SWITCH");
@@ -286,6 +377,8 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/switch/control/commands", test_control_commands);
+    g_test_add_func("/switch/control/flood-bounded",
+                    test_control_flood_bounded);
     g_test_add_func("/switch/daemon/options", test_daemon_options);
     g_test_add_func("/switch/daemon/run", test_daemon_run);
     return g_test_run();
