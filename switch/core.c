@@ -84,6 +84,7 @@ const char *arctic_disconnect_reason_name(enum arctic_disconnect_reason r)
         [ARCTIC_DISCONNECT_HANDSHAKE_TIMEOUT] = "handshake_timeout",
         [ARCTIC_DISCONNECT_IO_ERROR] = "io_error",
         [ARCTIC_DISCONNECT_SHUTDOWN] = "shutdown",
+        [ARCTIC_DISCONNECT_EVICTED] = "evicted",
     };
 
     return r < ARCTIC_DISCONNECT_REASONS ? names[r] : "unknown";
@@ -240,14 +241,41 @@ void sw_flush_all(ArcticSwitch *sw)
 
 /* --- connection lifecycle --------------------------------------------- */
 
+/* The connection still in its handshake that was accepted first. */
+static struct sw_conn *oldest_pending_conn(ArcticSwitch *sw)
+{
+    struct sw_conn *conn, *oldest = NULL;
+
+    for (conn = sw->conns; conn; conn = conn->next) {
+        if (conn->state == SW_CONN_HANDSHAKE &&
+            (!oldest ||
+             conn->handshake_deadline_ns < oldest->handshake_deadline_ns)) {
+            oldest = conn;
+        }
+    }
+    return oldest;
+}
+
 struct sw_conn *sw_conn_new(ArcticSwitch *sw, int fd)
 {
     struct sw_conn *conn;
 
     if (sw->pending_conns >= SW_MAX_PENDING_CONNECTIONS) {
-        sw_log(sw, "too many connections without HELLO; closing a new one");
-        close(fd);
-        return NULL;
+        /*
+         * Make room by closing the connection that has waited longest for
+         * its HELLO: refusing the new one instead let idle connections,
+         * reopened as they time out, lock real NIUs out for ever.  A real
+         * NIU says HELLO at once, so it is never the oldest for long.
+         */
+        struct sw_conn *oldest = oldest_pending_conn(sw);
+
+        sw_log(sw, "%d connections without HELLO; closing the oldest",
+               SW_MAX_PENDING_CONNECTIONS);
+        if (!oldest) {
+            close(fd);      /* cannot happen: the count says they exist */
+            return NULL;
+        }
+        sw_conn_close(sw, oldest, ARCTIC_DISCONNECT_EVICTED);
     }
     conn = g_new0(struct sw_conn, 1);
     conn->watch.kind = SW_WATCH_CONN;

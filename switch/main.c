@@ -13,7 +13,7 @@
 
 typedef struct {
     char *socket_path, *tcp_address, *control_path, *pcap_path;
-    int ports, levels, credits, buffers, hop_latency_ns;
+    int ports, levels, credits, buffers, hop_latency_ns, handshake_timeout_ms;
     double link_mbytes;
     gint64 seed;
     gboolean timing, verbose, no_stats;
@@ -65,6 +65,7 @@ int main(int argc, char **argv)
         .hop_latency_ns = ARCTIC_SWITCH_DEFAULT_HOP_LATENCY_NS,
         .link_mbytes = ARCTIC_SWITCH_DEFAULT_LINK_MBYTES,
         .seed = 1,
+        .handshake_timeout_ms = ARCTIC_SWITCH_DEFAULT_HANDSHAKE_TIMEOUT_MS,
     };
     GOptionEntry entries[] = {
         { "socket", 's', 0, G_OPTION_ARG_FILENAME, &o.socket_path,
@@ -90,6 +91,11 @@ int main(int argc, char **argv)
           "MBPS" },
         { "hop-latency-ns", 0, 0, G_OPTION_ARG_INT, &o.hop_latency_ns,
           "Router latency with --timing (default 200)", "NS" },
+        { "handshake-timeout", 0, 0, G_OPTION_ARG_INT,
+          &o.handshake_timeout_ms,
+          "Close a connection that has not said HELLO after MS "
+          "milliseconds (default 10000); of 64 such connections at most, "
+          "the oldest makes room for a new one", "MS" },
         { "seed", 0, 0, G_OPTION_ARG_INT64, &o.seed,
           "Seed of fault injection and random up-routes (default 1)",
           "SEED" },
@@ -140,8 +146,14 @@ int main(int argc, char **argv)
         !nonnegative("--levels", o.levels, &err) ||
         !nonnegative("--credits", o.credits, &err) ||
         !nonnegative("--buffers", o.buffers, &err) ||
-        !nonnegative("--hop-latency-ns", o.hop_latency_ns, &err)) {
+        !nonnegative("--hop-latency-ns", o.hop_latency_ns, &err) ||
+        !nonnegative("--handshake-timeout", o.handshake_timeout_ms, &err)) {
         g_printerr("arctic-switch: %s\n", err->message);
+        return 2;
+    }
+    if (o.handshake_timeout_ms == 0) {
+        g_printerr("arctic-switch: --handshake-timeout 0: a connection "
+                   "needs at least 1 ms to say HELLO\n");
         return 2;
     }
 
@@ -159,6 +171,7 @@ int main(int argc, char **argv)
     config.hop_latency_ns = o.hop_latency_ns;
     config.seed = (uint64_t)o.seed;
     config.verbose = o.verbose;
+    config.handshake_timeout_ms = o.handshake_timeout_ms;
 
     sw = arctic_switch_new(&config, &err);
     if (!sw) {

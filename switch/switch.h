@@ -44,6 +44,7 @@ enum arctic_disconnect_reason {
     ARCTIC_DISCONNECT_HANDSHAKE_TIMEOUT,
     ARCTIC_DISCONNECT_IO_ERROR,
     ARCTIC_DISCONNECT_SHUTDOWN,         /* the switch is stopping */
+    ARCTIC_DISCONNECT_EVICTED,          /* pending, oldest, made room */
     ARCTIC_DISCONNECT_REASONS
 };
 

@@ -295,6 +295,8 @@ static void test_daemon_options(void)
         { { "-s", x, "--buffers", "1" }, 1, "--buffers 1" },
         { { "-s", x, "--levels", "1" }, 1, "levels" },
         { { "--tcp", "nocolon" }, 1, "HOST:PORT" },
+        { { "-s", x, "--handshake-timeout", "0" }, 2, "at least 1 ms" },
+        { { "-s", x, "--handshake-timeout", "-5" }, 2, "must not be negative" },
     };
     unsigned i;
 

@@ -7,6 +7,7 @@
  * clients reconnect under the same node id; a restarted switch takes over
  * a stale socket and its clients reconnect.
  */
+#include <poll.h>
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -559,6 +560,49 @@ static void test_tcp_listener(void)
     test_switch_stop(ts);
 }
 
+/*
+ * Connections that never say HELLO cannot lock a real NIU out: with the
+ * switch's 64 pending places taken, the one that has waited longest makes
+ * room for each new connection, and a real NIU joins at once.
+ */
+static void test_idle_connections_evicted(void)
+{
+    enum { IDLE = 80 };
+    ArcticSwitchConfig config;
+    TestSwitch *ts;
+    TestClient *niu;
+    int idle[IDLE];
+    unsigned i, closed = 0;
+    gint64 start, took_us;
+
+    arctic_switch_config_init(&config);
+    config.ports = 4;
+    ts = test_switch_start(&config);
+    for (i = 0; i < IDLE; i++) {
+        idle[i] = test_connect_unix(ts->socket_path);
+    }
+    start = g_get_monotonic_time();
+    niu = test_client_connect(ts->socket_path, 1, 8, 8);
+    took_us = g_get_monotonic_time() - start;
+    g_test_message("joined in %" G_GINT64_FORMAT " us with %d idle "
+                   "connections open", took_us, IDLE);
+    g_assert_cmpint(took_us, <, G_USEC_PER_SEC);
+    g_assert_cmpuint(niu->num_nodes, ==, 4);
+    /* The oldest idle ones were closed; the newest 63 still wait. */
+    for (i = 0; i < IDLE; i++) {
+        struct pollfd pfd = { .fd = idle[i], .events = POLLIN };
+        char byte;
+
+        if (poll(&pfd, 1, 0) == 1 && recv(idle[i], &byte, 1, 0) == 0) {
+            closed++;
+        }
+        close(idle[i]);
+    }
+    g_assert_cmpuint(closed, ==, IDLE + 1 - 64);
+    test_client_free(niu);
+    test_switch_stop(ts);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -573,5 +617,7 @@ int main(int argc, char **argv)
 #undef ADD
     g_test_add_func("/switch/protocol/switch-restart", test_switch_restart);
     g_test_add_func("/switch/protocol/tcp-listener", test_tcp_listener);
+    g_test_add_func("/switch/protocol/idle-connections-evicted",
+                    test_idle_connections_evicted);
     return g_test_run();
 }
