@@ -144,6 +144,10 @@ enum arctic_dma_status {
     ARCTIC_DMA_ERR_MEMORY = 5,    /* reading the source failed */
     ARCTIC_DMA_ERR_QUEUE = 6,     /* a DMA request in LoTx, or an MPI
                                      packet in DMATx */
+    /* Not about a DMA request: the node in command[0] stopped answering
+     * (ERROR_CAUSE.PEER_DEAD) and packets this endpoint had sent to it
+     * were dropped; TYPE 0 and ENDPOINT = this endpoint in the header. */
+    ARCTIC_NOTICE_PEER_DEAD = 7,
 };
 
 /* Byte offsets within a slot, for DMA engines that read fields one by one. */
@@ -257,6 +261,8 @@ enum arctic_counter {
     ARCTIC_CNT_DMA_REQUESTS,         /* DMA requests fully sent */
     ARCTIC_CNT_DMA_RX_PACKETS,       /* DMA data packets written to memory */
     ARCTIC_CNT_WRONG_JOB,            /* data refused: job tag mismatch */
+    ARCTIC_CNT_PEER_DROPPED,         /* packets dropped: their destination
+                                        stopped answering (PEER_DEAD) */
     ARCTIC_NUM_COUNTERS,
 };
 #define ARCTIC_COUNTER_OFFSET(c)    (A_NIU_COUNTER_BASE + 4 * (c))
@@ -284,6 +290,7 @@ static inline const char *arctic_counter_name(unsigned c)
         [ARCTIC_CNT_DMA_REQUESTS] = "dma-requests",
         [ARCTIC_CNT_DMA_RX_PACKETS] = "dma-rx-packets",
         [ARCTIC_CNT_WRONG_JOB] = "wrong-job",
+        [ARCTIC_CNT_PEER_DROPPED] = "peer-dropped",
     };
 
     return c < ARCTIC_NUM_COUNTERS ? names[c] : "unknown";
@@ -421,6 +428,8 @@ enum arctic_error {
     ARCTIC_ERR_BAD_PACKET = 11,  /* malformed packet from the network */
     ARCTIC_ERR_DMA_RANGE = 12,   /* DMA outside the endpoint's window */
     ARCTIC_ERR_BAD_VALUE = 13,   /* reserved bits or an invalid value */
+    ARCTIC_ERR_PEER_DEAD = 14,   /* a node did not answer for the peer
+                                    timeout: what was sent to it dropped */
     ARCTIC_NUM_ERRORS
 };
 

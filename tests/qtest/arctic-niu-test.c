@@ -2033,6 +2033,96 @@ static void test_dma_refused(void)
 }
 
 /*
+ * Take every packet the device has sent by now, returning the credit of
+ * each as the switch does: the retransmissions to a peer that is silent,
+ * or answered by hand (@answer_nack: a QUEUE_FULL nack to each).
+ */
+static unsigned link_drain_packets(Niu *n, bool answer_nack)
+{
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_e2e_header h;
+    unsigned count = 0;
+    uint16_t type;
+    uint32_t len;
+    uint8_t prio;
+
+    while (link_read(n, &type, wire, &len, QUIET_MS) == 1) {
+        if (type == ARCTIC_FRAME_CREDIT) {
+            n->credits_seen[ARCTIC_PRIORITY_LOW] += arctic_get_le16(wire);
+            n->credits_seen[ARCTIC_PRIORITY_HIGH] += arctic_get_le16(wire + 2);
+            continue;
+        }
+        g_assert_cmpint(type, ==, ARCTIC_FRAME_PACKET);
+        prio = FIELD_EX32(arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET),
+                          ARCTIC_W0, PRIORITY);
+        link_send_credit(n, prio == ARCTIC_PRIORITY_HIGH,
+                         prio == ARCTIC_PRIORITY_LOW);
+        arctic_e2e_decode(wire, &h);
+        if (answer_nack) {
+            peer_control(n, h.dst_node, ARCTIC_E2E_NACK, prio, h.epoch,
+                         h.seq, ARCTIC_NACK_QUEUE_FULL);
+        }
+        count++;
+    }
+    return count;
+}
+
+/*
+ * A destination that answers nothing: after peer-timeout-ms (10 s by
+ * default) the NIU drops what waits for it, counts it, sets PEER_DEAD
+ * naming the node, leaves a notice in the HiRx of the endpoint that sent
+ * it, and when the node answers again its stream starts afresh at seq 0
+ * of a newer epoch.  A destination that only refuses is alive.
+ */
+static void test_peer_dead(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    const uint64_t second = 1000000000ull;
+    uint32_t v = 0x5a, epoch, epoch2;
+    unsigned i, retries = 0;
+
+    mark_rx_slots(n);
+    guest_send(n, ARCTIC_TXQ_LO, 2, 7, 0x77, 0, &v, 1);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 7, 0x77, 0, &v, 1);
+    for (i = 0; i < 9; i++) {
+        qtest_clock_step(n->qts, second);
+        retries += link_drain_packets(n, false);
+    }
+    g_assert_cmpuint(retries, >, 9);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_PENDING), ==, 1);
+    qtest_clock_step(n->qts, 3 * second / 2);
+    link_drain_packets(n, false);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_PENDING), ==, 0);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_PEER_DROPPED), ==, 1);
+    g_assert_cmpuint(FIELD_EX32(reg_r(n, A_NIU_ERROR_INFO), NIU_ERROR_INFO,
+                                DETAIL), ==, 2);
+    expect_errors(n, 1u << ARCTIC_ERR_PEER_DEAD);
+    guest_expect_notice(n, 0, 2, ARCTIC_NOTICE_PEER_DEAD);
+
+    /* Node 2 is back: a new session, which it adopts at seq 0. */
+    guest_send(n, ARCTIC_TXQ_LO, 2, 8, 0x88, 0, &v, 1);
+    doorbell(n);
+    epoch2 = expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 8, 0x88, 0, &v, 1);
+    g_assert_cmphex(epoch2, ==, epoch + 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch2, 0, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_PENDING), ==, 0);
+
+    /* Node 3 refuses for 15 s (its queue stays full): never dead. */
+    guest_send(n, ARCTIC_TXQ_HI, 3, 9, 0x99, 0, &v, 1);
+    doorbell(n);
+    for (i = 0; i < 15; i++) {
+        link_drain_packets(n, true);
+        qtest_clock_step(n->qts, second);
+    }
+    g_assert_cmpint(reg_r(n, A_NIU_TX_PENDING), ==, 1);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_PEER_DROPPED), ==, 1);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    niu_stop(n);
+}
+
+/*
  * HiRx placed over DMATx, ahead of its tail: each refused request leaves
  * an error notice that is a new request, refused in turn.  The NIU's work
  * stays bounded: it stops after one pass until virtual time passes, then
@@ -3236,6 +3326,7 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/ack/rx-resync", test_rx_unknown_stream_resync);
     qtest_add_func("/arctic-niu/ack/tx-timeout", test_tx_timeout_retransmit);
     qtest_add_func("/arctic-niu/ack/tx-nack", test_tx_nack_goes_back);
+    qtest_add_func("/arctic-niu/ack/peer-dead", test_peer_dead);
     qtest_add_func("/arctic-niu/ack/tx-resync", test_tx_resync_renumbers);
     qtest_add_func("/arctic-niu/ack/tx-resync-before-ack",
                    test_tx_resync_before_first_ack);

@@ -954,6 +954,8 @@ static const Property arctic_niu_properties[] = {
     DEFINE_PROP_UINT64("poll-max-ns", ArcticNiuState, poll_max_ns, 1000000),
     DEFINE_PROP_UINT64("retry-timeout-ns", ArcticNiuState, retry_timeout_ns,
                        2000000),
+    DEFINE_PROP_UINT32("peer-timeout-ms", ArcticNiuState, peer_timeout_ms,
+                       10000),
     DEFINE_PROP_UINT64("nack-backoff-ns", ArcticNiuState, nack_backoff_ns,
                        10000),
 };

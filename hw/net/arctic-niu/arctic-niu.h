@@ -61,6 +61,7 @@ typedef struct ArcticLine {
     bool raw;               /* from the dMPI FIFO, not a queue */
     uint64_t queued_order;  /* send order among queued lines */
     uint8_t prio;           /* ARCTIC_PRIORITY_HIGH / _LOW */
+    uint8_t epn;            /* endpoint whose queue it came from */
     uint16_t dst;
     uint32_t seq;
     uint32_t retries;
@@ -128,6 +129,7 @@ struct ArcticNiuState {
     uint64_t poll_max_ns;
     uint64_t retry_timeout_ns;  /* first retransmit timeout */
     uint64_t nack_backoff_ns;   /* first delay before retrying a nack */
+    uint32_t peer_timeout_ms;   /* silence after which a node is dead */
 
     /* register file */
     bool tx_enabled;            /* TxCtrl ON written */
@@ -160,6 +162,9 @@ struct ArcticNiuState {
     QEMUTimer *retry_timer;
     uint64_t queue_counter;
     uint32_t epoch_base;        /* first epoch of every stream after reset */
+    /* Per destination: virtual ns since which packets to it have waited
+     * for any answer (0: none waits); see arctic_tx_peer_answered(). */
+    int64_t peer_waiting_since[ARCTIC_S];
 
     /* dMPI raw mode (niu-raw.c), indexed by priority */
     uint32_t raw_tx[ARCTIC_NUM_PRIORITIES][ARCTIC_MAX_PACKET_WORDS];
@@ -239,6 +244,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
 void arctic_tx_link_up(ArcticNiuState *s);
 ArcticLine *arctic_tx_next_line(ArcticNiuState *s, uint8_t prio);
 void arctic_tx_line_sent(ArcticNiuState *s, ArcticLine *line);
+void arctic_tx_peer_answered(ArcticNiuState *s, uint16_t node);
 void arctic_tx_cleanup(ArcticNiuState *s);
 
 /* niu-rx.c */

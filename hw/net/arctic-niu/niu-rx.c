@@ -309,10 +309,12 @@ void arctic_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
     case ARCTIC_E2E_ACK:
         arctic_niu_count(s, ARCTIC_CNT_ACKS_RECEIVED);
         arctic_tx_handle_ack(s, &h);
+        arctic_tx_peer_answered(s, h.src_node);
         break;
     case ARCTIC_E2E_NACK:
         arctic_niu_count(s, ARCTIC_CNT_NACKS_RECEIVED);
         arctic_tx_handle_nack(s, &h);
+        arctic_tx_peer_answered(s, h.src_node);
         break;
     }
 }

@@ -13,6 +13,7 @@
  */
 
 #include "qemu/osdep.h"
+#include "qemu/error-report.h"
 #include "qemu/log.h"
 #include "qemu/main-loop.h"
 #include "system/dma.h"
@@ -186,6 +187,7 @@ static void line_fill(ArcticNiuState *s, ArcticLine *line, unsigned epn,
     line->dma = FIELD_EX32(w1, ARCTIC_W1, MODE) == ARCTIC_MODE_DMA;
     line->raw = false;
     line->prio = prio;
+    line->epn = epn;
     line->dst = dest;
     line->seq = h.seq;
     line->retries = 0;
@@ -618,11 +620,103 @@ static int64_t line_backoff(uint64_t base, uint32_t retries)
 
 void arctic_tx_line_sent(ArcticNiuState *s, ArcticLine *line)
 {
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+
     line->queued = false;
     line->sent_once = true;
-    line->deadline = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
-                     line_backoff(s->retry_timeout_ns, line->retries);
+    line->deadline = now + line_backoff(s->retry_timeout_ns, line->retries);
+    if (!s->peer_waiting_since[line->dst]) {
+        s->peer_waiting_since[line->dst] = now;
+    }
     retry_timer_rearm(s);
+}
+
+static bool lines_to(ArcticNiuState *s, uint16_t node)
+{
+    unsigned i;
+
+    for (i = 0; i < s->num_lines; i++) {
+        if (s->lines[i].busy && s->lines[i].dst == node) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Any answer from @node, an ack or a nack, stale or not, shows it is
+ * alive: what is still sent to it waits from now on.
+ */
+void arctic_tx_peer_answered(ArcticNiuState *s, uint16_t node)
+{
+    s->peer_waiting_since[node] = lines_to(s, node)
+                                  ? qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) : 0;
+}
+
+/*
+ * @node has answered nothing for peer-timeout-ms while packets waited for
+ * it: drop them, tell each endpoint that lost some with a notice in its
+ * HiRx, and start its streams afresh in a newer epoch, so that a node that
+ * answers again (restarted, or its link back) takes what comes next as a
+ * new session (RESYNC) instead of waiting for the dropped sequence.
+ */
+static void peer_dead(ArcticNiuState *s, uint16_t node)
+{
+    unsigned i, p, dropped = 0, endpoints = 0;
+
+    for (i = 0; i < s->num_lines; i++) {
+        ArcticLine *l = &s->lines[i];
+
+        if (l->busy && l->dst == node) {
+            if (!l->raw) {
+                endpoints |= 1u << l->epn;
+            }
+            l->busy = false;
+            l->queued = false;
+            dropped++;
+        }
+    }
+    for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
+        ArcticTxStream *st = &s->tx_stream[p][node];
+
+        st->epoch++;
+        st->next_seq = 0;
+        st->acked = false;
+    }
+    s->peer_waiting_since[node] = 0;
+    s->counters[ARCTIC_CNT_PEER_DROPPED] += dropped;
+    trace_arctic_niu_peer_dead(s->node_id, node, dropped, endpoints);
+    warn_report("arctic-niu: node %u: node %u answered nothing for %u ms; "
+                "%u packet(s) to it dropped", s->node_id, node,
+                s->peer_timeout_ms, dropped);
+    arctic_niu_set_error(s, ARCTIC_ERR_PEER_DEAD, 0, 0, node);
+    for (i = 0; i < ARCTIC_ENDPOINTS; i++) {
+        if (endpoints & (1u << i)) {
+            arctic_rx_local_notice(s, i,
+                                   FIELD_DP32(0, MPI_HEADER, ENDPOINT, i),
+                                   node, ARCTIC_NOTICE_PEER_DEAD);
+        }
+    }
+    arctic_tx_kick(s);
+}
+
+/* Declare dead every node that has left packets unanswered too long. */
+static void check_peers(ArcticNiuState *s, int64_t now)
+{
+    int64_t limit = (int64_t)s->peer_timeout_ms * SCALE_MS;
+    unsigned i;
+
+    if (!s->peer_timeout_ms) {
+        return;
+    }
+    for (i = 0; i < s->num_lines; i++) {
+        ArcticLine *l = &s->lines[i];
+
+        if (l->busy && s->peer_waiting_since[l->dst] &&
+            now - s->peer_waiting_since[l->dst] >= limit) {
+            peer_dead(s, l->dst);
+        }
+    }
 }
 
 /* Requeue lines in sequence order so each stream goes out in order. */
@@ -664,6 +758,7 @@ static void retry_timer_cb(void *opaque)
     if (!arctic_link_is_up(s)) {
         return;     /* everything unacked goes out again at link up */
     }
+    check_peers(s, now);
     for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->lines[i];
         if (l->busy && !l->queued && l->deadline <= now) {
@@ -683,7 +778,9 @@ void arctic_tx_link_up(ArcticNiuState *s)
     unsigned i, n = 0;
 
     /* Unacked and never-sent lines alike, so each stream resumes in
-     * sequence order on the new session. */
+     * sequence order on the new session.  Time with the link down is not
+     * the peers' silence: they wait for an answer from now on. */
+    memset(s->peer_waiting_since, 0, sizeof(s->peer_waiting_since));
     for (i = 0; i < s->num_lines; i++) {
         if (s->lines[i].busy) {
             all[n++] = &s->lines[i];
@@ -844,6 +941,7 @@ void arctic_tx_reset(ArcticNiuState *s)
     timer_del(s->tx_poll_timer);
     timer_del(s->retry_timer);
     memset(s->lines, 0, sizeof(s->lines));
+    memset(s->peer_waiting_since, 0, sizeof(s->peer_waiting_since));
     s->tx_count = 0;
     s->tx_poll_interval_ns = s->poll_min_ns;
     /* A new epoch for every stream, later than any this NIU used before,
