@@ -9,7 +9,8 @@
  * message request to the next node answered by a reply; a block transfer
  * into the next node's segment, whose completion handler checks it.  Node
  * 0 prints one line per primitive with the count of wrong values; exit
- * status 0 means none anywhere.
+ * status 0 means none anywhere.  A node that stops answering ends the run
+ * on every other node with "node N stopped answering: FAIL", status 3.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,22 @@ static void xfer_complete(struct niu_endpoint *ep, unsigned int segment,
 			  void *arg)
 {
 	xfer_done++;
+}
+
+/*
+ * A node that stopped answering makes every later call fail (libniu
+ * returns -EHOSTDOWN and tells the other nodes): say which and stop.
+ */
+static void stop_if_peer_down(struct niu_endpoint *ep)
+{
+	int down = niu_peer_down(ep);
+
+	if (down < 0)
+		return;
+	printf("niu-coll-test: node %u: node %d stopped answering: FAIL\n",
+	       ep->node, down);
+	fflush(stdout);
+	exit(3);
 }
 
 /* Count @what's failures per primitive, over all nodes at the end. */
@@ -108,6 +125,7 @@ int main(int argc, char **argv)
 		printf("niu-coll-test: %u nodes, %u rounds, %u words per "
 		       "all-to-all block\n", n, rounds, words);
 	wrong[CALLS] += niu_barrier(&ep) != 0;
+	stop_if_peer_down(&ep);
 
 	for (round = 0; round < rounds; round++) {
 		double d[3];
@@ -119,6 +137,7 @@ int main(int argc, char **argv)
 				send[p * words + i] = value(me, p, round, i);
 		memset(recv, 0, (size_t)n * words * sizeof(uint32_t));
 		wrong[CALLS] += niu_alltoall(&ep, send, recv, words) != 0;
+		stop_if_peer_down(&ep);
 		for (p = 0; p < n; p++)
 			for (i = 0; i < words; i++)
 				wrong[ALLTOALL] += recv[p * words + i] !=
@@ -128,6 +147,7 @@ int main(int argc, char **argv)
 			for (i = 0; i < words; i++)
 				recv[i] = me == p ? value(p, 99, round, i) : 0;
 			wrong[CALLS] += niu_bcast(&ep, p, recv, words) != 0;
+			stop_if_peer_down(&ep);
 			for (i = 0; i < words; i++)
 				wrong[BCAST] += recv[i] !=
 						value(p, 99, round, i);
@@ -140,7 +160,9 @@ int main(int argc, char **argv)
 		v[0] = (int64_t)me * round - 3;
 		v[1] = ((int64_t)me << 40) + round;
 		wrong[CALLS] += niu_reduce(&ep, n - 1, NIU_SUM_F64, d, 3) != 0;
+		stop_if_peer_down(&ep);
 		wrong[CALLS] += niu_allreduce(&ep, NIU_MAX_I64, v, 2) != 0;
+		stop_if_peer_down(&ep);
 		if (me == n - 1)
 			wrong[REDUCE] += d[0] != n * (n + 1) / 2.0 ||
 					 d[1] != -(n * (n - 1) / 2.0) ||
@@ -152,6 +174,7 @@ int main(int argc, char **argv)
 		v[0] = me;
 		v[1] = -1;
 		wrong[CALLS] += niu_allreduce(&ep, NIU_SUM_I64, v, 2) != 0;
+		stop_if_peer_down(&ep);
 		wrong[ALLREDUCE] += v[0] != (int64_t)n * (n - 1) / 2 ||
 				    v[1] != -(int64_t)n;
 
@@ -163,28 +186,35 @@ int main(int argc, char **argv)
 				    xfer_complete, NULL);
 		current_round = round;
 		wrong[CALLS] += niu_barrier(&ep) != 0;	/* segments open */
+		stop_if_peer_down(&ep);
 		wrong[CALLS] += niu_am_request(&ep, (me + 1) % n, AM_PING,
 					       args, NIU_MAX_PAYLOAD) != 0;
+		stop_if_peer_down(&ep);
 		for (i = 0; i < XFER_WORDS; i++)
 			send[i] = value(me, 77, round, i);
 		wrong[CALLS] += niu_am_xfer(&ep, NIU_LO, (me + 1) % n,
 					    XFER_SEGMENT, 0, send,
 					    XFER_WORDS) != 0;
+		stop_if_peer_down(&ep);
 		/*
 		 * Serve the previous node's request too before the barrier,
 		 * which runs no handlers.
 		 */
-		while (pongs <= round || xfer_done <= round || pings <= round)
+		while (pongs <= round || xfer_done <= round || pings <= round) {
 			niu_am_poll(&ep);
+			stop_if_peer_down(&ep);
+		}
 		for (i = 0; i < XFER_WORDS; i++)
 			wrong[XFER] += seg[i] != value((me + n - 1) % n, 77,
 						       round, i);
 		wrong[CALLS] += niu_barrier(&ep) != 0;
+		stop_if_peer_down(&ep);
 	}
 	wrong[ACTIVE] = pong_wrong + (pongs != rounds);
 	wrong[XFER] += ep.am_errors + (xfer_done != rounds);
 
 	wrong[CALLS] += niu_reduce(&ep, 0, NIU_SUM_I64, wrong, NUM_CHECKS) != 0;
+	stop_if_peer_down(&ep);
 	ret = 0;
 	if (me == 0) {
 		for (i = 0; i < NUM_CHECKS; i++) {

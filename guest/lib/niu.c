@@ -26,6 +26,7 @@ enum {
 	NIU_TYPE_BARRIER = NIU_TYPE_LIBRARY_MIN,
 	NIU_TYPE_COLLECTIVE,	/* command0: collective number, 1: offset */
 	NIU_TYPE_AM_XFER,	/* command0: segment, 1: word offset */
+	NIU_TYPE_PEER_DOWN,	/* command0: the node that stopped answering */
 	NIU_QUEUES_VIEW_SIZE = ARCTIC_NIU_MMAP_DMA_TX +
 			       ARCTIC_NIU_MMAP_DMA_TX_SIZE,
 	/* Spins on an empty queue before yielding the CPU once. */
@@ -50,6 +51,7 @@ static void idle(struct niu_endpoint *ep, unsigned int *spins)
 
 	if (++*spins % NIU_SPINS_BEFORE_YIELD)
 		return;
+	niu_peer_down(ep);
 	if (!ep->idle_sleep_us) {
 		sched_yield();
 		return;
@@ -250,6 +252,71 @@ static bool clear_stale_header(volatile uint32_t *header, uint32_t stale)
 					   __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
+/*
+ * What a peer-down notice (from our NIU) or message (from another node's
+ * libniu) says: the node, or -1 if it is neither.  *@from_niu tells which.
+ */
+static int64_t peer_down_in(uint32_t header, uint32_t command0,
+			    uint32_t command1, bool *from_niu)
+{
+	uint32_t type = ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header);
+
+	*from_niu = ARCTIC_FIELD_GET(MPI_HEADER, MODE, header) ==
+		    ARCTIC_MODE_DMA;
+	if (*from_niu)
+		return command1 == ARCTIC_NOTICE_PEER_DEAD ? (int64_t)command0
+							   : -1;
+	return type == NIU_TYPE_PEER_DOWN ? (int64_t)command0 : -1;
+}
+
+/*
+ * A node stopped answering: remember which.  When our own NIU found out,
+ * tell every other node once: one may be waiting for a message that node
+ * will never send, with nothing in flight to it that its NIU could time
+ * out.  What another node tells us is not passed on again.
+ */
+static void note_peer_down(struct niu_endpoint *ep, uint32_t node,
+			   bool tell_others)
+{
+	uint32_t p;
+
+	if (!ep->peer_down) {
+		ep->peer_down = true;
+		ep->down_node = node;
+	}
+	if (!tell_others || ep->abort_sent)
+		return;
+	ep->abort_sent = true;		/* the sends below may take slots */
+	for (p = 0; p < ep->num_nodes; p++)
+		if (p != ep->node && p != node)
+			send_any_type(ep, NIU_HI, p, ep->endpoint,
+				      NIU_TYPE_PEER_DOWN, node, 0, NULL, 0);
+}
+
+int niu_peer_down(struct niu_endpoint *ep)
+{
+	volatile struct arctic_mpi_slot *rx = ep->rx[NIU_HI];
+	uint32_t i, at, lap, header;
+	bool from_niu;
+	int64_t node;
+
+	/* A notice may wait in HiRx behind messages nobody reads yet. */
+	for (i = 0; !ep->peer_down && i < ARCTIC_N; i++) {
+		at = (ep->rx_tail[NIU_HI] + i) % ARCTIC_N;
+		lap = ep->rx_lap[NIU_HI] ^ (at < ep->rx_tail[NIU_HI]);
+		header = rx[at].header;
+		if (!(header & ARCTIC_MPI_VALID) ||
+		    ARCTIC_FIELD_GET(MPI_HEADER, LAP, header) != lap)
+			break;
+		atomic_thread_fence(memory_order_acquire);
+		node = peer_down_in(header, rx[at].command[0],
+				    rx[at].command[1], &from_niu);
+		if (node >= 0)
+			note_peer_down(ep, (uint32_t)node, from_niu);
+	}
+	return ep->peer_down ? (int)ep->down_node : -1;
+}
+
 /* Seed 002 section 3.2.2, ReceiveHi/ReceiveLo, without waiting. */
 static int take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		     struct niu_msg *msg)
@@ -257,6 +324,8 @@ static int take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 	volatile struct arctic_mpi_slot *slot = &ep->rx[prio][ep->rx_tail[prio]];
 	uint32_t header = slot->header;
 	unsigned int i;
+	bool from_niu;
+	int64_t node;
 
 	if (!(header & ARCTIC_MPI_VALID))			/* step 1 */
 		return 0;
@@ -286,6 +355,13 @@ static int take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 	ep->rx_tail[prio] = (ep->rx_tail[prio] + 1) % ARCTIC_N;	/* step 6 */
 	if (!ep->rx_tail[prio])
 		ep->rx_lap[prio] ^= 1;
+	node = peer_down_in(header, msg->command[0], msg->command[1],
+			    &from_niu);
+	if (node >= 0) {
+		/* Not a message for the program: it learns from the error. */
+		note_peer_down(ep, (uint32_t)node, from_niu);
+		return take_slot(ep, prio, msg);
+	}
 	return 1;
 }
 
@@ -398,6 +474,8 @@ int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
 	unsigned int spins = 0;
 
 	while (!niu_try_recv(ep, prio, msg)) {
+		if (ep->peer_down)
+			return -EHOSTDOWN;
 		idle(ep, &spins);
 	}
 	return 0;
@@ -417,6 +495,8 @@ int niu_recv_any(struct niu_endpoint *ep, struct niu_msg *msg,
 				return 0;
 			}
 		}
+		if (ep->peer_down)
+			return -EHOSTDOWN;
 		idle(ep, &spins);
 	}
 }
@@ -451,6 +531,8 @@ static int barrier_wait(struct niu_endpoint *ep,
 			if (stash_put(stash, &msg))
 				return -ENOSPC;
 		}
+		if (ep->peer_down)
+			return -EHOSTDOWN;
 		idle(ep, &spins);
 	}
 }
@@ -597,10 +679,14 @@ int niu_alltoallv(struct niu_endpoint *ep, const uint32_t *const send[],
 			else if (stash_put(&ep->stash[NIU_LO], &msg))
 				abort();	/* a million unread messages */
 		}
+		if (!progress && ep->peer_down)
+			break;
 		if (!progress)
 			idle(ep, &spins);
 	}
 	free(sent);
+	if (unsent || x.remaining)
+		return -EHOSTDOWN;
 	return x.errors ? -EPROTO : 0;
 }
 

@@ -37,6 +37,7 @@
 #ifndef NIU_H
 #define NIU_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "arctic/niu-hw.h"
@@ -132,6 +133,9 @@ struct niu_endpoint {
 	unsigned int am_depth;		/* >0 while a handler runs */
 	struct niu_am_segment am_segments[NIU_AM_SEGMENTS];
 	uint64_t am_errors;		/* transfers refused (bad segment) */
+	bool peer_down;			/* a node stopped answering: */
+	uint32_t down_node;		/* which (niu_peer_down()) */
+	bool abort_sent;		/* the others were told */
 	void *queues;			/* the mmap()ed queue view */
 	void *user_page;		/* the mmap()ed doorbell page */
 };
@@ -160,13 +164,17 @@ int niu_send(struct niu_endpoint *ep, enum niu_priority prio, uint32_t dest,
 int niu_try_recv(struct niu_endpoint *ep, enum niu_priority prio,
 		 struct niu_msg *msg);
 
-/* Wait for the next user message of @prio. Returns 0. */
+/*
+ * Wait for the next user message of @prio.  Returns 0, or -EHOSTDOWN once
+ * a node has stopped answering (niu_peer_down()).
+ */
 int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
 	     struct niu_msg *msg);
 
 /*
  * Wait for the next user message of either priority, high first; stores
- * the priority it came on in @prio if not NULL.
+ * the priority it came on in @prio if not NULL.  Returns 0 or -EHOSTDOWN,
+ * as niu_recv().
  */
 int niu_recv_any(struct niu_endpoint *ep, struct niu_msg *msg,
 		 enum niu_priority *prio);
@@ -174,18 +182,32 @@ int niu_recv_any(struct niu_endpoint *ep, struct niu_msg *msg,
 /*
  * Wait until every node 0..num_nodes-1 has entered the barrier (the same
  * endpoint number on every node takes part).  Dissemination algorithm:
- * ceil(log2 n) rounds of one high-priority message each.  Returns 0, or
- * -ENOSPC when too many user messages arrived meanwhile to keep aside.
+ * ceil(log2 n) rounds of one high-priority message each.  Returns 0,
+ * -ENOSPC when too many user messages arrived meanwhile to keep aside, or
+ * -EHOSTDOWN as niu_recv().
  */
 int niu_barrier(struct niu_endpoint *ep);
+
+/*
+ * A dead node.  When a node answers nothing for the NIU's peer timeout
+ * (device property peer-timeout-ms, 10 s by default), the NIU drops what
+ * this endpoint had sent it and leaves a notice in HiRx
+ * (ARCTIC_NOTICE_PEER_DEAD).  libniu then tells every other node (a
+ * library message, as MPI_Abort does), and from then on every call that
+ * waits for a message (niu_recv(), niu_recv_any(), the barrier and the
+ * collectives) returns -EHOSTDOWN instead of waiting for ever.  Returns
+ * the node that stopped answering, or -1 while none has.
+ */
+int niu_peer_down(struct niu_endpoint *ep);
 
 /*
  * Collectives.  Every node 0..num_nodes-1 calls the same ones in the same
  * order with matching sizes; their data travels at low priority in
  * messages of 20 words tagged with a per-collective number, so messages of
  * a later collective that arrive early are kept aside, not mistaken.
- * Each returns 0, -EINVAL for a bad argument or -EPROTO when a message did
- * not fit the sizes given (a peer called with other sizes).
+ * Each returns 0, -EINVAL for a bad argument, -EPROTO when a message did
+ * not fit the sizes given (a peer called with other sizes), or -EHOSTDOWN
+ * once a node has stopped answering (niu_peer_down()).
  */
 
 /*

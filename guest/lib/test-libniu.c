@@ -464,6 +464,50 @@ static void test_dma_request(void)
 	free(window);
 }
 
+/*
+ * A node stops answering: the NIU's notice in HiRx (seen while the
+ * program waits on LoRx) makes the waits return -EHOSTDOWN, and the other
+ * nodes are told with a PEER_DOWN message each; one from another node
+ * does the same without telling anyone again; neither is a message.
+ */
+static void test_peer_down(void)
+{
+	struct niu_endpoint ep;
+	struct niu_msg msg;
+	uint32_t head = 0, p;
+	volatile struct arctic_mpi_slot *slot;
+
+	fake_endpoint(&ep, 1, 4);
+	CHECK(niu_peer_down(&ep) == -1);
+	deliver(&ep, NIU_HI, &head, 1, 5, 55, 0, 0);	/* a user message */
+	slot = &ep.rx[NIU_HI][ARCTIC_FIELD_GET(EP_RX_HD, INDEX, head)];
+	deliver(&ep, NIU_HI, &head, 1, 0, 2, ARCTIC_NOTICE_PEER_DEAD, 0);
+	slot->header |= ARCTIC_FIELD_PREP(MPI_HEADER, MODE, ARCTIC_MODE_DMA);
+	CHECK(niu_recv(&ep, NIU_LO, &msg) == -EHOSTDOWN);
+	CHECK(niu_peer_down(&ep) == 2);
+	CHECK(niu_barrier(&ep) == -EHOSTDOWN);
+	/* Told: nodes 0 and 3, not itself nor the dead node 2. */
+	for (p = 0; p < 2; p++) {
+		uint32_t header = ep.tx[NIU_HI][p].header;
+
+		CHECK(ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header) ==
+		      NIU_TYPE_PEER_DOWN);
+		CHECK(ARCTIC_FIELD_GET(MPI_HEADER, DEST, header) == p * 3);
+		CHECK(ep.tx[NIU_HI][p].command[0] == 2);
+	}
+	/* The user message still comes out; the notice never does. */
+	CHECK(niu_try_recv(&ep, NIU_HI, &msg) == 1 && msg.type == 5);
+	CHECK(niu_try_recv(&ep, NIU_HI, &msg) == 0);
+
+	/* Told by another node: the same error, nobody told again. */
+	fake_endpoint(&ep, 0, 4);
+	head = 0;
+	deliver(&ep, NIU_HI, &head, 1, NIU_TYPE_PEER_DOWN, 3, 0, 0);
+	CHECK(niu_peer_down(&ep) == 3);
+	CHECK(!ep.abort_sent && ep.tx[NIU_HI][0].header == 0);
+	CHECK(niu_recv_any(&ep, &msg, NULL) == -EHOSTDOWN);
+}
+
 int main(void)
 {
 	test_send_encoding();
@@ -475,6 +519,7 @@ int main(void)
 	test_reduce_operators();
 	test_active_messages();
 	test_dma_request();
+	test_peer_down();
 	printf("%s\n", failures ? "FAIL" : "PASS: libniu unit tests");
 	return failures ? 1 : 0;
 }
