@@ -30,6 +30,10 @@
 #   switch-restart-4  the switch is killed (SIGKILL) in the middle of
 #           niu-coll-test's traffic (60 rounds) and a new one started; every
 #           value must still be right, and both switches must carry traffic
+#   peer-dead-4  node 3's QEMU is killed (SIGKILL) in the middle of
+#           niu-coll-test on 4 nodes with a 3 s peer timeout: every survivor
+#           names node 3 and stops with status 3 within the timeout plus
+#           a margin, a NIU says it gave up on node 3, and no QEMU is left
 #   stale-2  niu-stale-test on 2 nodes with 255 lines and 128 credits:
 #           60000 messages taken by seed 002's own receive loop (no LAP
 #           check), the receiver pausing so its queue fills and the NIUs
@@ -46,7 +50,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|faults-4|switch-restart-4|stale-2|stale-loop}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|faults-4|switch-restart-4|peer-dead-4|stale-2|stale-loop}
 if [ ! -r "$ARCTIC_CACHE/guest/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_CACHE/guest/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_CACHE/guest; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -164,6 +168,42 @@ faults-4)
     expect "no kernel failed" '^\[node 0\] niu-suite: 0 failure\(s\): PASS$'
     expect "the switch did drop packets" '^drops: fault=[1-9][0-9]*'
     expect "all nodes ok" '^node [0-3]: ok$' 4
+    ;;
+peer-dead-4)
+    "$root/scripts/niu-cluster" --no-build -t 170 -n 4 -P 3000 -K 3:8 -- \
+        "niu-coll-test -r 400" >"$out" 2>&1
+    status=$?
+    cat "$out"
+    if [ "$status" = 3 ]; then
+        echo "ok: niu-cluster exited 3, the survivors' status"
+    else
+        echo "FAIL: niu-cluster exited $status, not 3"
+        failures=$((failures + 1))
+    fi
+    expect "node 3 was killed mid-run" "^==> killing node 3's QEMU after [0-9]+s, when the switch had taken [0-9]+ packets"
+    expect "every survivor names node 3" '^\[node [0-2]\] niu-coll-test: node [0-2]: node 3 stopped answering: FAIL$' 3
+    expect "the survivors stopped with status 3" '^node [0-2]: FAILED \(status 3\)$' 3
+    expect "the killed node did not finish" '^node 3: FAILED \(status 124\)$'
+    if grep -aqE 'arctic-niu: node [0-2]: node 3 answered nothing for 3000 ms; [0-9]+ packet\(s\) to it dropped' "$out"; then
+        echo "ok: a NIU gave up on node 3 after its 3 s timeout"
+    else
+        echo "FAIL: no NIU said it gave up on node 3"
+        failures=$((failures + 1))
+    fi
+    killed=$(sed -nE "s/^==> killing node 3's QEMU after ([0-9]+)s.*/\1/p" "$out")
+    ended=$(sed -nE 's/^=== summary: .* ([0-9]+)s ===$/\1/p' "$out")
+    if [ -n "$killed" ] && [ -n "$ended" ] && [ $((ended - killed)) -le 20 ]; then
+        echo "ok: the run ended $((ended - killed)) s after the kill (3 s timeout, 20 s allowed)"
+    else
+        echo "FAIL: the run ended ${ended:-?} s, the kill was at ${killed:-?} s"
+        failures=$((failures + 1))
+    fi
+    if pgrep -f 'qemu-system-x86_64 .*arctic-cluster' >/dev/null; then
+        echo "FAIL: a QEMU of the cluster is still running"
+        failures=$((failures + 1))
+    else
+        echo "ok: no QEMU left"
+    fi
     ;;
 stale-2)
     run_cluster -n 2 -L 255 -C 128 -- "niu-stale-test -n 60000 -p 2000"
