@@ -27,10 +27,14 @@ enum {
 	NIU_TYPE_COLLECTIVE,	/* command0: collective number, 1: offset */
 	NIU_TYPE_AM_XFER,	/* command0: segment, 1: word offset */
 	NIU_TYPE_PEER_DOWN,	/* command0: the node that stopped answering */
+	NIU_TYPE_PROBE,		/* nothing: something in flight to a peer */
 	NIU_QUEUES_VIEW_SIZE = ARCTIC_NIU_MMAP_DMA_TX +
 			       ARCTIC_NIU_MMAP_DMA_TX_SIZE,
 	/* Spins on an empty queue before yielding the CPU once. */
 	NIU_SPINS_BEFORE_YIELD = 256,
+	/* A wait this long probes every other node, then again this often. */
+	NIU_PROBE_AFTER_MS = 1000,
+	NIU_PROBE_EVERY_MS = 5000,
 };
 
 static const uint32_t queue_view_offset[2][NIU_NUM_PRIORITIES] = {
@@ -44,14 +48,28 @@ static const uint32_t queue_view_offset[2][NIU_NUM_PRIORITIES] = {
  * poll() on the endpoint: the driver arms the receive interrupt, so the
  * sleep ends as soon as a message arrives, or after the idle time.
  */
+static void send_probes(struct niu_endpoint *ep);
+
 static void idle(struct niu_endpoint *ep, unsigned int *spins)
 {
 	struct pollfd pfd = { .fd = ep->fd, .events = POLLIN };
+	uint64_t now;
 	int ms;
 
+	if (*spins == 0)
+		ep->wait_start_ns = 0;	/* a new wait */
 	if (++*spins % NIU_SPINS_BEFORE_YIELD)
 		return;
 	niu_peer_down(ep);
+	now = niu_now_ns();
+	if (!ep->wait_start_ns) {
+		ep->wait_start_ns = now;
+		ep->next_probe_ns = now + ep->probe_after_ns;
+	} else if (ep->probe_after_ns && now >= ep->next_probe_ns &&
+		   !ep->probing) {
+		ep->next_probe_ns = now + ep->probe_every_ns;
+		send_probes(ep);
+	}
 	if (!ep->idle_sleep_us) {
 		sched_yield();
 		return;
@@ -66,6 +84,11 @@ static void idle(struct niu_endpoint *ep, unsigned int *spins)
 void niu_set_idle_sleep(struct niu_endpoint *ep, unsigned int microseconds)
 {
 	ep->idle_sleep_us = microseconds;
+}
+
+void niu_set_probes(struct niu_endpoint *ep, bool on)
+{
+	ep->probe_after_ns = on ? NIU_PROBE_AFTER_MS * 1000000ull : 0;
 }
 
 uint64_t niu_now_ns(void)
@@ -92,6 +115,8 @@ int niu_open(struct niu_endpoint *ep, const char *path)
 	ep->node = node.node_id;
 	ep->num_nodes = node.num_nodes;
 	ep->endpoint = info.endpoint;
+	niu_set_probes(ep, true);
+	ep->probe_every_ns = NIU_PROBE_EVERY_MS * 1000000ull;
 
 	/* HiTx LoTx HiRx LoRx and DMATx right after them, in one view. */
 	ep->queues = mmap(NULL, NIU_QUEUES_VIEW_SIZE, PROT_READ | PROT_WRITE,
@@ -293,6 +318,24 @@ static void note_peer_down(struct niu_endpoint *ep, uint32_t node,
 				      NIU_TYPE_PEER_DOWN, node, 0, NULL, 0);
 }
 
+/*
+ * A wait that lasts: put a probe in flight to every other node.  A node
+ * that died then leaves a probe unanswered, and its own NIU's peer timeout
+ * tells us, even when we only wait for that node and sent it nothing.
+ * The receiving libniu drops probes; a live NIU acknowledges them.
+ */
+static void send_probes(struct niu_endpoint *ep)
+{
+	uint32_t p;
+
+	ep->probing = true;	/* the sends below may wait, and idle */
+	for (p = 0; p < ep->num_nodes && !ep->peer_down; p++)
+		if (p != ep->node)
+			send_any_type(ep, NIU_HI, p, ep->endpoint,
+				      NIU_TYPE_PROBE, 0, 0, NULL, 0);
+	ep->probing = false;
+}
+
 int niu_peer_down(struct niu_endpoint *ep)
 {
 	volatile struct arctic_mpi_slot *rx = ep->rx[NIU_HI];
@@ -362,6 +405,8 @@ static int take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		note_peer_down(ep, (uint32_t)node, from_niu);
 		return take_slot(ep, prio, msg);
 	}
+	if (!from_niu && msg->type == NIU_TYPE_PROBE)
+		return take_slot(ep, prio, msg);	/* its job is done */
 	return 1;
 }
 

@@ -136,6 +136,11 @@ struct niu_endpoint {
 	bool peer_down;			/* a node stopped answering: */
 	uint32_t down_node;		/* which (niu_peer_down()) */
 	bool abort_sent;		/* the others were told */
+	uint64_t wait_start_ns;		/* of the current wait, or 0 */
+	uint64_t next_probe_ns;		/* see send_probes() in niu.c */
+	uint64_t probe_after_ns;	/* 0: never probe */
+	uint64_t probe_every_ns;
+	bool probing;
 	void *queues;			/* the mmap()ed queue view */
 	void *user_page;		/* the mmap()ed doorbell page */
 };
@@ -195,8 +200,11 @@ int niu_barrier(struct niu_endpoint *ep);
  * (ARCTIC_NOTICE_PEER_DEAD).  libniu then tells every other node (a
  * library message, as MPI_Abort does), and from then on every call that
  * waits for a message (niu_recv(), niu_recv_any(), the barrier and the
- * collectives) returns -EHOSTDOWN instead of waiting for ever.  Returns
- * the node that stopped answering, or -1 while none has.
+ * collectives) returns -EHOSTDOWN instead of waiting for ever.  So that
+ * a node that only waits for a dead one learns it too, a wait longer than
+ * a second puts a small library message (a probe, dropped by the
+ * receiving libniu) in flight to every other node, and again every 5 s.
+ * Returns the node that stopped answering, or -1 while none has.
  */
 int niu_peer_down(struct niu_endpoint *ep);
 
@@ -321,6 +329,14 @@ int niu_am_xfer(struct niu_endpoint *ep, enum niu_priority prio,
  * the nodes that compute (several TCG guests on few cores).
  */
 void niu_set_idle_sleep(struct niu_endpoint *ep, unsigned int microseconds);
+
+/*
+ * Whether long waits probe the other nodes (niu_peer_down(); on by
+ * default).  A program whose peers are not libniu programs (a node in raw
+ * mode, a seed 002 program reading its queues itself) turns it off: they
+ * would take a probe for a message.
+ */
+void niu_set_probes(struct niu_endpoint *ep, bool on);
 
 /*
  * Remote DMA.  niu_dma_window() asks the driver for this endpoint's DMA

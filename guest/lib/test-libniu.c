@@ -508,6 +508,46 @@ static void test_peer_down(void)
 	CHECK(niu_recv_any(&ep, &msg, NULL) == -EHOSTDOWN);
 }
 
+/*
+ * A wait that lasts puts a probe in flight to every other node (so that
+ * a dead one is found even if we only wait for it); probes that arrive
+ * are dropped, never returned; niu_set_probes(false) stops them.
+ */
+static void test_probes(void)
+{
+	struct niu_endpoint ep;
+	struct niu_msg msg;
+	unsigned int spins = 0, i;
+	uint32_t head = 0, p;
+
+	fake_endpoint(&ep, 2, 4);
+	ep.probe_after_ns = 1;
+	ep.probe_every_ns = 1000000000000ull;
+	for (i = 0; i < 2 * NIU_SPINS_BEFORE_YIELD; i++)
+		idle(&ep, &spins);
+	for (p = 0; p < 3; p++) {
+		uint32_t header = ep.tx[NIU_HI][p].header;
+
+		CHECK(ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header) ==
+		      NIU_TYPE_PROBE);
+		CHECK(ARCTIC_FIELD_GET(MPI_HEADER, DEST, header) ==
+		      (p < 2 ? p : 3));
+	}
+	CHECK(ep.tx[NIU_HI][3].header == 0);	/* once, not every spin */
+
+	deliver(&ep, NIU_HI, &head, 1, NIU_TYPE_PROBE, 0, 0, 0);
+	deliver(&ep, NIU_HI, &head, 1, 6, 66, 0, 0);
+	CHECK(niu_try_recv(&ep, NIU_HI, &msg) == 1 && msg.type == 6);
+	CHECK(niu_try_recv(&ep, NIU_HI, &msg) == 0);
+
+	fake_endpoint(&ep, 2, 4);
+	niu_set_probes(&ep, false);
+	spins = 0;
+	for (i = 0; i < 4 * NIU_SPINS_BEFORE_YIELD; i++)
+		idle(&ep, &spins);
+	CHECK(ep.tx[NIU_HI][0].header == 0);
+}
+
 int main(void)
 {
 	test_send_encoding();
@@ -520,6 +560,7 @@ int main(void)
 	test_active_messages();
 	test_dma_request();
 	test_peer_down();
+	test_probes();
 	printf("%s\n", failures ? "FAIL" : "PASS: libniu unit tests");
 	return failures ? 1 : 0;
 }
