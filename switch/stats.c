@@ -169,6 +169,7 @@ static const char *const priority_names[ARCTIC_NUM_PRIORITIES] = {
 void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
 {
     uint64_t drops_by_reason[ARCTIC_DROP_REASONS] = { 0 };
+    uint64_t duplicated = 0, corrupted = 0, delayed = 0;
     unsigned i, prio, r, b;
     bool any_drop = false;
 
@@ -196,6 +197,9 @@ void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
             for (r = 0; r < ARCTIC_DROP_REASONS; r++) {
                 drops_by_reason[r] += q->drops[r];
             }
+            duplicated += q->duplicated;
+            corrupted += q->corrupted;
+            delayed += q->delayed;
         }
     }
     fprintf(out, "drops:");
@@ -207,6 +211,12 @@ void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
         }
     }
     fprintf(out, "%s\n", any_drop ? "" : " none");
+    if (duplicated || corrupted || delayed) {
+        /* What fault injection did besides dropping (--fault). */
+        fprintf(out, "faults: duplicated=%" G_GUINT64_FORMAT " corrupted=%"
+                G_GUINT64_FORMAT " delayed=%" G_GUINT64_FORMAT "\n",
+                duplicated, corrupted, delayed);
+    }
     for (prio = ARCTIC_NUM_PRIORITIES; prio-- > 0;) {
         fprintf(out, "latency %s:", priority_names[prio]);
         for (b = 0; b < ARCTIC_LATENCY_BUCKETS; b++) {

@@ -127,6 +127,20 @@ static struct arctic_port_prio_stats run_faults(uint64_t seed,
     result = st->port[DST].prio[ARCTIC_PRIORITY_LOW];
     g_assert_cmpuint(st->packets_in_use, ==, 0);
     g_assert_cmpuint(st->port[SRC].prio[0].rx_packets, ==, COUNT);
+    {
+        /* The exit summary says what fault injection did, not only drops. */
+        g_autofree char *printed = NULL, *want = NULL;
+        size_t printed_size;
+        FILE *out = open_memstream(&printed, &printed_size);
+
+        arctic_switch_stats_print(st, out);
+        fclose(out);
+        want = g_strdup_printf("faults: duplicated=%" G_GUINT64_FORMAT
+                               " corrupted=%" G_GUINT64_FORMAT " delayed=%"
+                               G_GUINT64_FORMAT "\n", result.duplicated,
+                               result.corrupted, result.delayed);
+        g_assert_nonnull(strstr(printed, want));
+    }
     arctic_switch_stats_free(st);
     test_client_free(clients[0]);
     test_client_free(clients[1]);
