@@ -34,6 +34,10 @@
 #           niu-coll-test on 4 nodes with a 3 s peer timeout: every survivor
 #           names node 3 and stops with status 3 within the timeout plus
 #           a margin, a NIU says it gave up on node 3, and no QEMU is left
+#   soak-4  niu-soak on 4 nodes through 1% drop, duplicate, corrupt and
+#           delay on every port: 10^5 messages of both priorities and 2000
+#           remote-DMA blocks around the ring, every one received once, in
+#           order, every word right; the switch reports each kind of fault
 #   stale-2  niu-stale-test on 2 nodes with 255 lines and 128 credits:
 #           60000 messages taken by seed 002's own receive loop (no LAP
 #           check), the receiver pausing so its queue fills and the NIUs
@@ -50,7 +54,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|faults-4|switch-restart-4|peer-dead-4|stale-2|stale-loop}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop}
 if [ ! -r "$ARCTIC_CACHE/guest/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_CACHE/guest/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_CACHE/guest; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -204,6 +208,15 @@ peer-dead-4)
     else
         echo "ok: no QEMU left"
     fi
+    ;;
+soak-4)
+    run_cluster -n 4 -f '*:drop=0.01,dup=0.01,corrupt=0.01,delay=0.01' -- \
+        "niu-soak -n 25000"
+    expect "every message and block once, in order, right, on every node" '^\[node [0-3]\] niu-soak: node [0-3]: from node [0-3]: high 8334, low 16666, DMA 500; wrong 0, missing 0, repeated 0, DMA wrong 0, DMA out of order 0: PASS$' 4
+    expect "each node's rate" '^\[node [0-3]\] niu-soak: node [0-3]: 25000 messages and 500 DMA blocks to node [0-3] in [0-9.]+ s \([0-9]+ messages/s\)$' 4
+    expect "the switch dropped packets" '^drops: fault=[1-9][0-9]*'
+    expect "and duplicated, corrupted and delayed others" '^faults: duplicated=[1-9][0-9]* corrupted=[1-9][0-9]* delayed=[1-9][0-9]*$'
+    expect "all nodes ok" '^node [0-3]: ok$' 4
     ;;
 stale-2)
     run_cluster -n 2 -L 255 -C 128 -- "niu-stale-test -n 60000 -p 2000"
