@@ -69,8 +69,9 @@ enum {
      * words. */
     ARCTIC_DMA_DATA_WORDS = 16,
     ARCTIC_DMA_PACKET_LENGTH = ARCTIC_ROUTE_WORDS + 2 + ARCTIC_DMA_DATA_WORDS,
-    /* Acks and nacks carry only the route words. */
-    ARCTIC_CONTROL_PACKET_LENGTH = ARCTIC_ROUTE_WORDS,
+    /* Acks and nacks carry the route words and one more, the answering
+     * receiver's incarnation (arctic_control_incarnation()). */
+    ARCTIC_CONTROL_PACKET_LENGTH = ARCTIC_ROUTE_WORDS + 1,
     ARCTIC_MIN_PACKET_WORDS = ARCTIC_ROUTE_WORDS,
     ARCTIC_MAX_PACKET_WORDS = 31,     /* the 5-bit length field */
 };
@@ -111,8 +112,9 @@ struct arctic_e2e_header {
     uint16_t src_node;   /* sender of this packet */
     uint16_t dst_node;   /* node the route leads to: checked on arrival */
     uint16_t job;        /* DATA: job tag (GID) stamped by the sending
-                            NIU; ACK/NACK: the receiver's incarnation,
-                            which changes each time it is reset */
+                            NIU; ACK/NACK: the low 16 bits of the
+                            receiver's incarnation (the whole of it is
+                            word 2 of the packet) */
     uint32_t epoch;      /* DATA: sender's session; ACK/NACK: the session
                             acknowledged */
     uint32_t seq;        /* DATA: sequence number per (src, dst, priority);
@@ -163,6 +165,25 @@ static inline void arctic_e2e_decode(const void *buf,
     h->job = arctic_get_le16(b + 6);
     h->epoch = arctic_get_le32(b + 8);
     h->seq = arctic_get_le32(b + 12);
+}
+
+/*
+ * Word 2 of an ACK or NACK: the answering receiver's incarnation, 32 bits
+ * that change at each of its resets and never repeat in practice (its
+ * epoch base, from the host clock in ms), so a sender tells a receiver
+ * reset since it acked from a reordered answer of the same one.
+ */
+static inline uint32_t arctic_control_incarnation(const void *pkt)
+{
+    return arctic_get_le32((const uint8_t *)pkt + ARCTIC_WIRE_WORDS_OFFSET +
+                           4 * ARCTIC_ROUTE_WORDS);
+}
+
+static inline void arctic_control_set_incarnation(void *pkt,
+                                                  uint32_t incarnation)
+{
+    arctic_put_le32((uint8_t *)pkt + ARCTIC_WIRE_WORDS_OFFSET +
+                    4 * ARCTIC_ROUTE_WORDS, incarnation);
 }
 
 /* Why a wire packet is malformed; 0 when it is well formed. */

@@ -81,6 +81,8 @@ f.e2e_reason = ProtoField.uint8("arctic.e2e.reason", "NACK reason",
 f.src = ProtoField.uint16("arctic.e2e.src", "Source node")
 f.dst = ProtoField.uint16("arctic.e2e.dst", "Destination node")
 f.job = ProtoField.uint16("arctic.e2e.job", "Job tag")
+f.incarnation = ProtoField.uint32("arctic.e2e.incarnation",
+    "Receiver incarnation", base.HEX)
 f.epoch = ProtoField.uint32("arctic.e2e.epoch", "Epoch")
 f.seq = ProtoField.uint32("arctic.e2e.seq", "Sequence")
 
@@ -162,7 +164,11 @@ function arctic.dissector(tvb, pinfo, tree)
 
     local crc_at = tvb:len() - 4
     local body = w + 8
-    if body + 8 <= crc_at then
+    if tvb(p, 1):uint() ~= 1 and body + 4 == crc_at then
+        -- an ACK or NACK: word 2 is the answering receiver's incarnation
+        root:add_le(f.incarnation, tvb(body, 4))
+        body = body + 4
+    elseif body + 8 <= crc_at then
         root:add_le(f.command0, tvb(body, 4))
         root:add_le(f.command1, tvb(body + 4, 4))
         body = body + 8

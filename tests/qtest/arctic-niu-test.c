@@ -61,8 +61,8 @@ typedef struct Niu {
     uint32_t dma_head;              /* guest producer index: DMATx */
     uint32_t peer_epoch;            /* epoch the test uses as a sender */
     uint32_t peer_seq[2];
-    uint16_t peer_incarnation;      /* stamped in the test's acks/nacks */
-    uint16_t niu_incarnation;       /* seen in the device's */
+    uint32_t peer_incarnation;      /* stamped in the test's acks/nacks */
+    uint32_t niu_incarnation;       /* seen in the device's */
     bool niu_incarnation_known;
 } Niu;
 
@@ -414,7 +414,10 @@ static void link_send_credit(Niu *n, uint16_t hi, uint16_t lo)
     link_write(n, ARCTIC_FRAME_CREDIT, body, sizeof(body));
 }
 
-/* Build a wire packet the way an NIU does (the test's own encoder). */
+/*
+ * Build a wire packet the way an NIU does (the test's own encoder); @len
+ * < 0 makes an ack or nack, whose incarnation word is @cmd0.
+ */
 static size_t build_wire(uint8_t *wire, const struct arctic_e2e_header *h,
                          uint32_t route, uint32_t header_low16, uint32_t cmd0,
                          uint32_t cmd1, const uint32_t *payload, int len)
@@ -436,6 +439,8 @@ static size_t build_wire(uint8_t *wire, const struct arctic_e2e_header *h,
         for (i = 0; i < len; i++) {
             arctic_put_le32(wire + 32 + 4 * i, payload[i]);
         }
+    } else {
+        arctic_control_set_incarnation(wire, cmd0);
     }
     arctic_wire_seal(wire, size);
     return size;
@@ -473,13 +478,13 @@ static void peer_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
                  ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, REASON, reason),
         .src_node = src,
         .dst_node = NIU_NODE,
-        .job = n->peer_incarnation,
+        .job = n->peer_incarnation & 0xffff,
         .epoch = epoch,
         .seq = seq,
     };
     size_t size = build_wire(wire, &h, arctic_route_entry(src, NIU_NODE, true,
                                                           false),
-                             0, 0, 0, NULL, -1);
+                             0, n->peer_incarnation, 0, NULL, -1);
     enum arctic_counter seen = kind == ARCTIC_E2E_ACK
                                ? ARCTIC_CNT_ACKS_RECEIVED
                                : ARCTIC_CNT_NACKS_RECEIVED;
@@ -513,17 +518,17 @@ static void expect_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
     struct arctic_e2e_header got;
     size_t want_size;
 
-    /* The job field of an answer is the NIU's incarnation: constant
-     * between resets. */
+    /* An answer carries the NIU's incarnation, constant between resets:
+     * whole in word 2, its low half in the job field. */
     arctic_e2e_decode(wire, &got);
     if (!n->niu_incarnation_known) {
-        n->niu_incarnation = got.job;
+        n->niu_incarnation = arctic_control_incarnation(wire);
         n->niu_incarnation_known = true;
     }
-    h.job = n->niu_incarnation;
+    h.job = n->niu_incarnation & 0xffff;
     want_size = build_wire(want, &h, arctic_route_entry(NIU_NODE, src, true,
                                                         false),
-                           0, 0, 0, NULL, -1);
+                           0, n->niu_incarnation, 0, NULL, -1);
 
     g_assert_cmpint(size, ==, want_size);
     g_assert_cmpmem(wire, size, want, want_size);
@@ -602,7 +607,7 @@ static Niu *niu_start_node(const char *link, unsigned node)
     n->fd = -1;
     n->listen_fd = -1;
     n->peer_epoch = 0x5eed0000;
-    n->peer_incarnation = 0x1111;
+    n->peer_incarnation = 0x00011111;
     if (link && strcmp(link, "listen") == 0) {
         n->dir = g_dir_make_tmp("arctic-niu-test-XXXXXX", NULL);
         g_assert_nonnull(n->dir);
@@ -1622,8 +1627,10 @@ static void test_tx_resync_renumbers(void)
     peer_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH, epoch,
                  epoch + 100, ARCTIC_NACK_RESYNC);
     link_expect_silence(n);
-    /* A reset receiver (another incarnation): start over, renumbered. */
-    n->peer_incarnation++;
+    /* A reset receiver (another incarnation, here one whose low 16 bits,
+     * all an answer carried once, are those of the first): start over,
+     * renumbered. */
+    n->peer_incarnation += 0x10000;
     peer_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH, epoch,
                  epoch + 100, ARCTIC_NACK_RESYNC);
     epoch2 = expect_data(n, PEER, ARCTIC_PRIORITY_HIGH, 0, 2, 2, 2, p[1], 1);
@@ -2833,7 +2840,7 @@ static void test_bad_frames_reset_link(void)
     link_handshake(n, 8, 8);
     {
         enum { BURST = 3 * ARCTIC_LINK_DEFAULT_CREDITS };
-        uint8_t burst[BURST * (ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MIN_SIZE)];
+        uint8_t burst[BURST * (ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE)];
         size_t off = 0;
 
         for (unsigned i = 0; i < BURST; i++) {

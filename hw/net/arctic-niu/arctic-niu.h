@@ -75,7 +75,7 @@ typedef struct ArcticTxStream {
     uint32_t epoch;
     uint32_t next_seq;
     bool acked;                 /* an ack of this epoch has arrived */
-    uint16_t peer_incarnation;  /* the receiver that sent it */
+    uint32_t peer_incarnation;  /* the receiver that sent it */
 } ArcticTxStream;
 
 /* Receiver side of one (source, priority) stream, and what it owes the
@@ -238,9 +238,11 @@ void arctic_tx_doorbell(ArcticNiuState *s);
 void arctic_tx_enable_changed(ArcticNiuState *s);
 bool arctic_tx_draining(ArcticNiuState *s);
 unsigned arctic_tx_pending(ArcticNiuState *s);
-void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h);
+void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
+                          uint32_t incarnation);
 void arctic_tx_handle_nack(ArcticNiuState *s,
-                           const struct arctic_e2e_header *h);
+                           const struct arctic_e2e_header *h,
+                           uint32_t incarnation);
 void arctic_tx_link_up(ArcticNiuState *s);
 ArcticLine *arctic_tx_next_line(ArcticNiuState *s, uint8_t prio);
 void arctic_tx_line_sent(ArcticNiuState *s, ArcticLine *line);

@@ -285,6 +285,11 @@ void arctic_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
         arctic_e2e_decode(pkt, &h);
         if (h.dst_node != s->node_id || h.src_node >= ARCTIC_S) {
             err = ARCTIC_WIRE_BAD_KIND;     /* misrouted or forged */
+        } else if (h.kind != ARCTIC_E2E_DATA &&
+                   FIELD_EX32(arctic_get_le32(words + 4), ARCTIC_W1, LENGTH) !=
+                   ARCTIC_CONTROL_PACKET_LENGTH) {
+            /* An answer without its incarnation word. */
+            err = ARCTIC_WIRE_BAD_KIND;
         } else if (h.kind == ARCTIC_E2E_DATA &&
                    FIELD_EX32(h.flags, ARCTIC_E2E_FLAGS, PRIORITY) !=
                    FIELD_EX32(arctic_get_le32(words), ARCTIC_W0, PRIORITY)) {
@@ -308,12 +313,12 @@ void arctic_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
         break;
     case ARCTIC_E2E_ACK:
         arctic_niu_count(s, ARCTIC_CNT_ACKS_RECEIVED);
-        arctic_tx_handle_ack(s, &h);
+        arctic_tx_handle_ack(s, &h, arctic_control_incarnation(pkt));
         arctic_tx_peer_answered(s, h.src_node);
         break;
     case ARCTIC_E2E_NACK:
         arctic_niu_count(s, ARCTIC_CNT_NACKS_RECEIVED);
-        arctic_tx_handle_nack(s, &h);
+        arctic_tx_handle_nack(s, &h, arctic_control_incarnation(pkt));
         arctic_tx_peer_answered(s, h.src_node);
         break;
     }
@@ -336,8 +341,9 @@ bool arctic_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
             .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, prio),
             .src_node = s->node_id,
             .dst_node = src,
-            /* Which incarnation of this receiver answers: a sender tells a
-             * reset receiver from a reordered answer by it. */
+            /* Which incarnation of this receiver answers (all of it in
+             * word 2): a sender tells a reset receiver from a reordered
+             * answer by it. */
             .job = s->epoch_base & 0xffff,
         };
         uint32_t w1;
@@ -376,6 +382,7 @@ bool arctic_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
         arctic_put_le32(wire + ARCTIC_WIRE_WORDS_OFFSET,
                         route & ~R_ROUTE_ENTRY_DOWNROUTE_MASK);
         arctic_put_le32(wire + ARCTIC_WIRE_WORDS_OFFSET + 4, w1);
+        arctic_control_set_incarnation(wire, s->epoch_base);
         *size = arctic_wire_size(ARCTIC_CONTROL_PACKET_LENGTH);
         arctic_wire_seal(wire, *size);
         arctic_niu_count(s, h.kind == ARCTIC_E2E_ACK ? ARCTIC_CNT_ACKS_SENT

@@ -791,7 +791,8 @@ void arctic_tx_link_up(ArcticNiuState *s)
     arctic_tx_kick(s);
 }
 
-void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h)
+void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
+                          uint32_t incarnation)
 {
     uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
     ArcticTxStream *st = &s->tx_stream[prio][h->src_node];
@@ -803,7 +804,7 @@ void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h)
     }
     if (!st->acked) {
         st->acked = true;
-        st->peer_incarnation = h->job;
+        st->peer_incarnation = incarnation;
     }
     for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->lines[i];
@@ -854,7 +855,8 @@ static void tx_resync(ArcticNiuState *s, uint8_t prio, uint16_t dst,
 }
 
 void arctic_tx_handle_nack(ArcticNiuState *s,
-                           const struct arctic_e2e_header *h)
+                           const struct arctic_e2e_header *h,
+                           uint32_t incarnation)
 {
     uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
     uint8_t reason = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, REASON);
@@ -883,7 +885,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
              * adopt the epoch, and cannot deliver anything twice (a seq 0
              * it already took is a duplicate to it). */
             go_back_from = 0;
-        } else if (h->job != st->peer_incarnation) {
+        } else if (incarnation != st->peer_incarnation) {
             /* A receiver that acked this epoch was reset since: its old
              * deliveries went to a guest that is gone, so number what is
              * left again in a new epoch. */
