@@ -148,6 +148,10 @@ enum arctic_dma_status {
      * (ERROR_CAUSE.PEER_DEAD) and packets this endpoint had sent to it
      * were dropped; TYPE 0 and ENDPOINT = this endpoint in the header. */
     ARCTIC_NOTICE_PEER_DEAD = 7,
+    /* From the node in DEST, not this NIU: that node's NIU refused some of
+     * the data of the request with this TYPE and command[0] (its target
+     * was outside the window there); its notification says so too. */
+    ARCTIC_DMA_ERR_TARGET = 8,
 };
 
 /* Byte offsets within a slot, for DMA engines that read fields one by one. */

@@ -101,10 +101,20 @@ enum arctic_nack_reason {
     ARCTIC_NACK_RX_ERROR = 7,       /* the receive queue is not reachable */
 };
 
-/* e2e flags: the priority of the stream a DATA packet belongs to, or that
- * an ACK/NACK refers to, and a NACK's reason. */
+/*
+ * e2e flags: the priority of the stream a DATA packet belongs to, or that
+ * an ACK/NACK refers to, and a NACK's REASON.  On a DATA packet: NOTIFY,
+ * the notification that ends a remote DMA, with the requesting endpoint in
+ * SOURCE_ENDPOINT (so that a receiver which refused some of that
+ * transfer's data can say so, to both programs); NOTICE, such a report
+ * from the receiving NIU, delivered as a notice (MODE 1).  SOURCE_ENDPOINT
+ * shares bits with REASON, which only a NACK has.
+ */
 FIELD(ARCTIC_E2E_FLAGS, PRIORITY, 0, 1)
+FIELD(ARCTIC_E2E_FLAGS, NOTIFY, 1, 1)
+FIELD(ARCTIC_E2E_FLAGS, NOTICE, 2, 1)
 FIELD(ARCTIC_E2E_FLAGS, REASON, 4, 4)
+FIELD(ARCTIC_E2E_FLAGS, SOURCE_ENDPOINT, 5, 3)
 
 struct arctic_e2e_header {
     uint8_t kind;        /* enum arctic_e2e_kind */

@@ -552,15 +552,18 @@ static void peer_send_acked(Niu *n, uint8_t prio, unsigned type, uint32_t cmd0,
  * (route words from the NIU's route table, CRC included).  Returns the
  * epoch it carried so a test can follow the stream.
  */
-static uint32_t expect_data(Niu *n, unsigned dest, uint8_t prio,
-                            uint32_t seq, unsigned type, uint32_t cmd0,
-                            uint32_t cmd1, const uint32_t *payload, int len)
+/* The next data packet, checked whole; @flags beyond the priority
+ * (ARCTIC_E2E_FLAGS.NOTIFY on a DMA notification). */
+static uint32_t expect_data_flags(Niu *n, unsigned dest, uint8_t prio,
+                                  uint8_t flags, uint32_t seq, unsigned type,
+                                  uint32_t cmd0, uint32_t cmd1,
+                                  const uint32_t *payload, int len)
 {
     uint8_t wire[ARCTIC_WIRE_MAX_SIZE], want[ARCTIC_WIRE_MAX_SIZE];
     size_t size = link_expect_packet(n, wire);
     struct arctic_e2e_header got, h = {
         .kind = ARCTIC_E2E_DATA,
-        .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, prio),
+        .flags = FIELD_DP32(flags, ARCTIC_E2E_FLAGS, PRIORITY, prio),
         .src_node = NIU_NODE,
         .dst_node = dest,
         .seq = seq,
@@ -578,6 +581,14 @@ static uint32_t expect_data(Niu *n, unsigned dest, uint8_t prio,
     g_assert_cmpint(size, ==, want_size);
     g_assert_cmpmem(wire, size, want, want_size);
     return got.epoch;
+}
+
+static uint32_t expect_data(Niu *n, unsigned dest, uint8_t prio,
+                            uint32_t seq, unsigned type, uint32_t cmd0,
+                            uint32_t cmd1, const uint32_t *payload, int len)
+{
+    return expect_data_flags(n, dest, prio, 0, seq, type, cmd0, cmd1,
+                             payload, len);
 }
 
 /* ------------------------------------------------------------------------
@@ -1765,11 +1776,13 @@ static void expect_dma(Niu *n, unsigned dest, uint32_t first_seq,
         peer_control(n, dest, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, got.epoch,
                      got.seq, 0);
     }
-    /* The notification: command, target's low word, payload; mode 0. */
+    /* The notification: command, target's low word, payload; mode 0,
+     * marked as a notification in the e2e flags. */
     peer_control(n, dest, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
-                 expect_data(n, dest, ARCTIC_PRIORITY_HIGH,
-                             first_seq + ARCTIC_DMA_PACKETS, type, command,
-                             (uint32_t)target, payload, len),
+                 expect_data_flags(n, dest, ARCTIC_PRIORITY_HIGH,
+                                   R_ARCTIC_E2E_FLAGS_NOTIFY_MASK,
+                                   first_seq + ARCTIC_DMA_PACKETS, type,
+                                   command, (uint32_t)target, payload, len),
                  first_seq + ARCTIC_DMA_PACKETS, 0);
 }
 
@@ -1851,8 +1864,9 @@ static void test_dma_in_hitx_blocks_hitx(void)
                      0);
     }
     /* Notification, then at last the HiTx message behind the request. */
-    expect_data(n, 3, ARCTIC_PRIORITY_HIGH, ARCTIC_DMA_PACKETS, 1, 0xd0,
-                (uint32_t)REMOTE_TARGET, NULL, 0);
+    expect_data_flags(n, 3, ARCTIC_PRIORITY_HIGH,
+                      R_ARCTIC_E2E_FLAGS_NOTIFY_MASK, ARCTIC_DMA_PACKETS, 1,
+                      0xd0, (uint32_t)REMOTE_TARGET, NULL, 0);
     expect_data(n, 3, ARCTIC_PRIORITY_HIGH, ARCTIC_DMA_PACKETS + 1, 2, 0, 0,
                 &v, 1);
     g_assert_cmpint(ep_r(n, 0, A_EP_HI_TX_TL), ==, 2);
@@ -1963,6 +1977,82 @@ static void test_dma_receive(void)
     g_assert_cmphex(qtest_readl(n->qts, WIN_PHYS + WIN_MASK + 1), ==, before);
     g_assert_cmpint(counter(n, ARCTIC_CNT_DMA_RX_PACKETS), ==, 32);
     expect_errors(n, 1u << ARCTIC_ERR_DMA_RANGE);
+
+    /*
+     * That transfer's notification says it failed: delivered with MODE 1,
+     * all else as sent.  The next transfer's notification is plain again,
+     * and a message that is no notification is never marked.
+     */
+    for (i = 0; i < 2; i++) {
+        struct arctic_e2e_header h = {
+            .kind = ARCTIC_E2E_DATA,
+            .flags = FIELD_DP32(R_ARCTIC_E2E_FLAGS_NOTIFY_MASK,
+                                ARCTIC_E2E_FLAGS, PRIORITY, 1),
+            .src_node = PEER, .dst_node = NIU_NODE,
+            .epoch = n->peer_epoch, .seq = n->peer_seq[1]++,
+        };
+        size_t size = build_wire(wire, &h,
+                                 arctic_route_entry(PEER, NIU_NODE, true,
+                                                    false),
+                                 ARCTIC_FIELD_PREP(ARCTIC_W1, TYPE, 4),
+                                 0xbad0 + i, (uint32_t)target, payload, 1);
+        uint64_t slot = rx_tail_slot(n, ARCTIC_RXQ_HI);
+
+        link_send_packet(n, wire, size);
+        expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                       n->peer_epoch, h.seq, 0);
+        g_assert_cmpuint(FIELD_EX32(qtest_readl(n->qts, slot), MPI_HEADER,
+                                    MODE), ==, i == 0);
+        if (i == 0) {
+            /* As the program sees it, once MODE is put back to 0. */
+            qtest_writel(n->qts, slot,
+                         FIELD_DP32(qtest_readl(n->qts, slot), MPI_HEADER,
+                                    MODE, 0));
+        }
+        guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 4, 0xbad0 + i,
+                        (uint32_t)target, payload, 1);
+        if (i == 0) {
+            /* The requester (endpoint 0, job 0) is told too, reliably:
+             * a data packet it will take as a notice. */
+            uint32_t epoch = expect_data_flags(n, PEER, ARCTIC_PRIORITY_HIGH,
+                                               R_ARCTIC_E2E_FLAGS_NOTICE_MASK,
+                                               0, 4, 0xbad0,
+                                               ARCTIC_DMA_ERR_TARGET, NULL, 0);
+
+            peer_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                         epoch, 0, 0);
+        }
+    }
+    link_expect_silence(n);
+
+    /* Such a report from another NIU arrives here as a notice: MODE 1,
+     * DEST the node that refused, command[1] ARCTIC_DMA_ERR_TARGET. */
+    {
+        struct arctic_e2e_header h = {
+            .kind = ARCTIC_E2E_DATA,
+            .flags = FIELD_DP32(R_ARCTIC_E2E_FLAGS_NOTICE_MASK,
+                                ARCTIC_E2E_FLAGS, PRIORITY, 1),
+            .src_node = PEER, .dst_node = NIU_NODE,
+            .epoch = n->peer_epoch, .seq = n->peer_seq[1]++,
+        };
+        size_t size = build_wire(wire, &h,
+                                 arctic_route_entry(PEER, NIU_NODE, true,
+                                                    false),
+                                 ARCTIC_FIELD_PREP(ARCTIC_W1, TYPE, 6),
+                                 0x77, ARCTIC_DMA_ERR_TARGET, NULL, 0);
+        uint64_t slot = rx_tail_slot(n, ARCTIC_RXQ_HI);
+
+        link_send_packet(n, wire, size);
+        expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                       n->peer_epoch, h.seq, 0);
+        g_assert_cmpuint(FIELD_EX32(qtest_readl(n->qts, slot), MPI_HEADER,
+                                    MODE), ==, ARCTIC_MODE_DMA);
+        qtest_writel(n->qts, slot,
+                     FIELD_DP32(qtest_readl(n->qts, slot), MPI_HEADER, MODE,
+                                0));
+        guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 6, 0x77,
+                        ARCTIC_DMA_ERR_TARGET, NULL, 0);
+    }
     niu_stop(n);
 }
 

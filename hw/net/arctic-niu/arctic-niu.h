@@ -78,6 +78,15 @@ typedef struct ArcticTxStream {
     uint32_t peer_incarnation;  /* the receiver that sent it */
 } ArcticTxStream;
 
+/* A requester to tell that this NIU refused some of its remote DMA. */
+typedef struct ArcticReport {
+    uint16_t node;
+    uint8_t endpoint;
+    uint8_t type;
+    uint16_t job;
+    uint32_t command;
+} ArcticReport;
+
 /* Receiver side of one (source, priority) stream, and what it owes the
  * sender: at most one ack and one nack are pending per stream, so the
  * control traffic the NIU owes is bounded however the network behaves. */
@@ -181,6 +190,12 @@ struct ArcticNiuState {
 
     /* RCVFSM */
     ArcticRxStream rx_stream[ARCTIC_NUM_PRIORITIES][ARCTIC_S];
+    /* Per source: endpoints whose DMA data from it was refused since
+     * their last notification from it (which then says so). */
+    uint8_t rx_dma_failed[ARCTIC_S];
+    /* Reports owed to requesters (FIFO; sent by niu-tx.c) */
+    ArcticReport reports[16];
+    unsigned report_head, report_count;
     /* FIFO of (priority << 8 | source) streams owing an ack or nack */
     uint16_t ctrl_fifo[ARCTIC_NUM_PRIORITIES * ARCTIC_S];
     unsigned ctrl_head, ctrl_count;

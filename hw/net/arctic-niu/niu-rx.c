@@ -30,6 +30,9 @@ static inline bool seq_after(uint32_t a, uint32_t b)
 void arctic_rx_reset(ArcticNiuState *s)
 {
     memset(s->rx_stream, 0, sizeof(s->rx_stream));
+    memset(s->rx_dma_failed, 0, sizeof(s->rx_dma_failed));
+    s->report_head = 0;
+    s->report_count = 0;
     s->ctrl_head = 0;
     s->ctrl_count = 0;
 }
@@ -65,8 +68,36 @@ static void owe_nack(ArcticNiuState *s, uint8_t prio, uint16_t src,
     owe_control(s, prio, src);
 }
 
+/*
+ * The requesting endpoint of a transfer whose data this NIU refused is
+ * owed a report (sent by niu-tx.c send_reports()).  Best effort, as every
+ * notice: with 16 already waiting, the oldest is given up.
+ */
+static void owe_report(ArcticNiuState *s, uint16_t src, uint8_t flags,
+                       uint16_t job, uint32_t w1, uint32_t command)
+{
+    unsigned n = ARRAY_SIZE(s->reports);
+    ArcticReport *r;
+
+    if (s->report_count == n) {
+        trace_arctic_niu_report_lost(s->node_id,
+                                     s->reports[s->report_head].node);
+        s->report_head = (s->report_head + 1) % n;
+        s->report_count--;
+    }
+    r = &s->reports[(s->report_head + s->report_count) % n];
+    r->node = src;
+    r->endpoint = FIELD_EX32(flags, ARCTIC_E2E_FLAGS, SOURCE_ENDPOINT);
+    r->type = FIELD_EX32(w1, ARCTIC_W1, TYPE);
+    r->job = job;
+    r->command = command;
+    s->report_count++;
+    trace_arctic_niu_report(s->node_id, src, r->endpoint, command);
+    arctic_tx_kick(s);
+}
+
 /* Write one remote-DMA data packet into the endpoint's window (§6.3.2). */
-static unsigned deliver_dma(ArcticNiuState *s, unsigned epn,
+static unsigned deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
                             const uint8_t *words)
 {
     ArcticEndpoint *ep = &s->ep[epn];
@@ -86,6 +117,7 @@ static unsigned deliver_dma(ArcticNiuState *s, unsigned epn,
         arctic_niu_set_error(s, ARCTIC_ERR_DMA_RANGE, epn, ARCTIC_RXQ_HI,
                              (uint32_t)target >> 6);
         arctic_niu_count(s, ARCTIC_CNT_BAD_PACKETS);
+        s->rx_dma_failed[src] |= 1u << epn;
         return DROPPED;
     }
     for (i = 0; i < ARRAY_SIZE(data); i++) {
@@ -149,7 +181,8 @@ static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
 
 /* Deliver a data packet (§6.3.1 steps 1-7, §6.3.2) from @src. */
 static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
-                        uint16_t job, const uint8_t *pkt, size_t size)
+                        uint16_t job, uint8_t flags, const uint8_t *pkt,
+                        size_t size)
 {
     const uint8_t *words = pkt + ARCTIC_WIRE_WORDS_OFFSET;
     uint32_t w1 = arctic_get_le32(words + 4);
@@ -160,6 +193,7 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     int len = (int)arctic_len - ARCTIC_MPI_LENGTH_EXTRA;
     uint32_t header, body[ARCTIC_COMMAND_WORDS + ARCTIC_MAX_PAYLOAD];
     unsigned verdict;
+    bool failed;
     int i;
 
     if (!s->rx_enabled) {
@@ -187,7 +221,7 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
         return ARCTIC_NACK_WRONG_JOB;
     }
     if (dma) {
-        return deliver_dma(s, epn, words);
+        return deliver_dma(s, src, epn, words);
     }
     for (i = 0; i < ARCTIC_COMMAND_WORDS + len; i++) {
         body[i] = cpu_to_le32(arctic_get_le32(words + 8 + 4 * i));
@@ -197,7 +231,19 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     header = w1 & ARCTIC_MPI_HEADER_WIRE_MASK;
     header = FIELD_DP32(header, MPI_HEADER, LENGTH, len);
     header = FIELD_DP32(header, MPI_HEADER, DEST, src);
+    failed = FIELD_EX32(flags, ARCTIC_E2E_FLAGS, NOTIFY) &&
+             (s->rx_dma_failed[src] & (1u << epn));
+    if (failed || FIELD_EX32(flags, ARCTIC_E2E_FLAGS, NOTICE)) {
+        /* The notification of a transfer whose data this NIU refused
+         * (some of it, at least), or another NIU's report that it refused
+         * ours: MODE 1 tells the program it is no plain message. */
+        header = FIELD_DP32(header, MPI_HEADER, MODE, ARCTIC_MODE_DMA);
+    }
     verdict = write_rx_slot(s, epn, q, header, body, len);
+    if (verdict == DELIVERED && failed) {
+        s->rx_dma_failed[src] &= ~(1u << epn);
+        owe_report(s, src, flags, job, w1, le32_to_cpu(body[0]));
+    }
     if (verdict == DELIVERED) {
         trace_arctic_niu_rx_deliver(s->node_id, epn, q,
                                     (FIELD_EX32(s->ep[epn].rx_head[q],
@@ -253,7 +299,8 @@ static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
         }
     }
     if (h->seq == st->expected) {
-        verdict = deliver(s, prio, h->src_node, h->job, pkt, size);
+        verdict = deliver(s, prio, h->src_node, h->job, h->flags, pkt,
+                          size);
         if (verdict == DELIVERED || verdict == DROPPED) {
             st->expected++;
             owe_ack(s, prio, h->src_node);

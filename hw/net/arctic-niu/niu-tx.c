@@ -336,8 +336,18 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
             line_fill(s, line, epn, FIELD_EX32(header, MPI_HEADER, DEST),
                       route, w1, body, ARRAY_SIZE(body));
         } else {
+            struct arctic_e2e_header h;
+
             build_mpi(s, line, epn, route, header, command, (uint32_t)target,
                       req.payload);
+            /* Marked, so that a receiver that refused some of the data
+             * can tell the program in this notification. */
+            arctic_e2e_decode(line->wire, &h);
+            h.flags = FIELD_DP32(h.flags, ARCTIC_E2E_FLAGS, NOTIFY, 1);
+            h.flags = FIELD_DP32(h.flags, ARCTIC_E2E_FLAGS, SOURCE_ENDPOINT,
+                                 epn);
+            arctic_e2e_encode(line->wire, &h);
+            arctic_wire_seal(line->wire, line->size);
         }
         (*progress)++;
     }
@@ -486,6 +496,47 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q)
     return taken;
 }
 
+/*
+ * Tell requesters whose remote DMA this NIU refused in part (niu-rx.c
+ * queues the reports): one high-priority data packet each, to the
+ * requesting endpoint, with the job tag of its request, delivered there as
+ * a notice (NOTICE flag): command[0] its command, command[1]
+ * ARCTIC_DMA_ERR_TARGET.  Reliable like any data; sent as lines allow.
+ */
+static void send_reports(ArcticNiuState *s)
+{
+    while (s->report_count) {
+        ArcticReport *r = &s->reports[s->report_head];
+        uint32_t route = s->route_table[ARCTIC_ROUTE_TABLE_HIGH][r->node];
+        uint32_t body[ARCTIC_COMMAND_WORDS] = {
+            r->command, ARCTIC_DMA_ERR_TARGET
+        };
+        uint32_t w1 = FIELD_DP32(0, ARCTIC_W1, ENDPOINT, r->endpoint);
+        struct arctic_e2e_header h;
+        ArcticLine *line;
+
+        w1 = FIELD_DP32(w1, ARCTIC_W1, TYPE, r->type);
+        if (FIELD_EX32(route, ROUTE_ENTRY, VALID)) {
+            line = line_alloc(s, ARCTIC_PRIORITY_HIGH);
+            if (!line) {
+                return;     /* when lines come free */
+            }
+            route = FIELD_DP32(route, ROUTE_ENTRY, PRIORITY,
+                               ARCTIC_PRIORITY_HIGH);
+            line_fill(s, line, 0, r->node, route, w1, body, ARRAY_SIZE(body));
+            arctic_e2e_decode(line->wire, &h);
+            h.job = r->job;
+            h.flags = FIELD_DP32(h.flags, ARCTIC_E2E_FLAGS, NOTICE, 1);
+            arctic_e2e_encode(line->wire, &h);
+            arctic_wire_seal(line->wire, line->size);
+        } else {
+            arctic_niu_set_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, r->node);
+        }
+        s->report_head = (s->report_head + 1) % ARRAY_SIZE(s->reports);
+        s->report_count--;
+    }
+}
+
 /* The endpoints served this cycle, in Appendix A's COUNT & VMASK order. */
 static unsigned served_endpoints(ArcticNiuState *s, unsigned *order)
 {
@@ -510,6 +561,7 @@ static void tx_service(ArcticNiuState *s)
 
     arctic_raw_tx_flush(s);     /* lines may have come free */
     if (s->tx_enabled) {
+        send_reports(s);
         s->tx_refused = 0;
         n = served_endpoints(s, order);
         /* High before low across every endpoint, so low-priority work of
