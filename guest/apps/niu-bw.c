@@ -62,7 +62,9 @@ static unsigned int dma_bandwidth(struct niu_endpoint *ep,
 			return msg.type != TYPE_GO;
 		for (k = 0; k < blocks; k++) {
 			niu_recv(ep, NIU_HI, &msg);
-			bad += msg.type != TYPE_DMA || msg.command[0] != k;
+			/* mode 1: the NIU refused that block's data. */
+			bad += msg.type != TYPE_DMA || msg.command[0] != k ||
+			       msg.mode != 0;
 		}
 		for (k = 0; k < DMA_SLOTS && k < blocks; k++)
 			for (i = 0; i < words; i++)

@@ -134,6 +134,11 @@ static void check_dma(struct soak *s, const struct niu_msg *msg)
 	const uint32_t *block = s->window + (k % RX_BLOCKS) * WORDS_PER_BLOCK;
 
 	s->dma_received++;
+	if (msg->mode) {
+		/* Our NIU refused some of this block's data (its notice). */
+		s->dma_wrong++;
+		report_first(s, "DMA block refused by our NIU", k, k);
+	}
 	if (k != s->dma_expected) {
 		s->dma_order++;
 		report_first(s, "DMA notification out of order", k,

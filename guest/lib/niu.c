@@ -384,6 +384,7 @@ static int take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 	}
 	atomic_thread_fence(memory_order_acquire);		/* step 2 */
 	msg->type = ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header);	/* step 3 */
+	msg->mode = ARCTIC_FIELD_GET(MPI_HEADER, MODE, header);
 	msg->length = ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, header);
 	msg->source = ARCTIC_FIELD_GET(MPI_HEADER, DEST, header);
 	msg->endpoint = ARCTIC_FIELD_GET(MPI_HEADER, ENDPOINT, header);

@@ -68,6 +68,14 @@ struct niu_msg {
 	uint32_t source;		/* node that sent it */
 	uint32_t endpoint;		/* endpoint it was sent to (ours) */
 	uint32_t type;
+	/*
+	 * 0 for a message.  1 (ARCTIC_MODE_DMA) for what is not a plain
+	 * message: a DMA error notice of our own NIU (source = this node,
+	 * command[1] = enum arctic_dma_status), or the notification of a
+	 * remote DMA into our window whose data our NIU refused, some or all
+	 * of it (target outside the window): the block is not there.
+	 */
+	uint32_t mode;
 	uint32_t command[2];
 	uint32_t length;		/* payload words, 0..20 */
 	uint32_t payload[NIU_MAX_PAYLOAD];

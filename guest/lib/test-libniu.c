@@ -133,7 +133,7 @@ static void test_receive_and_stash(void)
 	CHECK(msg.type == 7 && msg.source == 1 && msg.length == 3);
 	CHECK(msg.command[0] == 100 && msg.command[1] == ~100u);
 	CHECK(msg.payload[2] == 102);
-	CHECK(msg.endpoint == 3);
+	CHECK(msg.endpoint == 3 && msg.mode == 0);
 	CHECK(ep.rx[NIU_HI][0].header == 0 && ep.rx[NIU_HI][1].header == 0);
 	CHECK(ep.stash[NIU_HI].count == 1);
 	CHECK(niu_try_recv(&ep, NIU_HI, &msg) == 1 && msg.type == 8);
@@ -427,6 +427,26 @@ static void test_active_messages(void)
 	      -EINVAL);
 }
 
+/* A slot with MODE 1 (a notice, or a failed transfer's notification)
+ * comes out with mode 1; the program tells it from a message. */
+static void test_mode_reported(void)
+{
+	struct niu_endpoint ep;
+	struct niu_msg msg;
+	uint32_t head = 0;
+	volatile struct arctic_mpi_slot *slot;
+
+	fake_endpoint(&ep, 1, 2);
+	slot = &ep.rx[NIU_HI][0];
+	deliver(&ep, NIU_HI, &head, 0, 5, 7, 0x1000, 1);
+	slot->header |= ARCTIC_FIELD_PREP(MPI_HEADER, MODE, ARCTIC_MODE_DMA);
+	deliver(&ep, NIU_HI, &head, 0, 5, 8, 0x1800, 1);
+	CHECK(niu_try_recv(&ep, NIU_HI, &msg) == 1 && msg.mode == 1);
+	CHECK(msg.type == 5 && msg.command[0] == 7 && msg.payload[0] == 7);
+	CHECK(niu_try_recv(&ep, NIU_HI, &msg) == 1 && msg.mode == 0);
+	CHECK(msg.command[0] == 8);
+}
+
 static void test_dma_request(void)
 {
 	uint32_t note[2] = { 0xfeed, 0xbeef }, header;
@@ -497,6 +517,7 @@ static void test_peer_down(void)
 	}
 	/* The user message still comes out; the notice never does. */
 	CHECK(niu_try_recv(&ep, NIU_HI, &msg) == 1 && msg.type == 5);
+	CHECK(msg.mode == 0);
 	CHECK(niu_try_recv(&ep, NIU_HI, &msg) == 0);
 
 	/* Told by another node: the same error, nobody told again. */
@@ -561,6 +582,7 @@ int main(void)
 	test_dma_request();
 	test_peer_down();
 	test_probes();
+	test_mode_reported();
 	printf("%s\n", failures ? "FAIL" : "PASS: libniu unit tests");
 	return failures ? 1 : 0;
 }
