@@ -1905,6 +1905,42 @@ static void test_dma_progress_and_context_switch(void)
 }
 
 /* Receive: data lands in the window, the notification in HiRx. */
+/*
+ * The peer sends a message on its high stream with e2e @flags beyond the
+ * priority; the NIU acks it, and its HiRx slot must hold it with MODE
+ * @mode (checked, then put back to 0 as the program would see it) and all
+ * else as sent.
+ */
+static void peer_flagged_to_hirx(Niu *n, uint8_t flags, unsigned type,
+                                 uint32_t cmd0, uint32_t cmd1,
+                                 const uint32_t *payload, int len,
+                                 unsigned mode)
+{
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_e2e_header h = {
+        .kind = ARCTIC_E2E_DATA,
+        .flags = FIELD_DP32(flags, ARCTIC_E2E_FLAGS, PRIORITY,
+                            ARCTIC_PRIORITY_HIGH),
+        .src_node = PEER, .dst_node = NIU_NODE,
+        .epoch = n->peer_epoch,
+        .seq = n->peer_seq[ARCTIC_PRIORITY_HIGH]++,
+    };
+    size_t size = build_wire(wire, &h,
+                             arctic_route_entry(PEER, NIU_NODE, true, false),
+                             ARCTIC_FIELD_PREP(ARCTIC_W1, TYPE, type), cmd0,
+                             cmd1, payload, len);
+    uint64_t slot = rx_tail_slot(n, ARCTIC_RXQ_HI);
+
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, h.seq, 0);
+    g_assert_cmpuint(FIELD_EX32(qtest_readl(n->qts, slot), MPI_HEADER, MODE),
+                     ==, mode);
+    qtest_writel(n->qts, slot,
+                 FIELD_DP32(qtest_readl(n->qts, slot), MPI_HEADER, MODE, 0));
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, type, cmd0, cmd1, payload, len);
+}
+
 static void test_dma_receive(void)
 {
     Niu *n = niu_start_linked(8, 8);
@@ -1984,33 +2020,8 @@ static void test_dma_receive(void)
      * and a message that is no notification is never marked.
      */
     for (i = 0; i < 2; i++) {
-        struct arctic_e2e_header h = {
-            .kind = ARCTIC_E2E_DATA,
-            .flags = FIELD_DP32(R_ARCTIC_E2E_FLAGS_NOTIFY_MASK,
-                                ARCTIC_E2E_FLAGS, PRIORITY, 1),
-            .src_node = PEER, .dst_node = NIU_NODE,
-            .epoch = n->peer_epoch, .seq = n->peer_seq[1]++,
-        };
-        size_t size = build_wire(wire, &h,
-                                 arctic_route_entry(PEER, NIU_NODE, true,
-                                                    false),
-                                 ARCTIC_FIELD_PREP(ARCTIC_W1, TYPE, 4),
-                                 0xbad0 + i, (uint32_t)target, payload, 1);
-        uint64_t slot = rx_tail_slot(n, ARCTIC_RXQ_HI);
-
-        link_send_packet(n, wire, size);
-        expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
-                       n->peer_epoch, h.seq, 0);
-        g_assert_cmpuint(FIELD_EX32(qtest_readl(n->qts, slot), MPI_HEADER,
-                                    MODE), ==, i == 0);
-        if (i == 0) {
-            /* As the program sees it, once MODE is put back to 0. */
-            qtest_writel(n->qts, slot,
-                         FIELD_DP32(qtest_readl(n->qts, slot), MPI_HEADER,
-                                    MODE, 0));
-        }
-        guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 4, 0xbad0 + i,
-                        (uint32_t)target, payload, 1);
+        peer_flagged_to_hirx(n, R_ARCTIC_E2E_FLAGS_NOTIFY_MASK, 4, 0xbad0 + i,
+                             (uint32_t)target, payload, 1, i == 0);
         if (i == 0) {
             /* The requester (endpoint 0, job 0) is told too, reliably:
              * a data packet it will take as a notice. */
@@ -2027,32 +2038,8 @@ static void test_dma_receive(void)
 
     /* Such a report from another NIU arrives here as a notice: MODE 1,
      * DEST the node that refused, command[1] ARCTIC_DMA_ERR_TARGET. */
-    {
-        struct arctic_e2e_header h = {
-            .kind = ARCTIC_E2E_DATA,
-            .flags = FIELD_DP32(R_ARCTIC_E2E_FLAGS_NOTICE_MASK,
-                                ARCTIC_E2E_FLAGS, PRIORITY, 1),
-            .src_node = PEER, .dst_node = NIU_NODE,
-            .epoch = n->peer_epoch, .seq = n->peer_seq[1]++,
-        };
-        size_t size = build_wire(wire, &h,
-                                 arctic_route_entry(PEER, NIU_NODE, true,
-                                                    false),
-                                 ARCTIC_FIELD_PREP(ARCTIC_W1, TYPE, 6),
-                                 0x77, ARCTIC_DMA_ERR_TARGET, NULL, 0);
-        uint64_t slot = rx_tail_slot(n, ARCTIC_RXQ_HI);
-
-        link_send_packet(n, wire, size);
-        expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
-                       n->peer_epoch, h.seq, 0);
-        g_assert_cmpuint(FIELD_EX32(qtest_readl(n->qts, slot), MPI_HEADER,
-                                    MODE), ==, ARCTIC_MODE_DMA);
-        qtest_writel(n->qts, slot,
-                     FIELD_DP32(qtest_readl(n->qts, slot), MPI_HEADER, MODE,
-                                0));
-        guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 6, 0x77,
-                        ARCTIC_DMA_ERR_TARGET, NULL, 0);
-    }
+    peer_flagged_to_hirx(n, R_ARCTIC_E2E_FLAGS_NOTICE_MASK, 6, 0x77,
+                         ARCTIC_DMA_ERR_TARGET, NULL, 0, ARCTIC_MODE_DMA);
     niu_stop(n);
 }
 
