@@ -42,14 +42,16 @@ static const uint32_t queue_view_offset[2][NIU_NUM_PRIORITIES] = {
 	{ ARCTIC_MMAP_HI_RX, ARCTIC_MMAP_LO_RX },	/* rx */
 };
 
+static void send_probes(struct niu_endpoint *ep);
+
 /*
  * One empty poll: every NIU_SPINS_BEFORE_YIELD of them give the CPU away,
  * by sched_yield() or, when niu_set_idle_sleep() asked, by sleeping in
  * poll() on the endpoint: the driver arms the receive interrupt, so the
- * sleep ends as soon as a message arrives, or after the idle time.
+ * sleep ends as soon as a message arrives, or after the idle time.  Each
+ * time it also looks for a peer-down notice, and a wait longer than a
+ * second probes the other nodes (niu_peer_down() in niu.h).
  */
-static void send_probes(struct niu_endpoint *ep);
-
 static void idle(struct niu_endpoint *ep, unsigned int *spins)
 {
 	struct pollfd pfd = { .fd = ep->fd, .events = POLLIN };
