@@ -216,11 +216,10 @@ static void arctic_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
                                  bool is_mask)
 {
     uint64_t next = deposit_half(*reg, high, value);
-    bool bad;
-
     ArcticEndpoint *ep = &s->ep[epn];
     uint64_t phy = reg == &ep->dma_base_phy ? next : ep->dma_base_phy;
     uint64_t mask = is_mask ? next : ep->dma_range_mask;
+    bool bad;
 
     if (is_mask) {
         uint64_t size = next + 1;   /* 0 for a window of all 2^64 bytes */

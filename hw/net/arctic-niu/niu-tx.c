@@ -197,6 +197,18 @@ static void line_fill(ArcticNiuState *s, ArcticLine *line, unsigned epn,
                                body_words ? body[0] : 0);
 }
 
+/* Add e2e @flags to a line line_fill() built, with job tag @job; reseal. */
+static void line_mark(ArcticLine *line, uint8_t flags, uint16_t job)
+{
+    struct arctic_e2e_header h;
+
+    arctic_e2e_decode(line->wire, &h);
+    h.flags |= flags;
+    h.job = job;
+    arctic_e2e_encode(line->wire, &h);
+    arctic_wire_seal(line->wire, line->size);
+}
+
 /* An MPI packet (§6.2.1 steps 5-7), or a DMA notification (§6.2.2 step 8,
  * with the mode cleared and the target's low word as command 1). */
 static void build_mpi(ArcticNiuState *s, ArcticLine *line, unsigned epn,
@@ -336,18 +348,13 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
             line_fill(s, line, epn, FIELD_EX32(header, MPI_HEADER, DEST),
                       route, w1, body, ARRAY_SIZE(body));
         } else {
-            struct arctic_e2e_header h;
-
             build_mpi(s, line, epn, route, header, command, (uint32_t)target,
                       req.payload);
             /* Marked, so that a receiver that refused some of the data
-             * can tell the program in this notification. */
-            arctic_e2e_decode(line->wire, &h);
-            h.flags = FIELD_DP32(h.flags, ARCTIC_E2E_FLAGS, NOTIFY, 1);
-            h.flags = FIELD_DP32(h.flags, ARCTIC_E2E_FLAGS, SOURCE_ENDPOINT,
-                                 epn);
-            arctic_e2e_encode(line->wire, &h);
-            arctic_wire_seal(line->wire, line->size);
+             * can tell both programs (niu-rx.c). */
+            line_mark(line, FIELD_DP32(R_ARCTIC_E2E_FLAGS_NOTIFY_MASK,
+                                       ARCTIC_E2E_FLAGS, SOURCE_ENDPOINT,
+                                       epn), s->ep[epn].job);
         }
         (*progress)++;
     }
@@ -512,7 +519,6 @@ static void send_reports(ArcticNiuState *s)
             r->command, ARCTIC_DMA_ERR_TARGET
         };
         uint32_t w1 = FIELD_DP32(0, ARCTIC_W1, ENDPOINT, r->endpoint);
-        struct arctic_e2e_header h;
         ArcticLine *line;
 
         w1 = FIELD_DP32(w1, ARCTIC_W1, TYPE, r->type);
@@ -524,11 +530,7 @@ static void send_reports(ArcticNiuState *s)
             route = FIELD_DP32(route, ROUTE_ENTRY, PRIORITY,
                                ARCTIC_PRIORITY_HIGH);
             line_fill(s, line, 0, r->node, route, w1, body, ARRAY_SIZE(body));
-            arctic_e2e_decode(line->wire, &h);
-            h.job = r->job;
-            h.flags = FIELD_DP32(h.flags, ARCTIC_E2E_FLAGS, NOTICE, 1);
-            arctic_e2e_encode(line->wire, &h);
-            arctic_wire_seal(line->wire, line->size);
+            line_mark(line, R_ARCTIC_E2E_FLAGS_NOTICE_MASK, r->job);
         } else {
             arctic_niu_set_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, r->node);
         }
