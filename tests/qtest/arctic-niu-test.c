@@ -600,6 +600,16 @@ static uint32_t expect_data(Niu *n, unsigned dest, uint8_t prio,
  * play the switch on a socket of its own, a socket path to join a real
  * arctic-switch, or NULL for no link.
  */
+/*
+ * The link transport under test: ARCTIC_NIU_TEST_LINK=thread joins the
+ * switch with link-socket= (the NIU's link thread), anything else or
+ * nothing with a chardev.  meson runs the suite once with each.
+ */
+static bool link_thread(void)
+{
+    return g_strcmp0(g_getenv("ARCTIC_NIU_TEST_LINK"), "thread") == 0;
+}
+
 /* Extra "-device arctic-niu" properties for the next niu_start*(). */
 static const char *niu_props = "";
 
@@ -631,7 +641,10 @@ static Niu *niu_start_node(const char *link, unsigned node)
         g_assert_cmpint(listen(n->listen_fd, 4), ==, 0);
         link = n->sock_path;
     }
-    if (link) {
+    if (link && link_thread()) {
+        g_string_append_printf(args, "-device arctic-niu,link-socket=%s,"
+                               "link-reconnect-ms=50,", link);
+    } else if (link) {
         g_string_append_printf(args, "-chardev socket,id=link,path=%s,"
                                "reconnect-ms=50 -device arctic-niu,"
                                "chardev=link,", link);
@@ -2430,6 +2443,8 @@ static void test_state_introspection(void)
     g_assert_cmpint(qdict_get_int(state, "node-id"), ==, NIU_NODE);
     g_assert_cmpint(qdict_get_int(state, "num-nodes"), ==, NET_NODES);
     g_assert_cmpstr(qdict_get_str(state, "link"), ==, "up");
+    g_assert_cmpstr(qdict_get_str(state, "link-transport"), ==,
+                    link_thread() ? "thread" : "chardev");
     g_assert_cmpstr(qdict_get_str(state, "tx"), ==, "on");
     g_assert_cmpstr(qdict_get_str(state, "last-error"), ==,
                     "read-only register");
@@ -3013,15 +3028,24 @@ static void test_bad_properties(void)
     const char *qemu = g_getenv("QTEST_QEMU_BINARY");
     const char *bad[] = { "node-id=256", "rx-credits=0",
                           "poll-min-ns=10,poll-max-ns=5", "lines=7",
-                          "lines=256" };
+                          "lines=256",
+                          /* one link, not two */
+                          "chardev=c,link-socket=/nonexistent/switch.sock",
+                          NULL /* a link-socket= path too long for UNIX */ };
+    g_autofree char *long_path = g_strdup_printf(
+        "link-socket=/%0200d", 0);
     unsigned i;
 
     g_assert_nonnull(qemu);
     for (i = 0; i < ARRAY_SIZE(bad); i++) {
-        g_autofree char *dev = g_strdup_printf("arctic-niu,%s", bad[i]);
+        g_autofree char *dev = g_strdup_printf("arctic-niu,%s",
+                                               bad[i] ? bad[i] : long_path);
         g_autofree char *err = NULL;
         const char *argv[] = { qemu, "-M", "q35", "-nodefaults", "-display",
-                               "none", "-S", "-device", dev, NULL };
+                               "none", "-S", "-chardev",
+                               "socket,id=c,path=/nonexistent/switch.sock,"
+                               "reconnect-ms=1000",
+                               "-device", dev, NULL };
         int status = 0;
 
         g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL,

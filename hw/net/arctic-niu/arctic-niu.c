@@ -353,18 +353,18 @@ static uint64_t arctic_control_read(void *opaque, hwaddr addr, unsigned size)
         val = s->node_id;
         break;
     case A_NIU_NUM_NODES:
-        val = s->num_nodes;
+        val = s->link.num_nodes;
         break;
     case A_NIU_NET_LEVELS:
-        val = s->net_levels;
+        val = s->link.levels;
         break;
     case A_NIU_LINK_STATUS:
         val = FIELD_DP32(0, NIU_LINK_STATUS, UP,
-                         s->link_state == ARCTIC_LINK_UP);
+                         s->link.state == NIU_LINK_UP);
         val = FIELD_DP32(val, NIU_LINK_STATUS, CONNECTED,
-                         s->link_state != ARCTIC_LINK_DOWN);
-        val = FIELD_DP32(val, NIU_LINK_STATUS, REJECTED, s->link_rejected);
-        val = FIELD_DP32(val, NIU_LINK_STATUS, UP_COUNT, s->link_up_count);
+                         s->link.state != NIU_LINK_DOWN);
+        val = FIELD_DP32(val, NIU_LINK_STATUS, REJECTED, s->link.rejected);
+        val = FIELD_DP32(val, NIU_LINK_STATUS, UP_COUNT, s->link.up_count);
         break;
     case A_NIU_ERROR_CAUSE:
         val = s->error_cause;
@@ -769,11 +769,14 @@ static void arctic_niu_get_state(Object *obj, Visitor *v, const char *name,
         return;
     }
     visit_u64(v, "node-id", s->node_id, errp);
-    visit_u64(v, "num-nodes", s->num_nodes, errp);
-    visit_str(v, "link", arctic_link_state_name(s->link_state), errp);
-    visit_u64(v, "link-up-count", s->link_up_count, errp);
-    visit_u64(v, "tx-credits-high", s->tx_credits[ARCTIC_PRIORITY_HIGH], errp);
-    visit_u64(v, "tx-credits-low", s->tx_credits[ARCTIC_PRIORITY_LOW], errp);
+    visit_u64(v, "num-nodes", s->link.num_nodes, errp);
+    visit_str(v, "link", niu_link_state_name(s->link.state), errp);
+    visit_str(v, "link-transport", niu_link_transport_name(&s->link), errp);
+    visit_u64(v, "link-up-count", s->link.up_count, errp);
+    visit_u64(v, "tx-credits-high", s->link.tx_credits[ARCTIC_PRIORITY_HIGH],
+              errp);
+    visit_u64(v, "tx-credits-low", s->link.tx_credits[ARCTIC_PRIORITY_LOW],
+              errp);
     visit_str(v, "tx", s->tx_enabled ? "on" :
                        arctic_tx_draining(s) ? "draining" : "off", errp);
     visit_str(v, "rx", s->rx_enabled ? "on" : s->rx_raw ? "raw" : "off",
@@ -869,6 +872,89 @@ static void arctic_niu_reset_hold(Object *obj, ResetType type)
     arctic_niu_full_reset(ARCTIC_NIU(obj));
 }
 
+/* ------------------------------------------------------------------------
+ * What the link reports (niu-link.h), handed to the end-to-end protocol
+ * under the device's re-entrancy guard: a queue the guest points at the
+ * NIU's own BARs then fails as a DMA error instead of running register
+ * side effects in the middle of a delivery.
+ */
+
+static ArcticNiuState *link_owner(NiuLink *link)
+{
+    return link->opaque;
+}
+
+static void arctic_niu_link_up(NiuLink *link)
+{
+    ArcticNiuState *s = link_owner(link);
+    bool guarded = arctic_niu_guard_enter(s);
+
+    arctic_niu_count(s, ARCTIC_CNT_LINK_UPS);
+    arctic_tx_link_up(s);
+    arctic_tx_pump(s);
+    arctic_niu_guard_leave(s, guarded);
+}
+
+static void arctic_niu_link_down(NiuLink *link)
+{
+    arctic_niu_count(link_owner(link), ARCTIC_CNT_LINK_DOWNS);
+}
+
+static void arctic_niu_link_packet(NiuLink *link, uint8_t prio,
+                                   const uint8_t *wire, size_t size)
+{
+    ArcticNiuState *s = link_owner(link);
+    bool guarded = arctic_niu_guard_enter(s);
+
+    arctic_rx_packet(s, wire, size);
+    arctic_niu_guard_leave(s, guarded);
+}
+
+static void arctic_niu_link_ready(NiuLink *link)
+{
+    ArcticNiuState *s = link_owner(link);
+    bool guarded = arctic_niu_guard_enter(s);
+
+    arctic_tx_pump(s);
+    arctic_niu_guard_leave(s, guarded);
+}
+
+static void arctic_niu_link_error(NiuLink *link, enum arctic_error cause,
+                                  uint32_t detail)
+{
+    arctic_niu_set_error(link_owner(link), cause, 0, 0, detail);
+}
+
+static const NiuLinkOps arctic_niu_link_ops = {
+    .up = arctic_niu_link_up,
+    .down = arctic_niu_link_down,
+    .packet = arctic_niu_link_packet,
+    .ready = arctic_niu_link_ready,
+    .error = arctic_niu_link_error,
+};
+
+/* No link at all makes a standalone NIU, useful for register tests. */
+static bool arctic_niu_link_init(ArcticNiuState *s, Error **errp)
+{
+    niu_link_init(&s->link, &arctic_niu_link_ops, s, s->node_id,
+                  s->rx_credits);
+    if (s->link_socket && qemu_chr_fe_backend_connected(&s->chr)) {
+        error_setg(errp, "arctic-niu: give chardev= or link-socket=, "
+                   "not both");
+        return false;
+    }
+    if (s->link_socket) {
+        return niu_link_init_thread(&s->link, s->link_socket,
+                                    s->link_reconnect_ms, errp);
+    }
+    if (qemu_chr_fe_backend_connected(&s->chr)) {
+        return niu_link_init_chr(&s->link, &s->chr, errp);
+    }
+    return true;
+}
+
+static void arctic_niu_exit(PCIDevice *pdev);
+
 static void arctic_niu_realize(PCIDevice *pdev, Error **errp)
 {
     ArcticNiuState *s = ARCTIC_NIU(pdev);
@@ -928,14 +1014,16 @@ static void arctic_niu_realize(PCIDevice *pdev, Error **errp)
                                          &DEVICE(s)->mem_reentrancy_guard);
     arctic_tx_init(s);
     arctic_niu_full_reset(s);
-    arctic_link_init(s, errp);
+    if (!arctic_niu_link_init(s, errp)) {
+        arctic_niu_exit(pdev);
+    }
 }
 
 static void arctic_niu_exit(PCIDevice *pdev)
 {
     ArcticNiuState *s = ARCTIC_NIU(pdev);
 
-    arctic_link_cleanup(s);
+    niu_link_cleanup(&s->link);
     arctic_tx_cleanup(s);
     qemu_bh_delete(s->test_dma_bh);
     msix_uninit_exclusive_bar(pdev);
@@ -944,6 +1032,9 @@ static void arctic_niu_exit(PCIDevice *pdev)
 
 static const Property arctic_niu_properties[] = {
     DEFINE_PROP_CHR("chardev", ArcticNiuState, chr),
+    DEFINE_PROP_STRING("link-socket", ArcticNiuState, link_socket),
+    DEFINE_PROP_UINT32("link-reconnect-ms", ArcticNiuState, link_reconnect_ms,
+                       200),
     DEFINE_PROP_UINT32("node-id", ArcticNiuState, node_id, 0),
     DEFINE_PROP_UINT32("lines", ArcticNiuState, num_lines,
                        ARCTIC_DEFAULT_LINES),

@@ -9,8 +9,9 @@
  *   niu-rx.c      RCVFSM (§6.3.1): sequence checks, delivery into the Rx
  *                 queues, and the acks and nacks that answer each packet
  *   niu-raw.c     dMPI raw mode: the FIFO access points of endpoint 0
- *   niu-link.c    the chardev link to arctic-switch: framing, handshake,
- *                 credits, output buffering
+ *   niu-link*.c   the link to arctic-switch (niu-link.h): the session
+ *                 (framing, handshake, credits) and its two transports,
+ *                 a chardev or a socket served by a link thread
  * The hardware contract (registers, slots, packet, link) is in
  * include/arctic/, shared with the switch, the qtests and the guest.
  */
@@ -27,6 +28,8 @@
 #include "arctic/packet.h"
 #include "arctic/link.h"
 #include "arctic/route.h"
+
+#include "niu-link.h"
 
 #define TYPE_ARCTIC_NIU "arctic-niu"
 OBJECT_DECLARE_SIMPLE_TYPE(ArcticNiuState, ARCTIC_NIU)
@@ -48,8 +51,6 @@ enum {
      * (RxCtrl OFF) before the NIU refuses more (seed 002 §4.1.2: they
      * "back up into the network"). */
     ARCTIC_RAW_RX_PACKETS = 8,
-    /* Bytes waiting for the socket beyond which the NIU stops sending. */
-    ARCTIC_OUT_LIMIT = 16 * 1024,
 };
 
 typedef struct ArcticLine {
@@ -116,12 +117,6 @@ typedef struct ArcticEndpoint {
      * then the notification). */
     uint32_t dma_progress[2];
 } ArcticEndpoint;
-
-typedef enum ArcticLinkState {
-    ARCTIC_LINK_DOWN,       /* no socket */
-    ARCTIC_LINK_HELLO_SENT, /* socket open, waiting for WELCOME */
-    ARCTIC_LINK_UP,
-} ArcticLinkState;
 
 struct ArcticNiuState {
     PCIDevice parent_obj;
@@ -200,19 +195,10 @@ struct ArcticNiuState {
     uint16_t ctrl_fifo[ARCTIC_NUM_PRIORITIES * ARCTIC_S];
     unsigned ctrl_head, ctrl_count;
 
-    /* link */
-    ArcticLinkState link_state;
-    bool link_rejected;
-    uint16_t link_up_count;
-    uint32_t num_nodes;
-    uint32_t net_levels;
-    uint32_t tx_credits[ARCTIC_NUM_PRIORITIES];   /* we may send */
-    uint32_t rx_outstanding[ARCTIC_NUM_PRIORITIES];/* switch may still send */
-    uint32_t credits_to_return[ARCTIC_NUM_PRIORITIES];
-    uint8_t in_buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_LINK_MAX_BODY];
-    uint32_t in_len;
-    GByteArray *out_buf;
-    guint out_watch;
+    /* link (niu-link.h) */
+    NiuLink link;
+    char *link_socket;          /* served by the link thread */
+    uint32_t link_reconnect_ms;
 
     Error *migration_blocker;
 };
@@ -259,6 +245,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
                            const struct arctic_e2e_header *h,
                            uint32_t incarnation);
 void arctic_tx_link_up(ArcticNiuState *s);
+void arctic_tx_pump(ArcticNiuState *s);
 ArcticLine *arctic_tx_next_line(ArcticNiuState *s, uint8_t prio);
 void arctic_tx_line_sent(ArcticNiuState *s, ArcticLine *line);
 void arctic_tx_peer_answered(ArcticNiuState *s, uint16_t node);
@@ -284,12 +271,5 @@ void arctic_raw_tx_flush(ArcticNiuState *s);
 /* niu-tx.c, for niu-raw.c */
 bool arctic_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
                         unsigned count);
-
-/* niu-link.c */
-void arctic_link_init(ArcticNiuState *s, Error **errp);
-void arctic_link_cleanup(ArcticNiuState *s);
-void arctic_link_pump(ArcticNiuState *s);
-bool arctic_link_is_up(ArcticNiuState *s);
-const char *arctic_link_state_name(ArcticLinkState state);
 
 #endif /* HW_NET_ARCTIC_NIU_H */

@@ -399,7 +399,7 @@ bool arctic_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
     line->raw = true;
     arctic_niu_count(s, prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_CNT_TX_HI_PACKETS
                                                      : ARCTIC_CNT_TX_LO_PACKETS);
-    arctic_link_pump(s);
+    arctic_tx_pump(s);
     return true;
 }
 
@@ -604,7 +604,7 @@ static void tx_service(ArcticNiuState *s)
             qemu_bh_schedule(s->tx_bh);
         }
     }
-    arctic_link_pump(s);
+    arctic_tx_pump(s);
 }
 
 static void tx_poll_timer_cb(void *opaque)
@@ -809,7 +809,7 @@ static void retry_timer_cb(void *opaque)
     unsigned i, n = 0;
     bool guarded;
 
-    if (!arctic_link_is_up(s)) {
+    if (!niu_link_is_up(&s->link)) {
         return;     /* everything unacked goes out again at link up */
     }
     check_peers(s, now);
@@ -822,8 +822,62 @@ static void retry_timer_cb(void *opaque)
     requeue_sorted(s, due, n, true);
     retry_timer_rearm(s);
     guarded = arctic_niu_guard_enter(s);
-    arctic_link_pump(s);
+    arctic_tx_pump(s);
     arctic_niu_guard_leave(s, guarded);
+}
+
+/*
+ * The send order: move what is ready onto the link, as far as its credits
+ * and output room allow: owed acks and nacks first (they free the peers'
+ * lines), then high-priority data, then low.  Credits are per priority,
+ * so a stalled low-priority network never holds back the high one.
+ */
+void arctic_tx_pump(ArcticNiuState *s)
+{
+    NiuLink *link = &s->link;
+    bool stalled = false;
+
+    if (!niu_link_is_up(link)) {
+        return;
+    }
+    for (;;) {
+        uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+        size_t size;
+        ArcticLine *line;
+
+        if (niu_link_can_send(link, ARCTIC_PRIORITY_HIGH)) {
+            if (arctic_rx_next_control(s, wire, &size)) {
+                niu_link_send(link, ARCTIC_PRIORITY_HIGH, wire, size);
+                continue;
+            }
+            line = arctic_tx_next_line(s, ARCTIC_PRIORITY_HIGH);
+            if (line) {
+                niu_link_send(link, ARCTIC_PRIORITY_HIGH, line->wire,
+                              line->size);
+                arctic_tx_line_sent(s, line);
+                continue;
+            }
+        } else if (!link->tx_credits[ARCTIC_PRIORITY_HIGH] &&
+                   (s->ctrl_count ||
+                    arctic_tx_next_line(s, ARCTIC_PRIORITY_HIGH))) {
+            stalled = true;
+        }
+        line = arctic_tx_next_line(s, ARCTIC_PRIORITY_LOW);
+        if (line && niu_link_can_send(link, ARCTIC_PRIORITY_LOW)) {
+            niu_link_send(link, ARCTIC_PRIORITY_LOW, line->wire, line->size);
+            arctic_tx_line_sent(s, line);
+            continue;
+        }
+        stalled |= line && !link->tx_credits[ARCTIC_PRIORITY_LOW];
+        break;
+    }
+    if (stalled) {
+        arctic_niu_count(s, ARCTIC_CNT_CREDIT_STALLS);
+        trace_arctic_niu_link_credit_stall(
+            s->node_id, link->tx_credits[ARCTIC_PRIORITY_HIGH],
+            link->tx_credits[ARCTIC_PRIORITY_LOW]);
+    }
+    niu_link_flush(link);
 }
 
 void arctic_tx_link_up(ArcticNiuState *s)
@@ -930,7 +984,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
              * before this NIU's reset): it can never adopt this one, and
              * never took any of it, so renumbering is safe. */
             tx_resync(s, prio, h->src_node, h->seq);
-            arctic_link_pump(s);
+            arctic_tx_pump(s);
             return;
         }
         if (!st->acked) {
@@ -944,7 +998,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
              * deliveries went to a guest that is gone, so number what is
              * left again in a new epoch. */
             tx_resync(s, prio, h->src_node, h->seq);
-            arctic_link_pump(s);
+            arctic_tx_pump(s);
             return;
         } else {
             /* The receiver that acked this epoch still holds it: this

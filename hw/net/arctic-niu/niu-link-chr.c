@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Arctic NIU link transport over a chardev (niu-link.h): a UNIX or TCP
+ * socket chardev served by QEMU's main loop.  Use reconnect-ms= on the
+ * chardev so a restarted switch is found again.  It reaches switches on
+ * other hosts, and is the fallback where the link thread cannot be used.
+ */
+
+#include "qemu/osdep.h"
+#include "qapi/error.h"
+
+#include "niu-link.h"
+
+static gboolean chr_out_ready(void *do_not_use, GIOCondition cond,
+                              void *opaque)
+{
+    NiuLink *link = opaque;
+
+    link->out_watch = 0;
+    niu_link_writable(link);
+    return G_SOURCE_REMOVE;
+}
+
+static size_t chr_write(NiuLink *link, const uint8_t *buf, size_t len)
+{
+    int n = qemu_chr_fe_write(link->chr, buf, len);
+
+    if (n <= 0) {
+        n = 0;
+    }
+    if (n < len && !link->out_watch) {
+        link->out_watch = qemu_chr_fe_add_watch(link->chr, G_IO_OUT | G_IO_HUP,
+                                                chr_out_ready, link);
+    }
+    return n;
+}
+
+static void chr_accept_input(NiuLink *link)
+{
+    qemu_chr_fe_accept_input(link->chr);
+}
+
+static void chr_remove_watch(NiuLink *link)
+{
+    if (link->out_watch) {
+        g_source_remove(link->out_watch);
+        link->out_watch = 0;
+    }
+}
+
+static void chr_disconnect(NiuLink *link)
+{
+    chr_remove_watch(link);
+    qemu_chr_fe_disconnect(link->chr);
+}
+
+static void chr_cleanup(NiuLink *link)
+{
+    chr_remove_watch(link);
+    qemu_chr_fe_deinit(link->chr, false);
+}
+
+static const NiuTransportOps chr_transport = {
+    .name = "chardev",
+    .write = chr_write,
+    .accept_input = chr_accept_input,
+    .disconnect = chr_disconnect,
+    .cleanup = chr_cleanup,
+};
+
+static int chr_can_read(void *opaque)
+{
+    return niu_link_input_room(opaque);
+}
+
+static void chr_read(void *opaque, const uint8_t *buf, int size)
+{
+    niu_link_input(opaque, buf, size);
+}
+
+static void chr_event(void *opaque, QEMUChrEvent event)
+{
+    NiuLink *link = opaque;
+
+    switch (event) {
+    case CHR_EVENT_OPENED:
+        niu_link_opened(link);
+        break;
+    case CHR_EVENT_CLOSED:
+        chr_remove_watch(link);
+        niu_link_closed(link);
+        break;
+    default:
+        break;
+    }
+}
+
+bool niu_link_init_chr(NiuLink *link, CharBackend *chr, Error **errp)
+{
+    link->chr = chr;
+    link->transport = &chr_transport;
+    qemu_chr_fe_set_handlers(chr, chr_can_read, chr_read, chr_event,
+                             NULL, link, NULL, true);
+    return true;
+}

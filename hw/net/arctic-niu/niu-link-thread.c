@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Arctic NIU link transport served by a thread of its own (niu-link.h).
+ *
+ * The NIU connects to the switch's UNIX socket itself.  Its link thread
+ * sleeps in poll() on the socket and on a wake-up notifier, so the switch's
+ * write wakes it directly: no main loop, no timers, no glib sources
+ * between the socket and the device.  It reads what the socket holds (up
+ * to NIU_LINK_THREAD_READ bytes), takes the BQL once for the whole batch,
+ * and hands it to the session, whose answers (acks, nacks, credits) then
+ * leave in one write before the lock is dropped.  Sending needs no
+ * thread: whoever holds the BQL (a vCPU ringing the doorbell, a timer)
+ * writes straight to the socket without blocking; only when the socket is
+ * full does it ask the link thread to wait for room.
+ *
+ * The thread never spins: on a 2-core host every spinning thread takes
+ * the core a vCPU or the switch wants.  Locking: the BQL covers the
+ * session, the device and the fd (opened and closed only under it); the
+ * flags the thread reads without it are atomics, and every change of
+ * them that needs the thread's attention kicks the notifier.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/error-report.h"
+#include "qemu/event_notifier.h"
+#include "qemu/main-loop.h"
+#include "qemu/rcu.h"
+#include "qemu/thread.h"
+#include "qemu/sockets.h"
+#include "qapi/error.h"
+#include "trace.h"
+
+#include <poll.h>
+#include <sys/un.h>
+
+#include "niu-link.h"
+
+enum {
+    /* Bytes taken from the socket per hold of the BQL: enough for the
+     * packets of a whole credit window of both priorities. */
+    NIU_LINK_THREAD_READ = 16 * 1024,
+};
+
+struct NiuLinkThread {
+    NiuLink *link;
+    QemuThread thread;
+    char *path;
+    uint32_t reconnect_ms;
+    EventNotifier wake;
+    int fd;                 /* set and closed under the BQL only */
+    bool quit;              /* atomic: the device is going away */
+    bool want_out;          /* atomic: the session waits for room */
+    bool hold_input;        /* atomic: the session takes no input now */
+    bool connect_failed;    /* the last attempt failed (for traces) */
+};
+
+static void thread_kick(NiuLinkThread *t)
+{
+    event_notifier_set(&t->wake);
+}
+
+/* Sleep until kicked or @ms pass; false when the device goes away. */
+static bool thread_wait(NiuLinkThread *t, int ms)
+{
+    struct pollfd pfd = {
+        .fd = event_notifier_get_fd(&t->wake),
+        .events = POLLIN,
+    };
+
+    if (poll(&pfd, 1, ms) > 0) {
+        event_notifier_test_and_clear(&t->wake);
+    }
+    return !qatomic_read(&t->quit);
+}
+
+static int thread_connect(NiuLinkThread *t)
+{
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    int fd;
+
+    g_strlcpy(addr.sun_path, t->path, sizeof(addr.sun_path));
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -errno;
+    }
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        int err = errno;
+
+        close(fd);
+        return -err;
+    }
+    qemu_socket_set_nonblock(fd);
+    return fd;
+}
+
+/* Under the BQL. */
+static void thread_close(NiuLinkThread *t)
+{
+    if (t->fd >= 0) {
+        niu_link_closed(t->link);
+        close(t->fd);
+        t->fd = -1;
+        qatomic_set(&t->want_out, false);
+        qatomic_set(&t->hold_input, false);
+    }
+}
+
+/* The socket has something (or is gone): one batch, one hold of the BQL. */
+static void thread_read(NiuLinkThread *t, uint8_t *buf)
+{
+    ssize_t n = recv(t->fd, buf, NIU_LINK_THREAD_READ, MSG_DONTWAIT);
+
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        return;
+    }
+    bql_lock();
+    if (n > 0) {
+        niu_link_input(t->link, buf, n);
+        if (t->fd >= 0 && !niu_link_input_room(t->link)) {
+            qatomic_set(&t->hold_input, true);
+        }
+    } else {
+        trace_arctic_niu_link_thread_closed(t->link->node_id,
+                                            n < 0 ? errno : 0);
+        thread_close(t);
+    }
+    bql_unlock();
+}
+
+static void *thread_run(void *opaque)
+{
+    NiuLinkThread *t = opaque;
+    g_autofree uint8_t *buf = g_malloc(NIU_LINK_THREAD_READ);
+    bool first = true;
+
+    rcu_register_thread();
+    while (!qatomic_read(&t->quit)) {
+        struct pollfd pfd[2];
+        int fd;
+
+        if (t->fd < 0) {
+            if (!first && !thread_wait(t, t->reconnect_ms)) {
+                break;
+            }
+            first = false;
+            fd = thread_connect(t);
+            if (fd < 0) {
+                if (!t->connect_failed) {
+                    trace_arctic_niu_link_thread_connect(t->link->node_id,
+                                                         t->path, -fd);
+                }
+                t->connect_failed = true;
+                continue;
+            }
+            t->connect_failed = false;
+            trace_arctic_niu_link_thread_connect(t->link->node_id, t->path, 0);
+            bql_lock();
+            t->fd = fd;
+            niu_link_opened(t->link);
+            bql_unlock();
+            continue;
+        }
+        pfd[0] = (struct pollfd) {
+            .fd = t->fd,
+            .events = (qatomic_read(&t->hold_input) ? 0 : POLLIN) |
+                      (qatomic_read(&t->want_out) ? POLLOUT : 0),
+        };
+        pfd[1] = (struct pollfd) {
+            .fd = event_notifier_get_fd(&t->wake),
+            .events = POLLIN,
+        };
+        if (poll(pfd, 2, -1) < 0) {
+            continue;       /* EINTR */
+        }
+        if (pfd[1].revents) {
+            event_notifier_test_and_clear(&t->wake);
+        }
+        if (pfd[0].revents & POLLOUT) {
+            qatomic_set(&t->want_out, false);
+            bql_lock();
+            niu_link_writable(t->link);
+            bql_unlock();
+        }
+        if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            thread_read(t, buf);
+        }
+    }
+    rcu_unregister_thread();
+    return NULL;
+}
+
+/* Under the BQL, from any thread; never blocks. */
+static size_t thread_write(NiuLink *link, const uint8_t *buf, size_t len)
+{
+    NiuLinkThread *t = link->thread;
+    ssize_t n;
+
+    if (t->fd < 0) {
+        return len;         /* no connection: the session is down */
+    }
+    n = send(t->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EINTR) {
+            return len;     /* broken: the thread sees it and closes */
+        }
+        n = 0;
+    }
+    if (n < len) {
+        qatomic_set(&t->want_out, true);
+        thread_kick(t);
+    }
+    return n;
+}
+
+static void thread_accept_input(NiuLink *link)
+{
+    NiuLinkThread *t = link->thread;
+
+    if (qatomic_read(&t->hold_input)) {
+        qatomic_set(&t->hold_input, false);
+        thread_kick(t);
+    }
+}
+
+static void thread_disconnect(NiuLink *link)
+{
+    NiuLinkThread *t = link->thread;
+
+    /* The thread sees the hang-up and closes under the BQL. */
+    if (t->fd >= 0) {
+        shutdown(t->fd, SHUT_RDWR);
+    }
+}
+
+static void thread_cleanup(NiuLink *link)
+{
+    NiuLinkThread *t = link->thread;
+
+    qatomic_set(&t->quit, true);
+    thread_kick(t);
+    /* The thread may be waiting for the BQL to hand over a batch. */
+    bql_unlock();
+    qemu_thread_join(&t->thread);
+    bql_lock();
+    if (t->fd >= 0) {
+        close(t->fd);
+    }
+    event_notifier_cleanup(&t->wake);
+    g_free(t->path);
+    g_free(t);
+    link->thread = NULL;
+}
+
+static const NiuTransportOps thread_transport = {
+    .name = "thread",
+    .write = thread_write,
+    .accept_input = thread_accept_input,
+    .disconnect = thread_disconnect,
+    .cleanup = thread_cleanup,
+};
+
+bool niu_link_init_thread(NiuLink *link, const char *path,
+                          uint32_t reconnect_ms, Error **errp)
+{
+    NiuLinkThread *t;
+    char name[32];
+    int ret;
+
+    if (strlen(path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path)) {
+        error_setg(errp, "arctic-niu: link-socket path is too long: %s",
+                   path);
+        return false;
+    }
+    t = g_new0(NiuLinkThread, 1);
+    ret = event_notifier_init(&t->wake, false);
+    if (ret < 0) {
+        error_setg_errno(errp, -ret, "arctic-niu: cannot create the link "
+                         "thread's notifier");
+        g_free(t);
+        return false;
+    }
+    t->link = link;
+    t->path = g_strdup(path);
+    t->reconnect_ms = reconnect_ms;
+    t->fd = -1;
+    link->thread = t;
+    link->transport = &thread_transport;
+    snprintf(name, sizeof(name), "arctic-niu-%u", link->node_id);
+    qemu_thread_create(&t->thread, name, thread_run, t, QEMU_THREAD_JOINABLE);
+    return true;
+}

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Arctic NIU link layer: one session with arctic-switch (include/arctic/
+ * link.h: HELLO/WELCOME, frames, per-priority credits), independent of
+ * how the bytes move.
+ *
+ * Three parties meet here:
+ *   - the owner above (the end-to-end protocol of niu-tx.c/niu-rx.c),
+ *     told of packets, of the link going up or down, and of room to send
+ *     through NiuLinkOps; it sends with niu_link_can_send()/niu_link_send()
+ *     and ends a burst with niu_link_flush();
+ *   - the session itself (niu-link.c): framing, handshake, credits, the
+ *     output buffer;
+ *   - a transport below, which moves bytes and tells the session of
+ *     input, of room to write and of the connection opening or closing
+ *     (NiuTransportOps).  Two exist:
+ *       niu-link-chr.c     a chardev (UNIX or TCP socket, reconnect-ms=),
+ *                          served by QEMU's main loop; the fallback, and
+ *                          the one for switches on other hosts;
+ *       niu-link-thread.c  a UNIX socket of the NIU's own, served by a
+ *                          link thread that sleeps in poll() and is woken
+ *                          by the switch, taking the BQL only to hand a
+ *                          batch of input to the session.
+ *
+ * Everything here runs under the BQL, whichever thread calls it.
+ */
+#ifndef HW_NET_ARCTIC_NIU_LINK_H
+#define HW_NET_ARCTIC_NIU_LINK_H
+
+#include "chardev/char-fe.h"
+#include "hw/registerfields.h"
+#include "arctic/niu-hw.h"
+#include "arctic/packet.h"
+#include "arctic/link.h"
+#include "arctic/route.h"
+
+typedef struct NiuLink NiuLink;
+typedef struct NiuLinkThread NiuLinkThread;
+
+typedef enum NiuLinkState {
+    NIU_LINK_DOWN,          /* no connection */
+    NIU_LINK_HELLO_SENT,    /* connected, waiting for WELCOME */
+    NIU_LINK_UP,
+} NiuLinkState;
+
+/* What the link reports to its owner. */
+typedef struct NiuLinkOps {
+    /* WELCOME taken: num_nodes, levels and the credits are set. */
+    void (*up)(NiuLink *link);
+    /* A session ended (it was up). */
+    void (*down)(NiuLink *link);
+    /* A packet arrived; its credit goes back to the switch by itself. */
+    void (*packet)(NiuLink *link, uint8_t prio, const uint8_t *wire,
+                   size_t size);
+    /* Credits or output room came back: the owner may send again. */
+    void (*ready)(NiuLink *link);
+    /* Something for the device's error registers (a protocol error, a
+     * refusal); the link has already logged and traced it. */
+    void (*error)(NiuLink *link, enum arctic_error cause, uint32_t detail);
+} NiuLinkOps;
+
+/* What a transport does for the session. */
+typedef struct NiuTransportOps {
+    const char *name;
+    /* Write up to @len bytes; returns how many were taken.  Fewer than
+     * @len means the transport is full: it calls niu_link_writable()
+     * when it has room again. */
+    size_t (*write)(NiuLink *link, const uint8_t *buf, size_t len);
+    /* The session takes input again after holding it back. */
+    void (*accept_input)(NiuLink *link);
+    /* Drop the connection (a protocol error or a refusal); the session
+     * is already down and ignores what still arrives. */
+    void (*disconnect)(NiuLink *link);
+    void (*cleanup)(NiuLink *link);
+} NiuTransportOps;
+
+struct NiuLink {
+    const NiuLinkOps *ops;
+    void *opaque;                       /* the owner's */
+    const NiuTransportOps *transport;
+    uint32_t node_id;
+    uint32_t rx_credits;                /* granted to the switch */
+
+    NiuLinkState state;
+    bool rejected;                      /* the last answer was REJECT */
+    uint16_t up_count;
+    uint32_t num_nodes;
+    uint32_t levels;
+    uint32_t tx_credits[ARCTIC_NUM_PRIORITIES];     /* we may send */
+    uint32_t rx_outstanding[ARCTIC_NUM_PRIORITIES]; /* switch may send */
+    uint32_t credits_to_return[ARCTIC_NUM_PRIORITIES];
+    uint8_t in_buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_LINK_MAX_BODY];
+    uint32_t in_len;
+    GByteArray *out_buf;
+    bool out_blocked;                   /* the transport is full */
+
+    /* transports' own */
+    CharBackend *chr;
+    guint out_watch;
+    NiuLinkThread *thread;
+};
+
+enum {
+    /* Bytes waiting for the transport beyond which the owner stops
+     * sending and the session stops taking input (every packet may owe
+     * an answer). */
+    NIU_LINK_OUT_LIMIT = 16 * 1024,
+};
+
+/* For the owner */
+void niu_link_init(NiuLink *link, const NiuLinkOps *ops, void *opaque,
+                   uint32_t node_id, uint32_t rx_credits);
+bool niu_link_init_chr(NiuLink *link, CharBackend *chr, Error **errp);
+bool niu_link_init_thread(NiuLink *link, const char *path,
+                          uint32_t reconnect_ms, Error **errp);
+void niu_link_cleanup(NiuLink *link);
+bool niu_link_is_up(const NiuLink *link);
+bool niu_link_can_send(const NiuLink *link, uint8_t prio);
+void niu_link_send(NiuLink *link, uint8_t prio, const uint8_t *wire,
+                   size_t size);
+void niu_link_flush(NiuLink *link);
+const char *niu_link_state_name(NiuLinkState state);
+const char *niu_link_transport_name(const NiuLink *link);
+
+/* For transports */
+void niu_link_opened(NiuLink *link);
+void niu_link_closed(NiuLink *link);
+size_t niu_link_input_room(const NiuLink *link);
+void niu_link_input(NiuLink *link, const uint8_t *buf, size_t size);
+void niu_link_writable(NiuLink *link);
+
+#endif /* HW_NET_ARCTIC_NIU_LINK_H */
