@@ -1063,6 +1063,36 @@ static void test_tx_polled_without_doorbell(void)
     niu_stop(n);
 }
 
+/*
+ * A doorbell serves the queues itself and leaves the poll interval as it
+ * was: a guest that rings will ring again.  (Polling fast after every
+ * doorbell woke the main loop every poll-min-ns while a ringing guest
+ * talked, taking the core from its vCPU.)  A slot written after the
+ * doorbell, without one, still goes out at the next idle poll.
+ */
+static void test_tx_doorbell_keeps_poll_interval(void)
+{
+    Niu *n;
+    uint32_t v = 1;
+    uint32_t epoch;
+
+    niu_props = "poll-max-ns=100000000";          /* 100 ms */
+    n = niu_start_linked(8, 8);
+    niu_props = "";
+    qtest_clock_step(n->qts, 1000ull * 1000 * 1000);  /* idle: at max */
+    guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v, 1);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 0, 0, &v, 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 0, 0);
+    v = 2;
+    guest_send(n, ARCTIC_TXQ_LO, 2, 2, 0, 0, &v, 1);  /* no doorbell */
+    qtest_clock_step(n->qts, 1000 * 1000);        /* 500x poll-min-ns */
+    link_expect_silence(n);
+    qtest_clock_step(n->qts, 100 * 1000 * 1000);  /* poll-max-ns */
+    expect_data(n, 2, ARCTIC_PRIORITY_LOW, 1, 2, 0, 0, &v, 1);
+    niu_stop(n);
+}
+
 static void test_rx_all_sizes(void)
 {
     Niu *n = niu_start_linked(8, 8);
@@ -3417,6 +3447,8 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/registers/test-dma", test_dma_self_test);
     qtest_add_func("/arctic-niu/tx/all-sizes", test_tx_all_sizes);
     qtest_add_func("/arctic-niu/tx/polled", test_tx_polled_without_doorbell);
+    qtest_add_func("/arctic-niu/tx/doorbell-keeps-poll-interval",
+                   test_tx_doorbell_keeps_poll_interval);
     qtest_add_func("/arctic-niu/rx/all-sizes", test_rx_all_sizes);
     qtest_add_func("/arctic-niu/queues/wraparound", test_wraparound);
     qtest_add_func("/arctic-niu/queues/lap-from-head", test_rx_lap_from_head);

@@ -915,7 +915,7 @@ static void arctic_niu_link_ready(NiuLink *link)
     ArcticNiuState *s = link_owner(link);
     bool guarded = arctic_niu_guard_enter(s);
 
-    arctic_tx_pump(s);
+    arctic_tx_resume(s);
     arctic_niu_guard_leave(s, guarded);
 }
 

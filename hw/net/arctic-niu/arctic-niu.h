@@ -161,6 +161,7 @@ struct ArcticNiuState {
     QEMUBH *tx_bh;
     unsigned tx_count;          /* Appendix A COUNT */
     unsigned tx_refused;        /* slots refused in this Tx service pass */
+    bool tx_line_wait;          /* work found no free line */
     ArcticLine lines[ARCTIC_MAX_LINES];
     ArcticTxStream tx_stream[ARCTIC_NUM_PRIORITIES][ARCTIC_S];
     QEMUTimer *retry_timer;
@@ -246,6 +247,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
                            uint32_t incarnation);
 void arctic_tx_link_up(ArcticNiuState *s);
 void arctic_tx_pump(ArcticNiuState *s);
+void arctic_tx_resume(ArcticNiuState *s);
 ArcticLine *arctic_tx_next_line(ArcticNiuState *s, uint8_t prio);
 void arctic_tx_line_sent(ArcticNiuState *s, ArcticLine *line);
 void arctic_tx_peer_answered(ArcticNiuState *s, uint16_t node);

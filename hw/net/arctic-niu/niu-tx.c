@@ -46,6 +46,7 @@ static ArcticLine *line_alloc(ArcticNiuState *s, uint8_t prio)
     if (prio == ARCTIC_PRIORITY_LOW &&
         lines_busy(s, ARCTIC_PRIORITY_LOW) >=
         s->num_lines - ARCTIC_HI_RESERVED_LINES) {
+        s->tx_line_wait = true;
         return NULL;
     }
     for (i = 0; i < s->num_lines; i++) {
@@ -53,6 +54,7 @@ static ArcticLine *line_alloc(ArcticNiuState *s, uint8_t prio)
             return &s->lines[i];
         }
     }
+    s->tx_line_wait = true;     /* arctic_tx_resume() serves it again */
     return NULL;
 }
 
@@ -74,10 +76,15 @@ static void retry_timer_rearm(ArcticNiuState *s)
             next = l->deadline;
         }
     }
-    if (next == INT64_MAX) {
-        timer_del(s->retry_timer);
-    } else {
-        timer_mod(s->retry_timer, next);
+    /*
+     * Only ever earlier: a timer left at an older deadline fires, finds
+     * nothing due and comes back here.  Moving it on every send and ack
+     * would wake the main loop (a timer_mod that makes the deadline
+     * earlier notifies it) twice per packet; this wakes it at most once
+     * per retry timeout.
+     */
+    if (next != INT64_MAX) {
+        timer_mod_anticipate(s->retry_timer, next);
     }
 }
 
@@ -255,8 +262,11 @@ static bool dma_line_available(ArcticNiuState *s)
     for (i = 0; i < s->num_lines; i++) {
         n += s->lines[i].busy && s->lines[i].dma;
     }
-    return n < s->num_lines / 2 &&
-           line_alloc(s, ARCTIC_PRIORITY_HIGH) != NULL;
+    if (n >= s->num_lines / 2) {
+        s->tx_line_wait = true;
+        return false;
+    }
+    return line_alloc(s, ARCTIC_PRIORITY_HIGH) != NULL;
 }
 
 static void dma_refuse(ArcticNiuState *s, unsigned epn, unsigned q,
@@ -555,7 +565,16 @@ static unsigned served_endpoints(ArcticNiuState *s, unsigned *order)
     return n;
 }
 
-static void tx_service(ArcticNiuState *s)
+/*
+ * One service pass over the Tx queues.  @polled: the poll timer or its
+ * bottom half asked, and the poll interval adapts to what the pass found.
+ * A doorbell's pass leaves the interval alone: a guest that rings will
+ * ring again, and polling fast after each of its doorbells would wake the
+ * main loop every poll-min-ns for nothing (on a 2-core host that wake-up
+ * takes the core from the vCPU that rang).  Polling stays armed for the
+ * guests that only write slots (seed 002).
+ */
+static void tx_service(ArcticNiuState *s, bool polled)
 {
     unsigned order[ARCTIC_ENDPOINTS];
     unsigned n, i, taken = 0;
@@ -591,15 +610,23 @@ static void tx_service(ArcticNiuState *s)
          * and does not reschedule itself, so the NIU's work per unit of
          * virtual time stays bounded whatever the guest programs.
          */
-        if (taken > s->tx_refused) {
-            s->tx_poll_interval_ns = s->poll_min_ns;
+        if (!polled) {
+            if (!timer_pending(s->tx_poll_timer)) {
+                timer_mod(s->tx_poll_timer,
+                          qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
+                          s->tx_poll_interval_ns);
+            }
         } else {
-            s->tx_poll_interval_ns = MIN(s->tx_poll_interval_ns * 2,
-                                         s->poll_max_ns);
+            if (taken > s->tx_refused) {
+                s->tx_poll_interval_ns = s->poll_min_ns;
+            } else {
+                s->tx_poll_interval_ns = MIN(s->tx_poll_interval_ns * 2,
+                                             s->poll_max_ns);
+            }
+            timer_mod(s->tx_poll_timer,
+                      qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
+                      s->tx_poll_interval_ns);
         }
-        timer_mod(s->tx_poll_timer,
-                  qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
-                  s->tx_poll_interval_ns);
         if (more && taken > s->tx_refused) {
             qemu_bh_schedule(s->tx_bh);
         }
@@ -612,13 +639,13 @@ static void tx_poll_timer_cb(void *opaque)
     ArcticNiuState *s = opaque;
     bool guarded = arctic_niu_guard_enter(s);
 
-    tx_service(s);
+    tx_service(s, true);
     arctic_niu_guard_leave(s, guarded);
 }
 
 static void tx_bh_cb(void *opaque)
 {
-    tx_service(opaque);
+    tx_service(opaque, true);
 }
 
 void arctic_tx_kick(ArcticNiuState *s)
@@ -635,8 +662,23 @@ void arctic_tx_kick(ArcticNiuState *s)
  */
 void arctic_tx_doorbell(ArcticNiuState *s)
 {
-    s->tx_poll_interval_ns = s->poll_min_ns;
-    tx_service(s);
+    tx_service(s, false);
+}
+
+/*
+ * The link has taken a batch of input (acks among it) or has room again.
+ * If the Tx side stopped for want of a line and acks have freed some, it
+ * goes on here, in the thread that took the acks, instead of waking the
+ * main loop for it; otherwise only what is queued goes out.
+ */
+void arctic_tx_resume(ArcticNiuState *s)
+{
+    if (s->tx_line_wait && lines_busy(s, -1) < s->num_lines) {
+        s->tx_line_wait = false;
+        tx_service(s, false);
+        return;
+    }
+    arctic_tx_pump(s);
 }
 
 void arctic_tx_enable_changed(ArcticNiuState *s)
@@ -924,10 +966,8 @@ void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
         }
     }
     trace_arctic_niu_tx_ack(s->node_id, h->src_node, prio, h->seq, freed);
-    if (freed) {
-        retry_timer_rearm(s);
-        arctic_tx_kick(s);
-    }
+    /* What waited for these lines goes on in arctic_tx_resume(), when
+     * the link has dispatched the whole batch the ack came in. */
 }
 
 /* The receiver lost its state for our epoch: number the stream's unacked
@@ -1053,6 +1093,7 @@ void arctic_tx_reset(ArcticNiuState *s)
     memset(s->lines, 0, sizeof(s->lines));
     memset(s->peer_waiting_since, 0, sizeof(s->peer_waiting_since));
     s->tx_count = 0;
+    s->tx_line_wait = false;
     s->tx_poll_interval_ns = s->poll_min_ns;
     /* A new epoch for every stream, later than any this NIU used before,
      * and (from the host clock) most likely later than any a receiver
