@@ -347,14 +347,15 @@ static void link_handshake(Niu *n, uint16_t hi_credits, uint16_t lo_credits)
 /* The next PACKET from the device; CREDIT frames on the way are summed. */
 static void link_send_credit(Niu *n, uint16_t hi, uint16_t lo);
 
-static size_t link_expect_packet(Niu *n, uint8_t *wire)
+/* ... within @ms milliseconds. */
+static size_t link_expect_packet_within(Niu *n, uint8_t *wire, int ms)
 {
     uint16_t type;
     uint32_t len;
     uint8_t prio;
 
     for (;;) {
-        g_assert_cmpint(link_read(n, &type, wire, &len, WAIT_MS), ==, 1);
+        g_assert_cmpint(link_read(n, &type, wire, &len, ms), ==, 1);
         if (type == ARCTIC_FRAME_CREDIT) {
             n->credits_seen[ARCTIC_PRIORITY_LOW] += arctic_get_le16(wire);
             n->credits_seen[ARCTIC_PRIORITY_HIGH] += arctic_get_le16(wire + 2);
@@ -374,6 +375,11 @@ static size_t link_expect_packet(Niu *n, uint8_t *wire)
         }
         return len;
     }
+}
+
+static size_t link_expect_packet(Niu *n, uint8_t *wire)
+{
+    return link_expect_packet_within(n, wire, WAIT_MS);
 }
 
 /* Check that the device sends no packet for a while (credits may come). */
@@ -500,9 +506,11 @@ static void peer_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
     g_assert_cmpint(counter(n, seen), ==, before + 1);
 }
 
-/* Expect the NIU's answer to a data packet from @src, and check it whole. */
-static void expect_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
-                           uint32_t epoch, uint32_t seq, uint8_t reason)
+/* Expect the NIU's answer to a data packet from @src within @ms, and
+ * check it whole. */
+static void expect_control_within(Niu *n, int ms, unsigned src, uint8_t kind,
+                                  uint8_t prio, uint32_t epoch, uint32_t seq,
+                                  uint8_t reason)
 {
     uint8_t wire[ARCTIC_WIRE_MAX_SIZE], want[ARCTIC_WIRE_MAX_SIZE];
     struct arctic_e2e_header h = {
@@ -514,7 +522,7 @@ static void expect_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
         .epoch = epoch,
         .seq = seq,
     };
-    size_t size = link_expect_packet(n, wire);
+    size_t size = link_expect_packet_within(n, wire, ms);
     struct arctic_e2e_header got;
     size_t want_size;
 
@@ -532,6 +540,12 @@ static void expect_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
 
     g_assert_cmpint(size, ==, want_size);
     g_assert_cmpmem(wire, size, want, want_size);
+}
+
+static void expect_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
+                           uint32_t epoch, uint32_t seq, uint8_t reason)
+{
+    expect_control_within(n, WAIT_MS, src, kind, prio, epoch, seq, reason);
 }
 
 /* Send the next data packet of the test's stream and expect an ACK. */
@@ -1090,6 +1104,66 @@ static void test_tx_doorbell_keeps_poll_interval(void)
     link_expect_silence(n);
     qtest_clock_step(n->qts, 100 * 1000 * 1000);  /* poll-max-ns */
     expect_data(n, 2, ARCTIC_PRIORITY_LOW, 1, 2, 0, 0, &v, 1);
+    niu_stop(n);
+}
+
+/* Wait until the slot at the tail of Rx queue @q is valid. */
+static void guest_wait_rx(Niu *n, unsigned q)
+{
+    gint64 deadline = g_get_monotonic_time() + WAIT_MS * 1000;
+
+    while (!FIELD_EX32(qtest_readl(n->qts, rx_tail_slot(n, q)), MPI_HEADER,
+                       VALID)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+}
+
+/*
+ * ack-delay-ns: the ack of a request waits for the reply and leaves in
+ * the same write, just before it; with no reply it goes when the delay
+ * runs out; ARCTIC_ACK_EVERY (4) deliveries are acked at once.
+ */
+static void test_ack_waits_for_reply(void)
+{
+    const uint8_t hi = ARCTIC_PRIORITY_HIGH;
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint32_t v = 7, epoch;
+    size_t size;
+    Niu *n;
+    unsigned i;
+
+    niu_props = "retry-timeout-ns=8000000000,ack-delay-ns=2000000000";
+    n = niu_start_linked(8, 8);
+    niu_props = "";
+    mark_rx_slots(n);
+
+    size = peer_data(n, wire, PEER, hi, n->peer_epoch, 0, 3, 1, 2, &v, 1);
+    link_send_packet(n, wire, size);
+    guest_wait_rx(n, ARCTIC_RXQ_HI);
+    link_expect_silence(n);             /* 300 ms of the 2 s: no ack yet */
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
+    guest_send(n, ARCTIC_TXQ_HI, PEER, 4, 5, 6, &v, 1);
+    doorbell(n);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, hi, n->peer_epoch, 0, 0);
+    epoch = expect_data(n, PEER, hi, 0, 4, 5, 6, &v, 1);
+    peer_control(n, PEER, ARCTIC_E2E_ACK, hi, epoch, 0, 0);
+
+    /* No reply: the ack comes when the delay runs out. */
+    size = peer_data(n, wire, PEER, hi, n->peer_epoch, 1, 3, 1, 2, &v, 1);
+    link_send_packet(n, wire, size);
+    guest_wait_rx(n, ARCTIC_RXQ_HI);
+    link_expect_silence(n);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, hi, n->peer_epoch, 1, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
+
+    /* A burst: acked at once, well before the delay. */
+    for (i = 2; i < 2 + 4; i++) {       /* ARCTIC_ACK_EVERY */
+        size = peer_data(n, wire, PEER, hi, n->peer_epoch, i, 3, 1, 2, &v, 1);
+        link_send_packet(n, wire, size);
+    }
+    expect_control_within(n, QUIET_MS, PEER, ARCTIC_E2E_ACK, hi,
+                          n->peer_epoch, i - 1, 0);
     niu_stop(n);
 }
 
@@ -3058,7 +3132,7 @@ static void test_bad_properties(void)
     const char *qemu = g_getenv("QTEST_QEMU_BINARY");
     const char *bad[] = { "node-id=256", "rx-credits=0",
                           "poll-min-ns=10,poll-max-ns=5", "lines=7",
-                          "lines=256",
+                          "lines=256", "ack-delay-ns=600000",
                           /* one link, not two */
                           "chardev=c,link-socket=/nonexistent/switch.sock",
                           NULL /* a link-socket= path too long for UNIX */ };
@@ -3450,6 +3524,8 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/tx/doorbell-keeps-poll-interval",
                    test_tx_doorbell_keeps_poll_interval);
     qtest_add_func("/arctic-niu/rx/all-sizes", test_rx_all_sizes);
+    qtest_add_func("/arctic-niu/ack/waits-for-reply",
+                   test_ack_waits_for_reply);
     qtest_add_func("/arctic-niu/queues/wraparound", test_wraparound);
     qtest_add_func("/arctic-niu/queues/lap-from-head", test_rx_lap_from_head);
     qtest_add_func("/arctic-niu/ack/rx-queue-full", test_rx_queue_full_nack);

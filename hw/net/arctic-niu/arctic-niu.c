@@ -891,7 +891,7 @@ static void arctic_niu_link_up(NiuLink *link)
 
     arctic_niu_count(s, ARCTIC_CNT_LINK_UPS);
     arctic_tx_link_up(s);
-    arctic_tx_pump(s);
+    arctic_tx_pump(s, false);
     arctic_niu_guard_leave(s, guarded);
 }
 
@@ -919,6 +919,15 @@ static void arctic_niu_link_ready(NiuLink *link)
     arctic_niu_guard_leave(s, guarded);
 }
 
+static void arctic_niu_link_deferred(NiuLink *link)
+{
+    ArcticNiuState *s = link_owner(link);
+    bool guarded = arctic_niu_guard_enter(s);
+
+    arctic_tx_pump(s, false);
+    arctic_niu_guard_leave(s, guarded);
+}
+
 static void arctic_niu_link_error(NiuLink *link, enum arctic_error cause,
                                   uint32_t detail)
 {
@@ -930,6 +939,7 @@ static const NiuLinkOps arctic_niu_link_ops = {
     .down = arctic_niu_link_down,
     .packet = arctic_niu_link_packet,
     .ready = arctic_niu_link_ready,
+    .deferred = arctic_niu_link_deferred,
     .error = arctic_niu_link_error,
 };
 
@@ -937,7 +947,7 @@ static const NiuLinkOps arctic_niu_link_ops = {
 static bool arctic_niu_link_init(ArcticNiuState *s, Error **errp)
 {
     niu_link_init(&s->link, &arctic_niu_link_ops, s, s->node_id,
-                  s->rx_credits);
+                  s->rx_credits, s->ack_delay_ns);
     if (s->link_socket && qemu_chr_fe_backend_connected(&s->chr)) {
         error_setg(errp, "arctic-niu: give chardev= or link-socket=, "
                    "not both");
@@ -981,6 +991,12 @@ static void arctic_niu_realize(PCIDevice *pdev, Error **errp)
     if (s->retry_timeout_ns == 0 || s->nack_backoff_ns == 0) {
         error_setg(errp, "arctic-niu: retry-timeout-ns and nack-backoff-ns "
                    "must be positive");
+        return;
+    }
+    if (s->ack_delay_ns > s->retry_timeout_ns / 4) {
+        error_setg(errp, "arctic-niu: ack-delay-ns must be at most a "
+                   "quarter of retry-timeout-ns (%" PRIu64 ")",
+                   s->retry_timeout_ns / 4);
         return;
     }
 
@@ -1048,6 +1064,7 @@ static const Property arctic_niu_properties[] = {
                        10000),
     DEFINE_PROP_UINT64("nack-backoff-ns", ArcticNiuState, nack_backoff_ns,
                        10000),
+    DEFINE_PROP_UINT64("ack-delay-ns", ArcticNiuState, ack_delay_ns, 50000),
 };
 
 static void arctic_niu_class_init(ObjectClass *klass, void *data)

@@ -47,6 +47,9 @@ enum {
     ARCTIC_MIN_LINES = 2 * ARCTIC_HI_RESERVED_LINES,
     /* Slots MPFSM takes from one queue before letting the main loop run. */
     ARCTIC_TX_BATCH = 32,
+    /* Deliveries whose acks may wait for data going back (ack-delay-ns)
+     * before they go at once. */
+    ARCTIC_ACK_EVERY = 4,
     /* Packets the receive FIFO of each priority holds in dMPI mode
      * (RxCtrl OFF) before the NIU refuses more (seed 002 §4.1.2: they
      * "back up into the network"). */
@@ -134,6 +137,7 @@ struct ArcticNiuState {
     uint64_t retry_timeout_ns;  /* first retransmit timeout */
     uint64_t nack_backoff_ns;   /* first delay before retrying a nack */
     uint32_t peer_timeout_ms;   /* silence after which a node is dead */
+    uint64_t ack_delay_ns;      /* acks and credits wait for company */
 
     /* register file */
     bool tx_enabled;            /* TxCtrl ON written */
@@ -195,6 +199,8 @@ struct ArcticNiuState {
     /* FIFO of (priority << 8 | source) streams owing an ack or nack */
     uint16_t ctrl_fifo[ARCTIC_NUM_PRIORITIES * ARCTIC_S];
     unsigned ctrl_head, ctrl_count;
+    unsigned acks_held;         /* acks owed since controls last went */
+    bool nack_owed;
 
     /* link (niu-link.h) */
     NiuLink link;
@@ -246,7 +252,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
                            const struct arctic_e2e_header *h,
                            uint32_t incarnation);
 void arctic_tx_link_up(ArcticNiuState *s);
-void arctic_tx_pump(ArcticNiuState *s);
+void arctic_tx_pump(ArcticNiuState *s, bool lazy);
 void arctic_tx_resume(ArcticNiuState *s);
 ArcticLine *arctic_tx_next_line(ArcticNiuState *s, uint8_t prio);
 void arctic_tx_line_sent(ArcticNiuState *s, ArcticLine *line);

@@ -54,9 +54,22 @@ static void chr_disconnect(NiuLink *link)
     qemu_chr_fe_disconnect(link->chr);
 }
 
+static void chr_defer_cb(void *opaque)
+{
+    niu_link_deferred_due(opaque);
+}
+
+/* Host time: coalescing must not wait for a qtest to step the clock. */
+static void chr_defer(NiuLink *link, int64_t delay_ns)
+{
+    timer_mod_anticipate(link->defer_timer,
+                         qemu_clock_get_ns(QEMU_CLOCK_REALTIME) + delay_ns);
+}
+
 static void chr_cleanup(NiuLink *link)
 {
     chr_remove_watch(link);
+    timer_free(link->defer_timer);
     qemu_chr_fe_deinit(link->chr, false);
 }
 
@@ -65,6 +78,7 @@ static const NiuTransportOps chr_transport = {
     .write = chr_write,
     .accept_input = chr_accept_input,
     .disconnect = chr_disconnect,
+    .defer = chr_defer,
     .cleanup = chr_cleanup,
 };
 
@@ -99,6 +113,7 @@ bool niu_link_init_chr(NiuLink *link, CharBackend *chr, Error **errp)
 {
     link->chr = chr;
     link->transport = &chr_transport;
+    link->defer_timer = timer_new_ns(QEMU_CLOCK_REALTIME, chr_defer_cb, link);
     qemu_chr_fe_set_handlers(chr, chr_can_read, chr_read, chr_event,
                              NULL, link, NULL, true);
     return true;

@@ -51,6 +51,7 @@ struct NiuLinkThread {
     bool quit;              /* atomic: the device is going away */
     bool want_out;          /* atomic: the session waits for room */
     bool hold_input;        /* atomic: the session takes no input now */
+    int64_t deadline;       /* atomic: CLOCK_MONOTONIC ns of a deferral */
     bool connect_failed;    /* the last attempt failed (for traces) */
 };
 
@@ -102,6 +103,7 @@ static void thread_close(NiuLinkThread *t)
         t->fd = -1;
         qatomic_set(&t->want_out, false);
         qatomic_set(&t->hold_input, false);
+        qatomic_set(&t->deadline, 0);
     }
 }
 
@@ -127,6 +129,33 @@ static void thread_read(NiuLinkThread *t, uint8_t *buf)
     bql_unlock();
 }
 
+/* The poll timeout for the pending deferral, in ns: -1 none. */
+static int64_t thread_timeout_ns(NiuLinkThread *t)
+{
+    int64_t deadline = qatomic_read(&t->deadline);
+
+    if (!deadline) {
+        return -1;
+    }
+    return MAX(deadline - get_clock(), 0);
+}
+
+/* The deferral ran out: hand it to the session. */
+static void thread_deferral(NiuLinkThread *t)
+{
+    int64_t deadline = qatomic_read(&t->deadline);
+
+    if (!deadline || get_clock() < deadline) {
+        return;
+    }
+    bql_lock();
+    qatomic_set(&t->deadline, 0);
+    if (t->fd >= 0) {
+        niu_link_deferred_due(t->link);
+    }
+    bql_unlock();
+}
+
 static void *thread_run(void *opaque)
 {
     NiuLinkThread *t = opaque;
@@ -135,7 +164,7 @@ static void *thread_run(void *opaque)
 
     rcu_register_thread();
     while (!qatomic_read(&t->quit)) {
-        struct pollfd pfd[2];
+        GPollFD pfd[2];
         int fd;
 
         if (t->fd < 0) {
@@ -160,30 +189,31 @@ static void *thread_run(void *opaque)
             bql_unlock();
             continue;
         }
-        pfd[0] = (struct pollfd) {
+        pfd[0] = (GPollFD) {
             .fd = t->fd,
-            .events = (qatomic_read(&t->hold_input) ? 0 : POLLIN) |
-                      (qatomic_read(&t->want_out) ? POLLOUT : 0),
+            .events = (qatomic_read(&t->hold_input) ? 0 : G_IO_IN) |
+                      (qatomic_read(&t->want_out) ? G_IO_OUT : 0),
         };
-        pfd[1] = (struct pollfd) {
+        pfd[1] = (GPollFD) {
             .fd = event_notifier_get_fd(&t->wake),
-            .events = POLLIN,
+            .events = G_IO_IN,
         };
-        if (poll(pfd, 2, -1) < 0) {
+        if (qemu_poll_ns(pfd, 2, thread_timeout_ns(t)) < 0) {
             continue;       /* EINTR */
         }
         if (pfd[1].revents) {
             event_notifier_test_and_clear(&t->wake);
         }
-        if (pfd[0].revents & POLLOUT) {
+        if (pfd[0].revents & G_IO_OUT) {
             qatomic_set(&t->want_out, false);
             bql_lock();
             niu_link_writable(t->link);
             bql_unlock();
         }
-        if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (pfd[0].revents & (G_IO_IN | G_IO_HUP | G_IO_ERR)) {
             thread_read(t, buf);
         }
+        thread_deferral(t);
     }
     rcu_unregister_thread();
     return NULL;
@@ -232,6 +262,23 @@ static void thread_disconnect(NiuLink *link)
     }
 }
 
+/* Under the BQL.  From another thread, kick the link thread so that it
+ * sleeps no longer than the new deadline. */
+static void thread_defer(NiuLink *link, int64_t delay_ns)
+{
+    NiuLinkThread *t = link->thread;
+    int64_t deadline = get_clock() + delay_ns;
+    int64_t old = qatomic_read(&t->deadline);
+
+    if (old && old <= deadline) {
+        return;
+    }
+    qatomic_set(&t->deadline, deadline);
+    if (!qemu_thread_is_self(&t->thread)) {
+        thread_kick(t);
+    }
+}
+
 static void thread_cleanup(NiuLink *link)
 {
     NiuLinkThread *t = link->thread;
@@ -256,6 +303,7 @@ static const NiuTransportOps thread_transport = {
     .write = thread_write,
     .accept_input = thread_accept_input,
     .disconnect = thread_disconnect,
+    .defer = thread_defer,
     .cleanup = thread_cleanup,
 };
 

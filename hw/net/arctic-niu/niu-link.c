@@ -73,15 +73,52 @@ void niu_link_send(NiuLink *link, uint8_t prio, const uint8_t *wire,
                       wire, size);
 }
 
+/* Ask the owner to be told (NiuLinkOps.deferred) within defer_ns. */
+void niu_link_defer(NiuLink *link)
+{
+    if (link->state == NIU_LINK_UP && link->transport) {
+        link->transport->defer(link, link->defer_ns);
+    }
+}
+
 /*
- * Hand the output buffer to the transport, returning the credits of the
- * packets taken since the last flush in one CREDIT frame first.  One
- * flush is one write however many frames a burst made.
+ * Credits go back with other frames, or alone once half the window of a
+ * priority waits for them, or when the deferral runs out: a CREDIT frame
+ * alone per packet would wake the switch once more per packet.
+ */
+static bool link_credits_go_now(NiuLink *link)
+{
+    unsigned p;
+
+    if (link->out_buf->len || link->credits_due || !link->defer_ns) {
+        return true;
+    }
+    for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
+        if (link->credits_to_return[p] * 2 >= link->rx_credits) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Hand the output buffer to the transport, with the credits of the
+ * packets taken since the last CREDIT frame.  One flush is one write
+ * however many frames a burst made.
  */
 void niu_link_flush(NiuLink *link)
 {
     size_t n;
 
+    if (link->state == NIU_LINK_UP &&
+        (link->credits_to_return[ARCTIC_PRIORITY_LOW] ||
+         link->credits_to_return[ARCTIC_PRIORITY_HIGH])) {
+        if (!link_credits_go_now(link)) {
+            niu_link_defer(link);
+            return;
+        }
+        link->credits_due = false;
+    }
     if (link->state == NIU_LINK_UP &&
         (link->credits_to_return[ARCTIC_PRIORITY_LOW] ||
          link->credits_to_return[ARCTIC_PRIORITY_HIGH])) {
@@ -100,6 +137,7 @@ void niu_link_flush(NiuLink *link)
     if (link->out_blocked || !link->out_buf->len || !link->transport) {
         return;
     }
+    trace_arctic_niu_link_flush(link->node_id, link->out_buf->len);
     n = link->transport->write(link, link->out_buf->data, link->out_buf->len);
     trace_arctic_niu_link_write(link->node_id, link->out_buf->len, n);
     g_byte_array_remove_range(link->out_buf, 0, n);
@@ -109,6 +147,17 @@ void niu_link_flush(NiuLink *link)
     }
     /* Room again: take input that was held back while we could not answer. */
     link->transport->accept_input(link);
+}
+
+/* The deferral ran out: what was held back goes now. */
+void niu_link_deferred_due(NiuLink *link)
+{
+    if (link->state != NIU_LINK_UP) {
+        return;
+    }
+    link->credits_due = true;
+    link->ops->deferred(link);
+    niu_link_flush(link);
 }
 
 void niu_link_writable(NiuLink *link)
@@ -316,6 +365,7 @@ void niu_link_opened(NiuLink *link)
 
     g_byte_array_set_size(link->out_buf, 0);
     link->out_blocked = false;
+    link->credits_due = false;
     link->in_len = 0;
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
         link->tx_credits[p] = 0;
@@ -346,8 +396,9 @@ void niu_link_closed(NiuLink *link)
 }
 
 void niu_link_init(NiuLink *link, const NiuLinkOps *ops, void *opaque,
-                   uint32_t node_id, uint32_t rx_credits)
+                   uint32_t node_id, uint32_t rx_credits, uint64_t defer_ns)
 {
+    link->defer_ns = defer_ns;
     link->ops = ops;
     link->opaque = opaque;
     link->node_id = node_id;

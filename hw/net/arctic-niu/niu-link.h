@@ -28,6 +28,7 @@
 #define HW_NET_ARCTIC_NIU_LINK_H
 
 #include "chardev/char-fe.h"
+#include "qemu/timer.h"
 #include "hw/registerfields.h"
 #include "arctic/niu-hw.h"
 #include "arctic/packet.h"
@@ -52,8 +53,11 @@ typedef struct NiuLinkOps {
     /* A packet arrived; its credit goes back to the switch by itself. */
     void (*packet)(NiuLink *link, uint8_t prio, const uint8_t *wire,
                    size_t size);
-    /* Credits or output room came back: the owner may send again. */
+    /* Credits or output room came back, or a batch of input was
+     * dispatched: the owner may send again. */
     void (*ready)(NiuLink *link);
+    /* What the owner held back (niu_link_defer()) must go now. */
+    void (*deferred)(NiuLink *link);
     /* Something for the device's error registers (a protocol error, a
      * refusal); the link has already logged and traced it. */
     void (*error)(NiuLink *link, enum arctic_error cause, uint32_t detail);
@@ -71,6 +75,9 @@ typedef struct NiuTransportOps {
     /* Drop the connection (a protocol error or a refusal); the session
      * is already down and ignores what still arrives. */
     void (*disconnect)(NiuLink *link);
+    /* Call niu_link_deferred_due() in @delay_ns (host time) or sooner;
+     * a pending call is not put off. */
+    void (*defer)(NiuLink *link, int64_t delay_ns);
     void (*cleanup)(NiuLink *link);
 } NiuTransportOps;
 
@@ -80,6 +87,7 @@ struct NiuLink {
     const NiuTransportOps *transport;
     uint32_t node_id;
     uint32_t rx_credits;                /* granted to the switch */
+    uint64_t defer_ns;                  /* ack and credit coalescing */
 
     NiuLinkState state;
     bool rejected;                      /* the last answer was REJECT */
@@ -93,10 +101,12 @@ struct NiuLink {
     uint32_t in_len;
     GByteArray *out_buf;
     bool out_blocked;                   /* the transport is full */
+    bool credits_due;                   /* the deferral ran out */
 
     /* transports' own */
     CharBackend *chr;
     guint out_watch;
+    QEMUTimer *defer_timer;
     NiuLinkThread *thread;
 };
 
@@ -109,7 +119,7 @@ enum {
 
 /* For the owner */
 void niu_link_init(NiuLink *link, const NiuLinkOps *ops, void *opaque,
-                   uint32_t node_id, uint32_t rx_credits);
+                   uint32_t node_id, uint32_t rx_credits, uint64_t defer_ns);
 bool niu_link_init_chr(NiuLink *link, CharBackend *chr, Error **errp);
 bool niu_link_init_thread(NiuLink *link, const char *path,
                           uint32_t reconnect_ms, Error **errp);
@@ -119,6 +129,7 @@ bool niu_link_can_send(const NiuLink *link, uint8_t prio);
 void niu_link_send(NiuLink *link, uint8_t prio, const uint8_t *wire,
                    size_t size);
 void niu_link_flush(NiuLink *link);
+void niu_link_defer(NiuLink *link);
 const char *niu_link_state_name(NiuLinkState state);
 const char *niu_link_transport_name(const NiuLink *link);
 
@@ -128,5 +139,6 @@ void niu_link_closed(NiuLink *link);
 size_t niu_link_input_room(const NiuLink *link);
 void niu_link_input(NiuLink *link, const uint8_t *buf, size_t size);
 void niu_link_writable(NiuLink *link);
+void niu_link_deferred_due(NiuLink *link);
 
 #endif /* HW_NET_ARCTIC_NIU_LINK_H */

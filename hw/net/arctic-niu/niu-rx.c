@@ -53,6 +53,7 @@ static void owe_control(ArcticNiuState *s, uint8_t prio, uint16_t src)
 static void owe_ack(ArcticNiuState *s, uint8_t prio, uint16_t src)
 {
     s->rx_stream[prio][src].ack_due = true;
+    s->acks_held++;
     owe_control(s, prio, src);
 }
 
@@ -62,6 +63,7 @@ static void owe_nack(ArcticNiuState *s, uint8_t prio, uint16_t src,
     ArcticRxStream *st = &s->rx_stream[prio][src];
 
     st->nack_due = true;
+    s->nack_owed = true;        /* nacks never wait (arctic_tx_pump()) */
     st->nack_epoch = epoch;
     st->nack_seq = seq;
     st->nack_reason = reason;

@@ -409,7 +409,7 @@ bool arctic_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
     line->raw = true;
     arctic_niu_count(s, prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_CNT_TX_HI_PACKETS
                                                      : ARCTIC_CNT_TX_LO_PACKETS);
-    arctic_tx_pump(s);
+    arctic_tx_pump(s, false);
     return true;
 }
 
@@ -631,7 +631,7 @@ static void tx_service(ArcticNiuState *s, bool polled)
             qemu_bh_schedule(s->tx_bh);
         }
     }
-    arctic_tx_pump(s);
+    arctic_tx_pump(s, false);
 }
 
 static void tx_poll_timer_cb(void *opaque)
@@ -678,7 +678,7 @@ void arctic_tx_resume(ArcticNiuState *s)
         tx_service(s, false);
         return;
     }
-    arctic_tx_pump(s);
+    arctic_tx_pump(s, true);
 }
 
 void arctic_tx_enable_changed(ArcticNiuState *s)
@@ -864,8 +864,35 @@ static void retry_timer_cb(void *opaque)
     requeue_sorted(s, due, n, true);
     retry_timer_rearm(s);
     guarded = arctic_niu_guard_enter(s);
-    arctic_tx_pump(s);
+    arctic_tx_pump(s, false);
     arctic_niu_guard_leave(s, guarded);
+}
+
+/* A queued line could go out now. */
+static bool data_ready(ArcticNiuState *s)
+{
+    unsigned p;
+
+    for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
+        if (niu_link_can_send(&s->link, p) && arctic_tx_next_line(s, p)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Acks may wait (up to the link's ack-delay-ns) for data going the same
+ * way, so that a request's ack travels in one write with its reply
+ * instead of waking the switch and the sender once more on its own.
+ * They go at once when data goes anyway, when a nack is owed, when
+ * ARCTIC_ACK_EVERY deliveries are waiting for them (a stream's sender
+ * must not run out of lines), or when the caller is not @lazy.
+ */
+static bool controls_go_now(ArcticNiuState *s, bool lazy)
+{
+    return !lazy || !s->link.defer_ns || s->nack_owed ||
+           s->acks_held >= ARCTIC_ACK_EVERY || data_ready(s);
 }
 
 /*
@@ -874,10 +901,11 @@ static void retry_timer_cb(void *opaque)
  * lines), then high-priority data, then low.  Credits are per priority,
  * so a stalled low-priority network never holds back the high one.
  */
-void arctic_tx_pump(ArcticNiuState *s)
+void arctic_tx_pump(ArcticNiuState *s, bool lazy)
 {
     NiuLink *link = &s->link;
     bool stalled = false;
+    bool controls = controls_go_now(s, lazy);
 
     if (!niu_link_is_up(link)) {
         return;
@@ -888,7 +916,7 @@ void arctic_tx_pump(ArcticNiuState *s)
         ArcticLine *line;
 
         if (niu_link_can_send(link, ARCTIC_PRIORITY_HIGH)) {
-            if (arctic_rx_next_control(s, wire, &size)) {
+            if (controls && arctic_rx_next_control(s, wire, &size)) {
                 niu_link_send(link, ARCTIC_PRIORITY_HIGH, wire, size);
                 continue;
             }
@@ -900,7 +928,7 @@ void arctic_tx_pump(ArcticNiuState *s)
                 continue;
             }
         } else if (!link->tx_credits[ARCTIC_PRIORITY_HIGH] &&
-                   (s->ctrl_count ||
+                   ((controls && s->ctrl_count) ||
                     arctic_tx_next_line(s, ARCTIC_PRIORITY_HIGH))) {
             stalled = true;
         }
@@ -918,6 +946,12 @@ void arctic_tx_pump(ArcticNiuState *s)
         trace_arctic_niu_link_credit_stall(
             s->node_id, link->tx_credits[ARCTIC_PRIORITY_HIGH],
             link->tx_credits[ARCTIC_PRIORITY_LOW]);
+    }
+    if (!s->ctrl_count) {
+        s->acks_held = 0;
+        s->nack_owed = false;
+    } else if (!controls) {
+        niu_link_defer(link);
     }
     niu_link_flush(link);
 }
@@ -1024,7 +1058,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
              * before this NIU's reset): it can never adopt this one, and
              * never took any of it, so renumbering is safe. */
             tx_resync(s, prio, h->src_node, h->seq);
-            arctic_tx_pump(s);
+            arctic_tx_pump(s, false);
             return;
         }
         if (!st->acked) {
@@ -1038,7 +1072,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
              * deliveries went to a guest that is gone, so number what is
              * left again in a new epoch. */
             tx_resync(s, prio, h->src_node, h->seq);
-            arctic_tx_pump(s);
+            arctic_tx_pump(s, false);
             return;
         } else {
             /* The receiver that acked this epoch still holds it: this
@@ -1094,6 +1128,8 @@ void arctic_tx_reset(ArcticNiuState *s)
     memset(s->peer_waiting_since, 0, sizeof(s->peer_waiting_since));
     s->tx_count = 0;
     s->tx_line_wait = false;
+    s->acks_held = 0;
+    s->nack_owed = false;
     s->tx_poll_interval_ns = s->poll_min_ns;
     /* A new epoch for every stream, later than any this NIU used before,
      * and (from the host clock) most likely later than any a receiver
