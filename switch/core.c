@@ -68,6 +68,7 @@ void arctic_switch_config_init(ArcticSwitchConfig *config)
     config->hop_latency_ns = ARCTIC_SWITCH_DEFAULT_HOP_LATENCY_NS;
     config->seed = 1;
     config->handshake_timeout_ms = ARCTIC_SWITCH_DEFAULT_HANDSHAKE_TIMEOUT_MS;
+    config->credit_delay_us = ARCTIC_SWITCH_DEFAULT_CREDIT_DELAY_US;
 }
 
 const char *arctic_disconnect_reason_name(enum arctic_disconnect_reason r)
@@ -182,6 +183,34 @@ static bool conn_send(ArcticSwitch *sw, struct sw_conn *conn)
     return true;
 }
 
+/*
+ * Freed credits go back with frames going to the NIU anyway, or alone
+ * once half a priority's window waits for them or the credit delay has
+ * passed: a CREDIT frame alone per packet would wake the NIU's link once
+ * more per packet it sends.
+ */
+static bool credits_go_now(ArcticSwitch *sw, struct sw_conn *conn,
+                           struct sw_port *port)
+{
+    unsigned p;
+
+    if (!sw->config.credit_delay_us || conn->output_end > conn->output_start ||
+        (port->credit_due_ns && port->credit_due_ns <= sw->now_ns)) {
+        return true;
+    }
+    for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
+        if (port->credit_return_pending[p] * 2 >= sw->config.credits) {
+            return true;
+        }
+    }
+    if (!port->credit_due_ns) {
+        port->credit_due_ns = sw->now_ns +
+                              sw->config.credit_delay_us * 1000ull;
+        sw_arm_timer(sw, port->credit_due_ns);
+    }
+    return false;
+}
+
 /* Append a CREDIT frame for the buffers freed since the last one. */
 static void conn_return_credits(ArcticSwitch *sw, struct sw_conn *conn)
 {
@@ -195,9 +224,11 @@ static void conn_return_credits(ArcticSwitch *sw, struct sw_conn *conn)
     port = &sw->port[conn->port];
     low = port->credit_return_pending[ARCTIC_PRIORITY_LOW];
     high = port->credit_return_pending[ARCTIC_PRIORITY_HIGH];
-    if ((!low && !high) || !sw_conn_output_room(conn, SW_CREDIT_FRAME)) {
+    if ((!low && !high) || !sw_conn_output_room(conn, SW_CREDIT_FRAME) ||
+        !credits_go_now(sw, conn, port)) {
         return;
     }
+    port->credit_due_ns = 0;
     frame = sw_conn_output_reserve(conn, SW_CREDIT_FRAME);
     arctic_frame_header_encode(frame, ARCTIC_FRAME_CREDIT, ARCTIC_CREDIT_SIZE);
     arctic_put_le16(frame + ARCTIC_LINK_HEADER_SIZE, low);
@@ -479,6 +510,7 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
         port->credit_return_pending[prio] = 0;
         welcome.credits[prio] = port->ingress_credits[prio];
     }
+    port->credit_due_ns = 0;
     welcome.magic = ARCTIC_LINK_MAGIC;
     welcome.version_major = ARCTIC_LINK_VERSION_MAJOR;
     welcome.version_minor = ARCTIC_LINK_VERSION_MINOR;

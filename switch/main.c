@@ -14,6 +14,7 @@
 typedef struct {
     char *socket_path, *tcp_address, *control_path, *pcap_path;
     int ports, levels, credits, buffers, hop_latency_ns, handshake_timeout_ms;
+    int credit_delay_us;
     double link_mbytes;
     gint64 seed;
     gboolean timing, verbose, no_stats;
@@ -66,6 +67,7 @@ int main(int argc, char **argv)
         .link_mbytes = ARCTIC_SWITCH_DEFAULT_LINK_MBYTES,
         .seed = 1,
         .handshake_timeout_ms = ARCTIC_SWITCH_DEFAULT_HANDSHAKE_TIMEOUT_MS,
+        .credit_delay_us = ARCTIC_SWITCH_DEFAULT_CREDIT_DELAY_US,
     };
     GOptionEntry entries[] = {
         { "socket", 's', 0, G_OPTION_ARG_FILENAME, &o.socket_path,
@@ -96,6 +98,10 @@ int main(int argc, char **argv)
           "Close a connection that has not said HELLO after MS "
           "milliseconds (default 10000); of 64 such connections at most, "
           "the oldest makes room for a new one", "MS" },
+        { "credit-delay-us", 0, 0, G_OPTION_ARG_INT, &o.credit_delay_us,
+          "Freed credits wait up to US microseconds for a frame going to "
+          "the NIU anyway, unless half a window waits (default 50; 0: "
+          "return each at once)", "US" },
         { "seed", 0, 0, G_OPTION_ARG_INT64, &o.seed,
           "Seed of fault injection and random up-routes (default 1)",
           "SEED" },
@@ -147,7 +153,8 @@ int main(int argc, char **argv)
         !nonnegative("--credits", o.credits, &err) ||
         !nonnegative("--buffers", o.buffers, &err) ||
         !nonnegative("--hop-latency-ns", o.hop_latency_ns, &err) ||
-        !nonnegative("--handshake-timeout", o.handshake_timeout_ms, &err)) {
+        !nonnegative("--handshake-timeout", o.handshake_timeout_ms, &err) ||
+        !nonnegative("--credit-delay-us", o.credit_delay_us, &err)) {
         g_printerr("arctic-switch: %s\n", err->message);
         return 2;
     }
@@ -172,6 +179,7 @@ int main(int argc, char **argv)
     config.seed = (uint64_t)o.seed;
     config.verbose = o.verbose;
     config.handshake_timeout_ms = o.handshake_timeout_ms;
+    config.credit_delay_us = o.credit_delay_us;
 
     sw = arctic_switch_new(&config, &err);
     if (!sw) {

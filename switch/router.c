@@ -637,6 +637,7 @@ void sw_port_detach(ArcticSwitch *sw, unsigned port_no)
         port->ingress_credits[prio] = 0;
         port->credit_return_pending[prio] = 0;
     }
+    port->credit_due_ns = 0;
     port->leaf->out[port->leaf_input].blocked = false;
     sw_mark_dirty(sw, port->leaf);
 }
@@ -661,6 +662,13 @@ void sw_timer_expired(ArcticSwitch *sw)
 
         if (port->delay_line[0].head || port->delay_line[1].head) {
             sw_port_egress_ready(sw, port_no);
+        }
+        if (port->credit_due_ns && port->conn) {
+            if (port->credit_due_ns <= sw->now_ns) {
+                sw_conn_queue_flush(sw, port->conn);
+            } else {
+                sw_arm_timer(sw, port->credit_due_ns);
+            }
         }
     }
 }

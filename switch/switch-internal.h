@@ -149,6 +149,7 @@ struct sw_port {
     /* Credits the NIU holds from us, and those freed but not yet sent. */
     unsigned ingress_credits[ARCTIC_NUM_PRIORITIES];
     unsigned credit_return_pending[ARCTIC_NUM_PRIORITIES];
+    uint64_t credit_due_ns;     /* pending credits go alone then; 0 none */
     struct sw_queue delay_line[ARCTIC_NUM_PRIORITIES];
     struct sw_fault_state fault[ARCTIC_NUM_PRIORITIES];
     struct arctic_port_stats stats;

@@ -63,6 +63,7 @@ enum {
     ARCTIC_SWITCH_DEFAULT_HOP_LATENCY_NS = 200,
     ARCTIC_SWITCH_DEFAULT_DELAY_US = 1000,
     ARCTIC_SWITCH_DEFAULT_HANDSHAKE_TIMEOUT_MS = 10000,
+    ARCTIC_SWITCH_DEFAULT_CREDIT_DELAY_US = 50,
     ARCTIC_LATENCY_BUCKETS = 24,    /* [0,1us), [1,2us), ... [2^22us, inf) */
     ARCTIC_SWITCH_MAX_CREDITS = ARCTIC_LINK_MAX_CREDITS,
 };
@@ -82,6 +83,9 @@ typedef struct {
     unsigned hop_latency_ns;
     uint64_t seed;              /* faults and random up-routes */
     unsigned handshake_timeout_ms;
+    /* Credits freed for an NIU wait this long for a frame going to it
+     * anyway before a CREDIT frame goes alone (0: at once). */
+    unsigned credit_delay_us;
     bool verbose;               /* log connects and disconnects */
 } ArcticSwitchConfig;
 

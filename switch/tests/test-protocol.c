@@ -603,6 +603,75 @@ static void test_idle_connections_evicted(void)
     test_switch_stop(ts);
 }
 
+/* Poll @c for @ms and return its low-priority send credits. */
+static unsigned low_credits_after(TestClient *c, int ms)
+{
+    gint64 deadline = g_get_monotonic_time() + ms * 1000ll;
+
+    while (g_get_monotonic_time() < deadline) {
+        test_client_poll(c, 10);
+    }
+    return c->send_credits[ARCTIC_PRIORITY_LOW];
+}
+
+/*
+ * Freed credits ride with frames going to the NIU anyway; alone they wait
+ * for half a window or --credit-delay-us.
+ */
+static void test_credits_coalesced(void)
+{
+    ArcticSwitchConfig config;
+    TestSwitch *ts;
+    TestClient *a, *b;
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    g_autoptr(GBytes) got = NULL;
+    size_t size;
+    uint32_t seq = 0;
+    unsigned i;
+
+    arctic_switch_config_init(&config);
+    config.ports = 2;
+    config.credits = 8;
+    config.credit_delay_us = 1000 * 1000;           /* 1 s */
+    ts = test_switch_start(&config);
+    a = test_client_connect(ts->socket_path, 0, 8, 8);
+    b = test_client_connect(ts->socket_path, 1, 8, 8);
+
+    /* One packet: its credit waits... */
+    size = test_build_packet(pkt, 0, 1, false, false, seq++, 3);
+    g_assert_true(test_client_send_packet(a, pkt, size, 2000));
+    got = test_client_recv_packet(b, 2000);
+    g_assert_nonnull(got);
+    g_clear_pointer(&got, g_bytes_unref);
+    test_client_return_credits(b, 1, 0);
+    g_assert_cmpuint(low_credits_after(a, 200), ==, 7);
+    /* ...and comes with the answer. */
+    size = test_build_packet(pkt, 1, 0, false, false, 0, 3);
+    g_assert_true(test_client_send_packet(b, pkt, size, 2000));
+    got = test_client_recv_packet(a, 2000);
+    g_assert_nonnull(got);
+    g_clear_pointer(&got, g_bytes_unref);
+    g_assert_cmpuint(a->send_credits[ARCTIC_PRIORITY_LOW], ==, 8);
+    test_client_return_credits(a, 1, 0);
+
+    /* Half the window: back at once. */
+    for (i = 0; i < 4; i++) {
+        size = test_build_packet(pkt, 0, 1, false, false, seq++, 3);
+        g_assert_true(test_client_send_packet(a, pkt, size, 2000));
+    }
+    g_assert_cmpuint(low_credits_after(a, 200), ==, 8);
+
+    /* Alone: when the delay has passed. */
+    size = test_build_packet(pkt, 0, 1, false, false, seq++, 3);
+    g_assert_true(test_client_send_packet(a, pkt, size, 2000));
+    g_assert_cmpuint(low_credits_after(a, 300), ==, 7);
+    g_assert_cmpuint(low_credits_after(a, 1500), ==, 8);
+
+    test_client_free(a);
+    test_client_free(b);
+    test_switch_stop(ts);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -619,5 +688,7 @@ int main(int argc, char **argv)
     g_test_add_func("/switch/protocol/tcp-listener", test_tcp_listener);
     g_test_add_func("/switch/protocol/idle-connections-evicted",
                     test_idle_connections_evicted);
+    g_test_add_func("/switch/protocol/credits-coalesced",
+                    test_credits_coalesced);
     return g_test_run();
 }
