@@ -2871,6 +2871,43 @@ static void test_link_down_up_loses_nothing(void)
     niu_stop(n);
 }
 
+/*
+ * The send order survives many sessions without credit: every link-up
+ * queues every waiting line again (the old entries of the send order go
+ * stale), far more often than the ring of the send order holds, so it is
+ * rebuilt; the packets still go out once each, in order.
+ */
+static void test_link_send_order_kept(void)
+{
+    enum { MSGS = 28, CYCLES = 40 };
+    Niu *n;
+    uint32_t v;
+    unsigned i;
+
+    niu_props = "lines=32";
+    n = niu_start_linked(0, 0);
+    niu_props = "";
+    for (i = 0; i < MSGS; i++) {
+        v = 1000 + i;
+        guest_send(n, ARCTIC_TXQ_HI, 2, 1, i, 0, &v, 1);
+    }
+    doorbell(n);
+    link_expect_silence(n);             /* no credit: all 28 wait */
+    for (i = 0; i < CYCLES; i++) {
+        link_close(n);
+        wait_link_status(n, R_NIU_LINK_STATUS_CONNECTED_MASK, false);
+        link_handshake(n, 0, 0);
+    }
+    link_send_credit(n, 64, 0);
+    for (i = 0; i < MSGS; i++) {
+        v = 1000 + i;
+        expect_data(n, 2, ARCTIC_PRIORITY_HIGH, i, 1, i, 0, &v, 1);
+    }
+    link_expect_silence(n);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_HI_PACKETS), ==, MSGS);
+    niu_stop(n);
+}
+
 static void test_link_rejected_then_accepted(void)
 {
     Niu *n = niu_start(true);
@@ -3572,6 +3609,8 @@ int main(int argc, char **argv)
                    test_tx_lines_property);
     qtest_add_func("/arctic-niu/tx/off-drains", test_tx_off_drains);
     qtest_add_func("/arctic-niu/link/down-up", test_link_down_up_loses_nothing);
+    qtest_add_func("/arctic-niu/link/send-order-kept",
+                   test_link_send_order_kept);
     qtest_add_func("/arctic-niu/link/rejected",
                    test_link_rejected_then_accepted);
     qtest_add_func("/arctic-niu/bad/slots", test_bad_slots_refused);

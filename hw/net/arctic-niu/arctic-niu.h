@@ -47,6 +47,9 @@ enum {
     ARCTIC_MIN_LINES = 2 * ARCTIC_HI_RESERVED_LINES,
     /* Slots MPFSM takes from one queue before letting the main loop run. */
     ARCTIC_TX_BATCH = 32,
+    /* Entries of a priority's send order, queued lines and stale ones
+     * together (rebuilt when full). */
+    ARCTIC_SENDQ_SIZE = 4 * ARCTIC_MAX_LINES,
     /* Deliveries whose acks may wait for data going back (ack-delay-ns)
      * before they go at once. */
     ARCTIC_ACK_EVERY = 4,
@@ -73,6 +76,17 @@ typedef struct ArcticLine {
     uint16_t size;          /* bytes of wire[] */
     uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
 } ArcticLine;
+
+/* One place in the send order of a priority (niu-tx.c sendq_push()). */
+typedef struct ArcticSendEntry {
+    uint16_t line;
+    uint64_t order;         /* the line's queued_order when queued */
+} ArcticSendEntry;
+
+typedef struct ArcticSendQueue {
+    ArcticSendEntry entry[ARCTIC_SENDQ_SIZE];
+    unsigned head, count;
+} ArcticSendQueue;
 
 /* Sender side of one (destination, priority) stream. */
 typedef struct ArcticTxStream {
@@ -167,6 +181,9 @@ struct ArcticNiuState {
     unsigned tx_refused;        /* slots refused in this Tx service pass */
     bool tx_line_wait;          /* work found no free line */
     ArcticLine lines[ARCTIC_MAX_LINES];
+    unsigned lines_busy[ARCTIC_NUM_PRIORITIES];
+    unsigned dma_lines_busy;
+    ArcticSendQueue sendq[ARCTIC_NUM_PRIORITIES];
     ArcticTxStream tx_stream[ARCTIC_NUM_PRIORITIES][ARCTIC_S];
     QEMUTimer *retry_timer;
     uint64_t queue_counter;

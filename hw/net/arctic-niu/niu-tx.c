@@ -28,14 +28,21 @@ static inline bool seq_before_eq(uint32_t a, uint32_t b)
 
 static unsigned lines_busy(ArcticNiuState *s, int prio)
 {
-    unsigned i, n = 0;
-
-    for (i = 0; i < s->num_lines; i++) {
-        if (s->lines[i].busy && (prio < 0 || s->lines[i].prio == prio)) {
-            n++;
-        }
+    if (prio < 0) {
+        return s->lines_busy[ARCTIC_PRIORITY_LOW] +
+               s->lines_busy[ARCTIC_PRIORITY_HIGH];
     }
-    return n;
+    return s->lines_busy[prio];
+}
+
+/* A line leaves the buffer (acknowledged, or its peer given up). */
+static void line_free(ArcticNiuState *s, ArcticLine *line)
+{
+    assert(line->busy);
+    line->busy = false;
+    line->queued = false;
+    s->lines_busy[line->prio]--;
+    s->dma_lines_busy -= line->dma;
 }
 
 /* A free line for a packet of @prio, honouring the high-priority reserve. */
@@ -49,20 +56,71 @@ static ArcticLine *line_alloc(ArcticNiuState *s, uint8_t prio)
         s->tx_line_wait = true;
         return NULL;
     }
-    for (i = 0; i < s->num_lines; i++) {
-        if (!s->lines[i].busy) {
-            return &s->lines[i];
+    if (lines_busy(s, -1) < s->num_lines) {
+        for (i = 0; i < s->num_lines; i++) {
+            if (!s->lines[i].busy) {
+                return &s->lines[i];
+            }
         }
     }
     s->tx_line_wait = true;     /* arctic_tx_resume() serves it again */
     return NULL;
 }
 
+/*
+ * The send order of each priority is a FIFO of (line, queued_order):
+ * lines are queued with increasing orders, so its head is the oldest.
+ * An entry whose line has since been sent, acked or queued again is stale
+ * and skipped at the head (arctic_tx_next_line()); when stale entries
+ * fill the ring it is rebuilt from the lines.
+ */
+static void sendq_push(ArcticNiuState *s, ArcticLine *line)
+{
+    ArcticSendQueue *q = &s->sendq[line->prio];
+
+    q->entry[(q->head + q->count) % ARCTIC_SENDQ_SIZE] = (ArcticSendEntry) {
+        .line = line - s->lines,
+        .order = line->queued_order,
+    };
+    q->count++;
+}
+
+static int compare_order(const void *a, const void *b)
+{
+    const ArcticLine *x = *(ArcticLine *const *)a;
+    const ArcticLine *y = *(ArcticLine *const *)b;
+
+    return x->queued_order < y->queued_order ? -1 :
+           x->queued_order > y->queued_order;
+}
+
+static void sendq_rebuild(ArcticNiuState *s, uint8_t prio)
+{
+    ArcticLine *v[ARCTIC_MAX_LINES];
+    unsigned i, n = 0;
+
+    for (i = 0; i < s->num_lines; i++) {
+        ArcticLine *l = &s->lines[i];
+        if (l->busy && l->queued && l->prio == prio) {
+            v[n++] = l;
+        }
+    }
+    qsort(v, n, sizeof(v[0]), compare_order);
+    s->sendq[prio].head = s->sendq[prio].count = 0;
+    for (i = 0; i < n; i++) {
+        sendq_push(s, v[i]);
+    }
+}
+
 static void line_queue(ArcticNiuState *s, ArcticLine *line)
 {
+    if (s->sendq[line->prio].count == ARCTIC_SENDQ_SIZE) {
+        sendq_rebuild(s, line->prio);
+    }
     line->queued = true;
     line->nack_wait = false;
     line->queued_order = ++s->queue_counter;
+    sendq_push(s, line);
 }
 
 static void retry_timer_rearm(ArcticNiuState *s)
@@ -189,11 +247,14 @@ static void line_fill(ArcticNiuState *s, ArcticLine *line, unsigned epn,
     }
     line->size = arctic_wire_size(len);
     arctic_wire_seal(line->wire, line->size);
+    assert(!line->busy);
     line->busy = true;
     line->sent_once = false;
     line->dma = FIELD_EX32(w1, ARCTIC_W1, MODE) == ARCTIC_MODE_DMA;
     line->raw = false;
     line->prio = prio;
+    s->lines_busy[prio]++;
+    s->dma_lines_busy += line->dma;
     line->epn = epn;
     line->dst = dest;
     line->seq = h.seq;
@@ -257,12 +318,7 @@ bool arctic_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
 /* A line for the next DMA data packet, within the DMA share. */
 static bool dma_line_available(ArcticNiuState *s)
 {
-    unsigned i, n = 0;
-
-    for (i = 0; i < s->num_lines; i++) {
-        n += s->lines[i].busy && s->lines[i].dma;
-    }
-    if (n >= s->num_lines / 2) {
+    if (s->dma_lines_busy >= s->num_lines / 2) {
         s->tx_line_wait = true;
         return false;
     }
@@ -694,19 +750,23 @@ void arctic_tx_enable_changed(ArcticNiuState *s)
  * Sending lines, acks, nacks, timeouts
  */
 
+/* The oldest queued line of @prio (the send order), or NULL. */
 ArcticLine *arctic_tx_next_line(ArcticNiuState *s, uint8_t prio)
 {
-    ArcticLine *best = NULL;
-    unsigned i;
+    ArcticSendQueue *q = &s->sendq[prio];
 
-    for (i = 0; i < s->num_lines; i++) {
-        ArcticLine *l = &s->lines[i];
+    while (q->count) {
+        ArcticSendEntry *e = &q->entry[q->head];
+        ArcticLine *l = &s->lines[e->line];
+
         if (l->busy && l->queued && l->prio == prio &&
-            (!best || l->queued_order < best->queued_order)) {
-            best = l;
+            l->queued_order == e->order) {
+            return l;
         }
+        q->head = (q->head + 1) % ARCTIC_SENDQ_SIZE;
+        q->count--;
     }
-    return best;
+    return NULL;
 }
 
 static int64_t line_backoff(uint64_t base, uint32_t retries)
@@ -767,8 +827,7 @@ static void peer_dead(ArcticNiuState *s, uint16_t node)
             if (!l->raw) {
                 endpoints |= 1u << l->epn;
             }
-            l->busy = false;
-            l->queued = false;
+            line_free(s, l);
             dropped++;
         }
     }
@@ -994,8 +1053,7 @@ void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
         ArcticLine *l = &s->lines[i];
         if (l->busy && l->dst == h->src_node && l->prio == prio &&
             seq_before_eq(l->seq, h->seq)) {
-            l->busy = false;
-            l->queued = false;
+            line_free(s, l);
             freed++;
         }
     }
@@ -1125,6 +1183,9 @@ void arctic_tx_reset(ArcticNiuState *s)
     timer_del(s->tx_poll_timer);
     timer_del(s->retry_timer);
     memset(s->lines, 0, sizeof(s->lines));
+    memset(s->lines_busy, 0, sizeof(s->lines_busy));
+    s->dma_lines_busy = 0;
+    memset(s->sendq, 0, sizeof(s->sendq));
     memset(s->peer_waiting_since, 0, sizeof(s->peer_waiting_since));
     s->tx_count = 0;
     s->tx_line_wait = false;
