@@ -1940,6 +1940,51 @@ static void test_dma_send(void)
     niu_stop(n);
 }
 
+/*
+ * DMA data may take all the lines but max(8, LINES / 8): with 64 lines,
+ * 56 data packets of two unacked transfers go out (and the first one's
+ * notification), then nothing, and an MPI message still finds a line
+ * (seed 002 §2.2.2).
+ */
+static void test_dma_share_leaves_mpi_lines(void)
+{
+    uint32_t block[ARCTIC_D / 4], v = 77;
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint16_t type;
+    uint32_t len;
+    unsigned data = 0, other = 0;
+    Niu *n;
+
+    niu_props = "lines=64";
+    n = niu_start_linked(128, 8);
+    niu_props = "";
+    set_window_and_job(n, WIN_PHYS, WIN_VIRT, WIN_MASK, 0);
+    fill_block(n, WIN_PHYS, block, 1);
+    fill_block(n, WIN_PHYS + ARCTIC_D, block, 2);
+    guest_dma(n, ARCTIC_TXQ_DMA, 2, 5, 1, REMOTE_TARGET, WIN_VIRT, NULL, 0);
+    guest_dma(n, ARCTIC_TXQ_DMA, 2, 5, 2, REMOTE_TARGET + ARCTIC_D,
+              WIN_VIRT + ARCTIC_D, NULL, 0);
+    doorbell(n);
+    while (link_read(n, &type, wire, &len, QUIET_MS) == 1) {
+        if (type != ARCTIC_FRAME_PACKET) {
+            continue;
+        }
+        if (ARCTIC_FIELD_GET(ARCTIC_W1, MODE, arctic_get_le32(
+                wire + ARCTIC_WIRE_WORDS_OFFSET + 4)) == ARCTIC_MODE_DMA) {
+            data++;
+        } else {
+            other++;
+        }
+    }
+    /* The first transfer whole with its notification, 24 of the second. */
+    g_assert_cmpint(data, ==, 64 - 8);
+    g_assert_cmpint(other, ==, 1);
+    guest_send(n, ARCTIC_TXQ_LO, 2, 1, 3, 4, &v, 1);
+    doorbell(n);
+    expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 3, 4, &v, 1);
+    niu_stop(n);
+}
+
 /* A DMA request in HiTx holds back the HiTx messages behind it, while
  * LoTx traffic goes on (seed 002 §2.2.2). */
 static void test_dma_in_hitx_blocks_hitx(void)
@@ -3589,6 +3634,8 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/dma/context-switch",
                    test_dma_progress_and_context_switch);
     qtest_add_func("/arctic-niu/dma/refused", test_dma_refused);
+    qtest_add_func("/arctic-niu/dma/share-leaves-mpi-lines",
+                   test_dma_share_leaves_mpi_lines);
     qtest_add_func("/arctic-niu/dma/refusals-bounded",
                    test_tx_refusals_bounded);
     qtest_add_func("/arctic-niu/dma/window-wrap-refused",

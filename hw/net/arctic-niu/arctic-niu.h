@@ -38,13 +38,16 @@ OBJECT_DECLARE_SIMPLE_TYPE(ArcticNiuState, ARCTIC_NIU)
  * §3.2.2); some lines are kept for high priority so low-priority traffic
  * can never take them all.  The seeds call it "small" without a size:
  * the "lines" property picks it (NIU_CAPS.LINES tells the driver).
- * Remote-DMA data may hold at most half of them at once, so MPI messages
- * of both priorities pass a long DMA operation (seed 002 §2.2.2). */
+ * Remote-DMA data leaves MPI messages at least ARCTIC_MPI_MIN_LINES or
+ * an eighth of them, so MPI messages of both priorities pass a long DMA
+ * operation (seed 002 §2.2.2) while DMA gets the window it needs: the
+ * lines bound its bandwidth (arctic_dma_lines()). */
 enum {
     ARCTIC_DEFAULT_LINES = 16,
     ARCTIC_MAX_LINES = R_NIU_CAPS_LINES_MASK >> R_NIU_CAPS_LINES_SHIFT,
     ARCTIC_HI_RESERVED_LINES = 4,
     ARCTIC_MIN_LINES = 2 * ARCTIC_HI_RESERVED_LINES,
+    ARCTIC_MPI_MIN_LINES = 8,
     /* Slots MPFSM takes from one queue before letting the main loop run. */
     ARCTIC_TX_BATCH = 32,
     /* Entries of a priority's send order, queued lines and stale ones
@@ -58,6 +61,12 @@ enum {
      * "back up into the network"). */
     ARCTIC_RAW_RX_PACKETS = 8,
 };
+
+/* The lines remote-DMA data may hold at once, of @lines. */
+static inline unsigned arctic_dma_lines(unsigned lines)
+{
+    return lines - MAX(ARCTIC_MPI_MIN_LINES, lines / 8);
+}
 
 typedef struct ArcticLine {
     bool busy;

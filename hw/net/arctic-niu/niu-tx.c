@@ -315,10 +315,11 @@ bool arctic_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
     return true;
 }
 
-/* A line for the next DMA data packet, within the DMA share. */
+/* A line for the next DMA data packet, within the DMA share
+ * (arctic_dma_lines()). */
 static bool dma_line_available(ArcticNiuState *s)
 {
-    if (s->dma_lines_busy >= s->num_lines / 2) {
+    if (s->dma_lines_busy >= arctic_dma_lines(s->num_lines)) {
         s->tx_line_wait = true;
         return false;
     }
