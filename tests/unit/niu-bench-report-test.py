@@ -94,6 +94,30 @@ class ReportTest(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
+    def test_compare_puts_transports_side_by_side(self):
+        slow = [dict(r, niu1=r["niu1"] * 2) for r in ROUNDS]
+        for t, rounds in (("chardev", slow), ("thread", ROUNDS)):
+            os.mkdir(os.path.join(self.d, t))
+            write_run(os.path.join(self.d, t), rounds)
+            p, _ = run(os.path.join(self.d, t), "--rounds", "3")
+            self.assertEqual(p.returncode, 0, p.stderr)
+        p, res = run(self.d, "--compare", "chardev,thread")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(res["transports"], ["chardev", "thread"])
+        one = {t: res["summary"][t]["niu_rtt_1word_us"]
+               for t in ("chardev", "thread")}
+        self.assertEqual(one["chardev"], 2 * one["thread"])
+        head, rule, rtt = p.stdout.splitlines()[:3]
+        self.assertIn("chardev NIU", head)
+        self.assertIn("thread NIU", head)
+        self.assertTrue(rtt.startswith("round trip, 1 word"))
+        self.assertIn("%.1f" % one["chardev"], rtt)
+        self.assertIn("%.1f" % one["thread"], rtt)
+        with open(os.path.join(self.d, "table.txt")) as f:
+            self.assertEqual(f.read(), p.stdout)
+        p, _ = run(self.d, "--compare", "chardev,missing")
+        self.assertEqual(p.returncode, 2)
+
     def test_medians_and_paired_ratios(self):
         write_run(self.d, ROUNDS)
         p, res = run(self.d, "--rounds", "3", "--lines", "128")
