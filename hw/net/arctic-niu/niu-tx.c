@@ -785,7 +785,10 @@ void arctic_tx_line_sent(ArcticNiuState *s, ArcticLine *line)
     if (!s->peer_waiting_since[line->dst]) {
         s->peer_waiting_since[line->dst] = now;
     }
-    retry_timer_rearm(s);
+    /* The retry timer is never later than any deadline (see
+     * retry_timer_rearm()), so only this new one can move it: no scan of
+     * the lines per packet sent. */
+    timer_mod_anticipate(s->retry_timer, line->deadline);
 }
 
 static bool lines_to(ArcticNiuState *s, uint16_t node)
