@@ -314,7 +314,7 @@ struct sw_conn *sw_conn_new(ArcticSwitch *sw, int fd)
     conn->fd = fd;
     conn->port = -1;
     conn->state = SW_CONN_HANDSHAKE;
-    conn->input = g_malloc(SW_CONN_INPUT_BUFFER);
+    arctic_frame_reader_reset(&conn->reader);
     conn->output = g_malloc(SW_CONN_OUTPUT_BUFFER);
     conn->handshake_deadline_ns = sw_clock_ns() +
         (uint64_t)sw->config.handshake_timeout_ms * 1000000ull;
@@ -389,7 +389,6 @@ static void bury_closed_connections(ArcticSwitch *sw)
 
     while ((conn = sw->graveyard)) {
         sw->graveyard = conn->next;
-        g_free(conn->input);
         g_free(conn->output);
         g_free(conn);
     }
@@ -591,79 +590,61 @@ static void handle_live_frame(ArcticSwitch *sw, struct sw_conn *conn,
     }
 }
 
-/* Consume the complete frames at the front of @conn's input. */
-static void conn_parse(ArcticSwitch *sw, struct sw_conn *conn)
+/* Frames from bytes of @conn's stream, as they come (arctic/link.h's
+ * reader: whole frames in place, a split one gathered). */
+static void conn_parse(ArcticSwitch *sw, struct sw_conn *conn,
+                       const uint8_t *data, size_t len)
 {
-    size_t offset = 0;
+    struct arctic_frame_reader *r = &conn->reader;
 
-    while (conn->state != SW_CONN_CLOSING &&
-           conn->input_len - offset >= ARCTIC_LINK_HEADER_SIZE) {
-        const uint8_t *frame = conn->input + offset;
-        struct arctic_frame_header h;
-        enum arctic_frame_error error;
-
-        arctic_frame_header_decode(frame, &h);
-        error = arctic_frame_header_check(&h);
-        if (error != ARCTIC_FRAME_OK) {
+    while (conn->state != SW_CONN_CLOSING) {
+        switch (arctic_frame_read(r, &data, &len)) {
+        case ARCTIC_FRAME_NEED_MORE:
+            return;
+        case ARCTIC_FRAME_MALFORMED:
             /* Past a bad header the stream cannot be framed again. */
             if (conn->state == SW_CONN_HANDSHAKE) {
                 reject(sw, conn, ARCTIC_REJECT_MALFORMED,
-                       frame_error_reason(error),
+                       frame_error_reason(r->error),
                        "bad frame header (type %u, flags %u, length %u)",
-                       h.type, h.flags, h.length);
+                       r->header.type, r->header.flags, r->header.length);
             } else {
                 sw_log(sw, "port %d: bad frame header (type %u flags %u "
-                       "length %u)", conn->port, h.type, h.flags, h.length);
-                sw_conn_close(sw, conn, frame_error_reason(error));
+                       "length %u)", conn->port, r->header.type,
+                       r->header.flags, r->header.length);
+                sw_conn_close(sw, conn, frame_error_reason(r->error));
             }
             return;
-        }
-        if (conn->input_len - offset < ARCTIC_LINK_HEADER_SIZE + h.length) {
-            break;
-        }
-        offset += ARCTIC_LINK_HEADER_SIZE + h.length;
-        if (conn->state == SW_CONN_HANDSHAKE) {
-            if (h.type != ARCTIC_FRAME_HELLO) {
+        case ARCTIC_FRAME_WHOLE:
+            if (conn->state != SW_CONN_HANDSHAKE) {
+                handle_live_frame(sw, conn, &r->header, r->body);
+            } else if (r->header.type != ARCTIC_FRAME_HELLO) {
                 reject(sw, conn, ARCTIC_REJECT_MALFORMED,
                        ARCTIC_DISCONNECT_UNEXPECTED_FRAME,
-                       "frame type %u before HELLO", h.type);
+                       "frame type %u before HELLO", r->header.type);
                 return;
+            } else {
+                handle_hello(sw, conn, r->body);
             }
-            handle_hello(sw, conn, frame + ARCTIC_LINK_HEADER_SIZE);
-        } else {
-            handle_live_frame(sw, conn, &h, frame + ARCTIC_LINK_HEADER_SIZE);
+            break;
         }
     }
-    if (conn->state == SW_CONN_CLOSING) {
-        return;
-    }
-    memmove(conn->input, conn->input + offset, conn->input_len - offset);
-    conn->input_len -= offset;
 }
 
 /* Feed bytes as if read from the socket (the fuzzer's entry point). */
 void sw_conn_feed(ArcticSwitch *sw, struct sw_conn *conn, const uint8_t *data,
                   size_t len)
 {
-    while (len && conn->state != SW_CONN_CLOSING) {
-        size_t n = MIN(len, SW_CONN_INPUT_BUFFER - conn->input_len);
-
-        memcpy(conn->input + conn->input_len, data, n);
-        conn->input_len += n;
-        data += n;
-        len -= n;
-        conn_parse(sw, conn);
-    }
+    conn_parse(sw, conn, data, len);
 }
 
 void sw_conn_input(ArcticSwitch *sw, struct sw_conn *conn)
 {
-    ssize_t n = recv(conn->fd, conn->input + conn->input_len,
-                     SW_CONN_INPUT_BUFFER - conn->input_len, MSG_DONTWAIT);
+    ssize_t n = recv(conn->fd, sw->read_buf, SW_CONN_INPUT_BUFFER,
+                     MSG_DONTWAIT);
 
     if (n > 0) {
-        conn->input_len += n;
-        conn_parse(sw, conn);
+        conn_parse(sw, conn, sw->read_buf, n);
     } else if (n == 0) {
         sw_conn_close(sw, conn, ARCTIC_DISCONNECT_PEER_CLOSED);
     } else if (errno == ECONNRESET || errno == EPIPE) {
@@ -916,6 +897,7 @@ ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
                                 : arctic_tree_levels(config->ports);
     sw->ns_per_byte = 1000.0 / config->link_mbytes_per_s;
     sw->epoll_fd = sw->wakeup_fd = sw->timer_fd = -1;
+    sw->read_buf = g_malloc(SW_CONN_INPUT_BUFFER);
     sw->unix_listen_fd = sw->tcp_listen_fd = sw->control_listen_fd = -1;
     sw->port = g_new0(struct sw_port, sw->ports);
     g_mutex_init(&sw->invoke_lock);
@@ -1144,6 +1126,7 @@ void arctic_switch_free(ArcticSwitch *sw)
     sw_tree_free(sw);
     sw_faults_free(sw);
     g_free(sw->port);
+    g_free(sw->read_buf);
     g_mutex_clear(&sw->invoke_lock);
     g_cond_clear(&sw->invoke_done);
     g_free(sw->socket_path);

@@ -18,7 +18,7 @@ enum {
      * system call; the output buffer is bounded too, so an NIU that stops
      * reading its socket back-pressures the tree like one that withholds
      * credits. */
-    SW_CONN_INPUT_BUFFER = 32768,
+    SW_CONN_INPUT_BUFFER = 32768,   /* bytes taken per recv() */
     SW_CONN_OUTPUT_BUFFER = 32768,
     SW_FRAME_MAX = ARCTIC_LINK_HEADER_SIZE + ARCTIC_LINK_MAX_BODY,
     SW_PACKET_FRAME_MAX = ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE,
@@ -124,8 +124,7 @@ struct sw_conn {
     enum sw_conn_state state;
     int port;                   /* attached port, or -1 */
     uint64_t handshake_deadline_ns;
-    uint8_t *input;
-    size_t input_len;
+    struct arctic_frame_reader reader;  /* a frame split between reads */
     uint8_t *output;
     size_t output_start, output_end;
     bool polling_out;
@@ -168,6 +167,7 @@ struct ArcticSwitch {
     double ns_per_byte;
 
     int epoll_fd;
+    uint8_t *read_buf;              /* SW_CONN_INPUT_BUFFER: one recv() */
     int wakeup_fd;                  /* eventfd: stop and invoke */
     int timer_fd;
     int unix_listen_fd, tcp_listen_fd, control_listen_fd;

@@ -265,4 +265,101 @@ arctic_reject_decode(const void *buf,
     return arctic_get_le32(b);
 }
 
+/*
+ * The one frame reader of the project (the device, the switch, the test
+ * harness and the qtests use it), in the manner of QEMU's SocketReadState:
+ * bytes go in as the stream delivers them, cut anywhere; whole frames come
+ * out.  A frame that arrives whole in one piece is handed out in place,
+ * without a copy; only a frame split between two pieces is gathered in
+ * buf, so a reader never holds more than one frame.
+ */
+struct arctic_frame_reader {
+    uint32_t len;                       /* bytes of a split frame in buf */
+    struct arctic_frame_header header;  /* of the frame read or refused */
+    const uint8_t *body;                /* ARCTIC_FRAME_WHOLE: its body */
+    enum arctic_frame_error error;      /* ARCTIC_FRAME_MALFORMED: why */
+    uint8_t buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_LINK_MAX_BODY];
+};
+
+enum arctic_frame_status {
+    ARCTIC_FRAME_NEED_MORE,     /* every byte taken, no frame whole yet */
+    ARCTIC_FRAME_WHOLE,         /* header and body set */
+    ARCTIC_FRAME_MALFORMED,     /* bad header (header, error set): past it
+                                 * the stream cannot be framed again */
+};
+
+/* Forget any split frame: a new connection starts a new stream. */
+static inline void arctic_frame_reader_reset(struct arctic_frame_reader *r)
+{
+    r->len = 0;
+    r->header.type = r->header.flags = 0;
+    r->header.length = 0;
+    r->body = NULL;
+    r->error = ARCTIC_FRAME_OK;
+}
+
+/*
+ * Take bytes from (*data, *size), advancing both, until a frame is whole
+ * or the header is refused (arctic_frame_header_check()).  A body handed
+ * out points into the caller's bytes or into @r: it is valid until the
+ * next call or until those bytes go.
+ */
+static inline enum arctic_frame_status
+arctic_frame_read(struct arctic_frame_reader *r, const uint8_t **data,
+                  size_t *size)
+{
+    const uint8_t *p = *data;
+    size_t n = *size;
+    enum arctic_frame_status status = ARCTIC_FRAME_NEED_MORE;
+
+    if (r->len == 0 && n >= ARCTIC_LINK_HEADER_SIZE) {
+        arctic_frame_header_decode(p, &r->header);
+        r->error = arctic_frame_header_check(&r->header);
+        if (r->error != ARCTIC_FRAME_OK) {
+            *data = p + ARCTIC_LINK_HEADER_SIZE;
+            *size = n - ARCTIC_LINK_HEADER_SIZE;
+            return ARCTIC_FRAME_MALFORMED;
+        }
+        if (n >= ARCTIC_LINK_HEADER_SIZE + r->header.length) {
+            r->body = p + ARCTIC_LINK_HEADER_SIZE;
+            *data = p + ARCTIC_LINK_HEADER_SIZE + r->header.length;
+            *size = n - ARCTIC_LINK_HEADER_SIZE - r->header.length;
+            return ARCTIC_FRAME_WHOLE;
+        }
+    }
+    while (n > 0) {
+        uint32_t want = ARCTIC_LINK_HEADER_SIZE;
+        uint32_t take, i;
+
+        if (r->len >= ARCTIC_LINK_HEADER_SIZE) {
+            want += r->header.length;
+        }
+        take = want - r->len < n ? want - r->len : (uint32_t)n;
+        for (i = 0; i < take; i++) {    /* no libc: see types.h */
+            r->buf[r->len + i] = p[i];
+        }
+        r->len += take;
+        p += take;
+        n -= take;
+        if (r->len == ARCTIC_LINK_HEADER_SIZE) {
+            arctic_frame_header_decode(r->buf, &r->header);
+            r->error = arctic_frame_header_check(&r->header);
+            if (r->error != ARCTIC_FRAME_OK) {
+                r->len = 0;
+                status = ARCTIC_FRAME_MALFORMED;
+                break;
+            }
+        }
+        if (r->len == ARCTIC_LINK_HEADER_SIZE + r->header.length) {
+            r->body = r->buf + ARCTIC_LINK_HEADER_SIZE;
+            r->len = 0;
+            status = ARCTIC_FRAME_WHOLE;
+            break;
+        }
+    }
+    *data = p;
+    *size = n;
+    return status;
+}
+
 #endif /* ARCTIC_LINK_H */

@@ -113,45 +113,37 @@ void test_client_write(TestClient *c, const void *data, size_t len)
     }
 }
 
-/* Handle complete frames in the input buffer: credits are added, packets
- * queued, WELCOME/REJECT reported through @control (type, body). */
-static void client_parse(TestClient *c, uint16_t *control_type,
-                         uint8_t *control_body)
+/* Take the frames in @data (a piece of the stream): credits are added,
+ * packets queued, WELCOME/REJECT reported through @control (type, body). */
+static void client_parse(TestClient *c, const uint8_t *data, size_t len,
+                         uint16_t *control_type, uint8_t *control_body)
 {
-    size_t off = 0;
+    struct arctic_frame_reader *r = &c->reader;
+    enum arctic_frame_status st;
 
-    while (c->input_len - off >= ARCTIC_LINK_HEADER_SIZE) {
-        struct arctic_frame_header h;
-        const uint8_t *body;
-
-        arctic_frame_header_decode(c->input + off, &h);
-        g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
-        if (c->input_len - off < ARCTIC_LINK_HEADER_SIZE + h.length) {
-            break;
-        }
-        body = c->input + off + ARCTIC_LINK_HEADER_SIZE;
-        switch (h.type) {
+    while ((st = arctic_frame_read(r, &data, &len)) == ARCTIC_FRAME_WHOLE) {
+        switch (r->header.type) {
         case ARCTIC_FRAME_CREDIT:
-            c->send_credits[ARCTIC_PRIORITY_LOW] += arctic_get_le16(body);
-            c->send_credits[ARCTIC_PRIORITY_HIGH] += arctic_get_le16(body + 2);
+            c->send_credits[ARCTIC_PRIORITY_LOW] += arctic_get_le16(r->body);
+            c->send_credits[ARCTIC_PRIORITY_HIGH] +=
+                arctic_get_le16(r->body + 2);
             break;
         case ARCTIC_FRAME_PACKET:
-            g_queue_push_tail(&c->packets, g_bytes_new(body, h.length));
+            g_queue_push_tail(&c->packets,
+                              g_bytes_new(r->body, r->header.length));
             break;
         default:
             g_assert_nonnull(control_type);
-            *control_type = h.type;
-            memcpy(control_body, body, h.length);
+            *control_type = r->header.type;
+            memcpy(control_body, r->body, r->header.length);
             break;
         }
-        off += ARCTIC_LINK_HEADER_SIZE + h.length;
     }
-    memmove(c->input, c->input + off, c->input_len - off);
-    c->input_len -= off;
+    g_assert_cmpint(st, ==, ARCTIC_FRAME_NEED_MORE);
 }
 
-static bool client_read(TestClient *c, int timeout_ms, uint16_t *control_type,
-                        uint8_t *control_body)
+bool test_client_read(TestClient *c, int timeout_ms, uint16_t *control_type,
+                      uint8_t *control_body)
 {
     struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
     ssize_t n;
@@ -159,22 +151,20 @@ static bool client_read(TestClient *c, int timeout_ms, uint16_t *control_type,
     if (c->closed || poll(&pfd, 1, timeout_ms) <= 0) {
         return false;
     }
-    n = recv(c->fd, c->input + c->input_len, sizeof(c->input) - c->input_len,
-             MSG_DONTWAIT);
+    n = recv(c->fd, c->input, sizeof(c->input), MSG_DONTWAIT);
     if (n <= 0) {
         if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
             c->closed = true;
         }
         return false;
     }
-    c->input_len += n;
-    client_parse(c, control_type, control_body);
+    client_parse(c, c->input, n, control_type, control_body);
     return true;
 }
 
 bool test_client_poll(TestClient *c, int timeout_ms)
 {
-    return client_read(c, timeout_ms, NULL, NULL);
+    return test_client_read(c, timeout_ms, NULL, NULL);
 }
 
 uint32_t test_client_try_connect(const char *path, unsigned node,
@@ -201,7 +191,7 @@ uint32_t test_client_try_connect(const char *path, unsigned node,
     arctic_hello_encode(frame + ARCTIC_LINK_HEADER_SIZE, &hello);
     test_client_write(c, frame, sizeof(frame));
     while (!type && !c->closed && g_get_monotonic_time() < deadline) {
-        client_read(c, 100, &type, body);
+        test_client_read(c, 100, &type, body);
     }
     if (type == ARCTIC_FRAME_WELCOME) {
         struct arctic_welcome w;
@@ -238,7 +228,7 @@ bool test_client_wait_closed(TestClient *c, int timeout_ms)
     gint64 deadline = g_get_monotonic_time() + timeout_ms * 1000ll;
 
     while (!c->closed && g_get_monotonic_time() < deadline) {
-        client_read(c, 50, NULL, NULL);
+        test_client_read(c, 50, NULL, NULL);
     }
     return c->closed;
 }
@@ -335,7 +325,7 @@ bool test_client_send_packet(TestClient *c, const uint8_t *pkt, size_t size,
         if (c->closed || g_get_monotonic_time() >= deadline) {
             return false;
         }
-        client_read(c, 20, NULL, NULL);
+        test_client_read(c, 20, NULL, NULL);
     }
     c->send_credits[prio]--;
     frame_packet(frame, pkt, size);
@@ -351,7 +341,7 @@ GBytes *test_client_recv_packet(TestClient *c, int timeout_ms)
         gint64 left = (deadline - g_get_monotonic_time()) / 1000;
 
         /* Read at least once, even with no time left. */
-        if (c->closed || (!client_read(c, (int)CLAMP(left, 0, 100), NULL,
+        if (c->closed || (!test_client_read(c, (int)CLAMP(left, 0, 100), NULL,
                                        NULL) && left <= 0)) {
             break;
         }
@@ -503,13 +493,11 @@ uint64_t test_traffic_run(TestTraffic *t)
             TestClient *c = t->clients[i];
 
             if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-                ssize_t got = recv(c->fd, c->input + c->input_len,
-                                   sizeof(c->input) - c->input_len,
+                ssize_t got = recv(c->fd, c->input, sizeof(c->input),
                                    MSG_DONTWAIT);
 
                 if (got > 0) {
-                    c->input_len += got;
-                    client_parse(c, NULL, NULL);
+                    client_parse(c, c->input, got, NULL, NULL);
                     progress = true;
                 } else if (got == 0) {
                     c->closed = true;

@@ -32,8 +32,8 @@ typedef struct {
     unsigned node;
     unsigned send_credits[ARCTIC_NUM_PRIORITIES]; /* granted by the switch */
     unsigned num_nodes, levels;
-    uint8_t input[65536];
-    size_t input_len;
+    struct arctic_frame_reader reader;  /* arctic/link.h */
+    uint8_t input[65536];               /* what one recv() took */
     uint8_t output[65536];
     size_t output_len;
     GQueue packets;             /* GBytes received while waiting */
@@ -68,6 +68,11 @@ GBytes *test_client_recv_packet(TestClient *c, int timeout_ms);
 void test_client_return_credits(TestClient *c, unsigned low, unsigned high);
 /* Read whatever arrived, waiting up to @timeout_ms for something. */
 bool test_client_poll(TestClient *c, int timeout_ms);
+/* One recv() within @timeout_ms, its frames taken in: credits added,
+ * packets queued, a WELCOME or REJECT reported in *control_type and
+ * control_body (ARCTIC_LINK_MAX_BODY bytes).  False if nothing came. */
+bool test_client_read(TestClient *c, int timeout_ms, uint16_t *control_type,
+                      uint8_t *control_body);
 /* Wait until the switch closes the connection; returns true if it did. */
 bool test_client_wait_closed(TestClient *c, int timeout_ms);
 

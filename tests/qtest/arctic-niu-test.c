@@ -49,9 +49,10 @@ typedef struct Niu {
     char *sock_path;
     int listen_fd;
     int fd;
-    uint8_t in[ARCTIC_LINK_HEADER_SIZE + ARCTIC_LINK_MAX_BODY];
+    struct arctic_frame_reader reader;  /* the device's frames */
+    uint8_t in[4096];               /* what one recv() took ... */
+    size_t in_off, in_len;          /* ... and what is left of it */
     uint16_t in_flags;              /* flags of the last frame read */
-    size_t in_len;
     uint32_t niu_credits[2];        /* what the device let us send */
     uint32_t credits_seen[2];       /* CREDIT frames received, summed */
     bool hold_credits[2];           /* play a congested switch */
@@ -228,38 +229,30 @@ static int link_read(Niu *n, uint16_t *type, uint8_t *body, uint32_t *len,
                      int timeout_ms)
 {
     for (;;) {
-        if (n->in_len >= ARCTIC_LINK_HEADER_SIZE) {
-            struct arctic_frame_header h;
+        const uint8_t *p = n->in + n->in_off;
+        size_t left = n->in_len - n->in_off;
+        enum arctic_frame_status st = arctic_frame_read(&n->reader, &p, &left);
+        struct pollfd pfd = { .fd = n->fd, .events = POLLIN };
+        ssize_t got;
 
-            arctic_frame_header_decode(n->in, &h);
-            g_assert_cmpint(arctic_frame_header_check(&h), ==,
-                            ARCTIC_FRAME_OK);
-            if (n->in_len >= ARCTIC_LINK_HEADER_SIZE + h.length) {
-                size_t total = ARCTIC_LINK_HEADER_SIZE + h.length;
-
-                *type = h.type;
-                *len = h.length;
-                n->in_flags = h.flags;
-                memcpy(body, n->in + ARCTIC_LINK_HEADER_SIZE, h.length);
-                memmove(n->in, n->in + total, n->in_len - total);
-                n->in_len -= total;
-                return 1;
-            }
+        n->in_off = p - n->in;
+        g_assert_cmpint(st, !=, ARCTIC_FRAME_MALFORMED);
+        if (st == ARCTIC_FRAME_WHOLE) {
+            *type = n->reader.header.type;
+            *len = n->reader.header.length;
+            n->in_flags = n->reader.header.flags;
+            memcpy(body, n->reader.body, *len);
+            return 1;
         }
-        {
-            struct pollfd pfd = { .fd = n->fd, .events = POLLIN };
-            ssize_t got;
-
-            if (poll(&pfd, 1, timeout_ms) == 0) {
-                return 0;
-            }
-            got = recv(n->fd, n->in + n->in_len, sizeof(n->in) - n->in_len,
-                       0);
-            if (got <= 0) {
-                return -1;
-            }
-            n->in_len += got;
+        if (poll(&pfd, 1, timeout_ms) == 0) {
+            return 0;
         }
+        got = recv(n->fd, n->in, sizeof(n->in), 0);
+        if (got <= 0) {
+            return -1;
+        }
+        n->in_off = 0;
+        n->in_len = got;
     }
 }
 
@@ -270,7 +263,8 @@ static void link_accept(Niu *n)
     g_assert_cmpint(poll(&pfd, 1, 10000), ==, 1);
     n->fd = accept(n->listen_fd, NULL, NULL);
     g_assert_cmpint(n->fd, >=, 0);
-    n->in_len = 0;
+    n->in_off = n->in_len = 0;
+    arctic_frame_reader_reset(&n->reader);
 }
 
 static void link_close(Niu *n)

@@ -100,6 +100,106 @@ static void test_frame_header_check(void)
                     ARCTIC_FRAME_BAD_FLAGS);
 }
 
+/* A stream of frames: HELLO, a PACKET, a CREDIT; returns its length. */
+static size_t frame_stream(uint8_t *buf)
+{
+    size_t off = 0;
+    unsigned i;
+
+    arctic_frame_header_encode(buf, ARCTIC_FRAME_HELLO, ARCTIC_HELLO_SIZE);
+    for (i = 0; i < ARCTIC_HELLO_SIZE; i++) {
+        buf[ARCTIC_LINK_HEADER_SIZE + i] = 0x10 + i;
+    }
+    off += ARCTIC_LINK_HEADER_SIZE + ARCTIC_HELLO_SIZE;
+    arctic_packet_frame_encode(buf + off, ARCTIC_PRIORITY_HIGH,
+                               ARCTIC_WIRE_MAX_SIZE);
+    for (i = 0; i < ARCTIC_WIRE_MAX_SIZE; i++) {
+        buf[off + ARCTIC_LINK_HEADER_SIZE + i] = i;
+    }
+    off += ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE;
+    arctic_frame_header_encode(buf + off, ARCTIC_FRAME_CREDIT,
+                               ARCTIC_CREDIT_SIZE);
+    memset(buf + off + ARCTIC_LINK_HEADER_SIZE, 0x7c, ARCTIC_CREDIT_SIZE);
+    return off + ARCTIC_LINK_HEADER_SIZE + ARCTIC_CREDIT_SIZE;
+}
+
+/*
+ * The frame reader gives the same frames whatever the stream is cut
+ * into: whole, byte by byte, or in pieces of every size; whole frames in
+ * one piece come out in place, without a copy.
+ */
+static void test_frame_reader(void)
+{
+    uint8_t stream[1024];
+    size_t len = frame_stream(stream), piece;
+    const uint16_t types[] = { ARCTIC_FRAME_HELLO, ARCTIC_FRAME_PACKET,
+                               ARCTIC_FRAME_CREDIT };
+    const size_t offsets[] = {
+        0, ARCTIC_LINK_HEADER_SIZE + ARCTIC_HELLO_SIZE,
+        2 * ARCTIC_LINK_HEADER_SIZE + ARCTIC_HELLO_SIZE + ARCTIC_WIRE_MAX_SIZE,
+    };
+
+    for (piece = 1; piece <= len; piece++) {
+        struct arctic_frame_reader r;
+        size_t done = 0;
+        unsigned frames = 0;
+
+        arctic_frame_reader_reset(&r);
+        while (done < len) {
+            const uint8_t *p = stream + done;
+            size_t n = MIN(piece, len - done), before = n;
+            enum arctic_frame_status st;
+
+            while ((st = arctic_frame_read(&r, &p, &n)) ==
+                   ARCTIC_FRAME_WHOLE) {
+                size_t body = offsets[frames] + ARCTIC_LINK_HEADER_SIZE;
+
+                g_assert_cmpuint(frames, <, 3);
+                g_assert_cmpuint(r.header.type, ==, types[frames]);
+                g_assert_cmpmem(r.body, r.header.length, stream + body,
+                                r.header.length);
+                /* In place exactly when the frame lay in this piece. */
+                g_assert_true((r.body == stream + body) ==
+                              (offsets[frames] >= done));
+                frames++;
+            }
+            g_assert_cmpint(st, ==, ARCTIC_FRAME_NEED_MORE);
+            g_assert_cmpuint(n, ==, 0);
+            done += before;
+        }
+        g_assert_cmpuint(frames, ==, 3);
+        g_assert_cmpuint(r.len, ==, 0);
+    }
+}
+
+/* A bad header is refused however it arrives, and said why. */
+static void test_frame_reader_malformed(void)
+{
+    uint8_t stream[64];
+    unsigned piece;
+
+    arctic_frame_header_encode(stream, ARCTIC_FRAME_CREDIT,
+                               ARCTIC_CREDIT_SIZE + 1);
+    for (piece = 1; piece <= ARCTIC_LINK_HEADER_SIZE; piece++) {
+        struct arctic_frame_reader r;
+        const uint8_t *p = stream;
+        size_t n = piece, fed = piece;
+        enum arctic_frame_status st;
+
+        arctic_frame_reader_reset(&r);
+        while ((st = arctic_frame_read(&r, &p, &n)) ==
+               ARCTIC_FRAME_NEED_MORE) {
+            g_assert_cmpuint(fed, <, ARCTIC_LINK_HEADER_SIZE);
+            n = MIN(piece, ARCTIC_LINK_HEADER_SIZE - fed);
+            fed += n;
+        }
+        g_assert_cmpint(st, ==, ARCTIC_FRAME_MALFORMED);
+        g_assert_cmpint(r.error, ==, ARCTIC_FRAME_BAD_LENGTH);
+        g_assert_cmpuint(r.header.type, ==, ARCTIC_FRAME_CREDIT);
+        g_assert_cmpuint(r.len, ==, 0);
+    }
+}
+
 /*
  * Follow route bits through the tree described in route.h, independently
  * of arctic_route_entry(): climb HOPS levels taking the chosen up ports,
@@ -224,6 +324,9 @@ int main(int argc, char **argv)
     g_test_add_func("/contract/crc", test_crc_check_value);
     g_test_add_func("/contract/wire-check", test_wire_check);
     g_test_add_func("/contract/frame-header-check", test_frame_header_check);
+    g_test_add_func("/contract/frame-reader", test_frame_reader);
+    g_test_add_func("/contract/frame-reader-malformed",
+                    test_frame_reader_malformed);
     g_test_add_func("/contract/routes", test_routes_reach_destination);
     g_test_add_func("/contract/reject-text", test_reject_text_escaped);
     g_test_add_func("/contract/slots", test_slot_layout);

@@ -307,43 +307,26 @@ size_t niu_link_input_room(const NiuLink *link)
 
 /*
  * Frames from bytes, in whatever pieces they come (a stream cuts them
- * anywhere).  All of @buf is dispatched before the owner is told it may
- * send, so the answers to a burst leave in one write.
+ * anywhere; arctic/link.h's reader gathers the split ones).  All of @buf
+ * is dispatched before the owner is told it may send, so the answers to a
+ * burst leave in one write.
  */
 void niu_link_input(NiuLink *link, const uint8_t *buf, size_t size)
 {
-    while (size > 0 && link->state != NIU_LINK_DOWN) {
-        struct arctic_frame_header h;
-        uint32_t want = ARCTIC_LINK_HEADER_SIZE;
-        uint32_t take;
-        enum arctic_frame_error err;
+    struct arctic_frame_reader *r = &link->reader;
 
-        if (link->in_len >= ARCTIC_LINK_HEADER_SIZE) {
-            arctic_frame_header_decode(link->in_buf, &h);
-            want += h.length;
+    while (link->state != NIU_LINK_DOWN) {
+        enum arctic_frame_status st = arctic_frame_read(r, &buf, &size);
+
+        if (st == ARCTIC_FRAME_NEED_MORE) {
+            break;
         }
-        take = MIN(size, want - link->in_len);
-        memcpy(link->in_buf + link->in_len, buf, take);
-        link->in_len += take;
-        buf += take;
-        size -= take;
-        if (link->in_len < want) {
-            continue;
+        if (st == ARCTIC_FRAME_MALFORMED) {
+            link_protocol_error(link, "malformed frame header", r->error);
+            return;
         }
-        if (want == ARCTIC_LINK_HEADER_SIZE) {
-            arctic_frame_header_decode(link->in_buf, &h);
-            err = arctic_frame_header_check(&h);
-            if (err != ARCTIC_FRAME_OK) {
-                link_protocol_error(link, "malformed frame header", err);
-                return;
-            }
-            if (h.length) {
-                continue;
-            }
-        }
-        link->in_len = 0;
-        link_dispatch(link, h.type, h.flags,
-                      link->in_buf + ARCTIC_LINK_HEADER_SIZE, h.length);
+        link_dispatch(link, r->header.type, r->header.flags, r->body,
+                      r->header.length);
     }
     if (link->state == NIU_LINK_UP) {
         link->ops->ready(link);
@@ -366,7 +349,7 @@ void niu_link_opened(NiuLink *link)
     g_byte_array_set_size(link->out_buf, 0);
     link->out_blocked = false;
     link->credits_due = false;
-    link->in_len = 0;
+    arctic_frame_reader_reset(&link->reader);
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
         link->tx_credits[p] = 0;
         link->credits_to_return[p] = 0;

@@ -97,8 +97,7 @@ struct NiuLink {
     uint32_t tx_credits[ARCTIC_NUM_PRIORITIES];     /* we may send */
     uint32_t rx_outstanding[ARCTIC_NUM_PRIORITIES]; /* switch may send */
     uint32_t credits_to_return[ARCTIC_NUM_PRIORITIES];
-    uint8_t in_buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_LINK_MAX_BODY];
-    uint32_t in_len;
+    struct arctic_frame_reader reader;  /* a frame split between reads */
     GByteArray *out_buf;
     bool out_blocked;                   /* the transport is full */
     bool credits_due;                   /* the deferral ran out */
