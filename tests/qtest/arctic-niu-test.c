@@ -1161,6 +1161,34 @@ static void test_ack_waits_for_reply(void)
     niu_stop(n);
 }
 
+/*
+ * x-doorbell-posted: the link thread serves the doorbell (the vCPU only
+ * posts it); with a chardev link there is no such thread and the vCPU
+ * serves it as always.  Either way the slots go out, in order.
+ */
+static void test_tx_doorbell_posted(void)
+{
+    uint32_t v[3] = { 31, 32, 33 };
+    uint32_t epoch = 0;
+    unsigned i;
+    Niu *n;
+
+    niu_props = "x-doorbell-posted=on,poll-max-ns=100000000";
+    n = niu_start_linked(8, 8);
+    niu_props = "";
+    qtest_clock_step(n->qts, 1000ull * 1000 * 1000);  /* polls are rare */
+    for (i = 0; i < 3; i++) {
+        guest_send(n, ARCTIC_TXQ_HI, 2, 1, i, 0, &v[i], 1);
+        doorbell(n);
+    }
+    for (i = 0; i < 3; i++) {
+        epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, i, 1, i, 0, &v[i], 1);
+    }
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 2, 0);
+    link_expect_silence(n);
+    niu_stop(n);
+}
+
 static void test_rx_all_sizes(void)
 {
     Niu *n = niu_start_linked(8, 8);
@@ -3599,6 +3627,7 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/tx/polled", test_tx_polled_without_doorbell);
     qtest_add_func("/arctic-niu/tx/doorbell-keeps-poll-interval",
                    test_tx_doorbell_keeps_poll_interval);
+    qtest_add_func("/arctic-niu/tx/doorbell-posted", test_tx_doorbell_posted);
     qtest_add_func("/arctic-niu/rx/all-sizes", test_rx_all_sizes);
     qtest_add_func("/arctic-niu/ack/waits-for-reply",
                    test_ack_waits_for_reply);

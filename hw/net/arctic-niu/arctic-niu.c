@@ -928,6 +928,15 @@ static void arctic_niu_link_deferred(NiuLink *link)
     arctic_niu_guard_leave(s, guarded);
 }
 
+static void arctic_niu_link_posted(NiuLink *link)
+{
+    ArcticNiuState *s = link_owner(link);
+    bool guarded = arctic_niu_guard_enter(s);
+
+    arctic_tx_posted(s);
+    arctic_niu_guard_leave(s, guarded);
+}
+
 static void arctic_niu_link_error(NiuLink *link, enum arctic_error cause,
                                   uint32_t detail)
 {
@@ -940,6 +949,7 @@ static const NiuLinkOps arctic_niu_link_ops = {
     .packet = arctic_niu_link_packet,
     .ready = arctic_niu_link_ready,
     .deferred = arctic_niu_link_deferred,
+    .posted = arctic_niu_link_posted,
     .error = arctic_niu_link_error,
 };
 
@@ -1065,6 +1075,8 @@ static const Property arctic_niu_properties[] = {
     DEFINE_PROP_UINT64("nack-backoff-ns", ArcticNiuState, nack_backoff_ns,
                        10000),
     DEFINE_PROP_UINT64("ack-delay-ns", ArcticNiuState, ack_delay_ns, 50000),
+    DEFINE_PROP_BOOL("x-doorbell-posted", ArcticNiuState, doorbell_posted,
+                     false),
 };
 
 static void arctic_niu_class_init(ObjectClass *klass, void *data)

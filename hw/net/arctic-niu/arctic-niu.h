@@ -161,6 +161,7 @@ struct ArcticNiuState {
     uint64_t nack_backoff_ns;   /* first delay before retrying a nack */
     uint32_t peer_timeout_ms;   /* silence after which a node is dead */
     uint64_t ack_delay_ns;      /* acks and credits wait for company */
+    bool doorbell_posted;       /* the link thread serves doorbells */
 
     /* register file */
     bool tx_enabled;            /* TxCtrl ON written */
@@ -280,6 +281,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
 void arctic_tx_link_up(ArcticNiuState *s);
 void arctic_tx_pump(ArcticNiuState *s, bool lazy);
 void arctic_tx_resume(ArcticNiuState *s);
+void arctic_tx_posted(ArcticNiuState *s);
 ArcticLine *arctic_tx_next_line(ArcticNiuState *s, uint8_t prio);
 void arctic_tx_line_sent(ArcticNiuState *s, ArcticLine *line);
 void arctic_tx_peer_answered(ArcticNiuState *s, uint16_t node);

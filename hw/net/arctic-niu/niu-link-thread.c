@@ -52,6 +52,7 @@ struct NiuLinkThread {
     bool want_out;          /* atomic: the session waits for room */
     bool hold_input;        /* atomic: the session takes no input now */
     int64_t deadline;       /* atomic: CLOCK_MONOTONIC ns of a deferral */
+    bool posted;            /* atomic: niu_link_post() work is waiting */
     bool connect_failed;    /* the last attempt failed (for traces) */
 };
 
@@ -204,6 +205,13 @@ static void *thread_run(void *opaque)
         if (pfd[1].revents) {
             event_notifier_test_and_clear(&t->wake);
         }
+        if (qatomic_xchg(&t->posted, false)) {
+            bql_lock();
+            if (t->fd >= 0) {
+                niu_link_posted_due(t->link);
+            }
+            bql_unlock();
+        }
         if (pfd[0].revents & G_IO_OUT) {
             qatomic_set(&t->want_out, false);
             bql_lock();
@@ -279,6 +287,16 @@ static void thread_defer(NiuLink *link, int64_t delay_ns)
     }
 }
 
+static bool thread_post(NiuLink *link)
+{
+    NiuLinkThread *t = link->thread;
+
+    if (!qatomic_xchg(&t->posted, true)) {
+        thread_kick(t);
+    }
+    return true;
+}
+
 static void thread_cleanup(NiuLink *link)
 {
     NiuLinkThread *t = link->thread;
@@ -304,6 +322,7 @@ static const NiuTransportOps thread_transport = {
     .accept_input = thread_accept_input,
     .disconnect = thread_disconnect,
     .defer = thread_defer,
+    .post = thread_post,
     .cleanup = thread_cleanup,
 };
 

@@ -149,6 +149,20 @@ void niu_link_flush(NiuLink *link)
     link->transport->accept_input(link);
 }
 
+/* Hand work to the transport's thread; false: do it yourself. */
+bool niu_link_post(NiuLink *link)
+{
+    return link->state == NIU_LINK_UP && link->transport &&
+           link->transport->post && link->transport->post(link);
+}
+
+void niu_link_posted_due(NiuLink *link)
+{
+    if (link->state == NIU_LINK_UP) {
+        link->ops->posted(link);
+    }
+}
+
 /* The deferral ran out: what was held back goes now. */
 void niu_link_deferred_due(NiuLink *link)
 {

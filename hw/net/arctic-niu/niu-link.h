@@ -58,6 +58,8 @@ typedef struct NiuLinkOps {
     void (*ready)(NiuLink *link);
     /* What the owner held back (niu_link_defer()) must go now. */
     void (*deferred)(NiuLink *link);
+    /* Work the owner handed to the transport's thread (niu_link_post()). */
+    void (*posted)(NiuLink *link);
     /* Something for the device's error registers (a protocol error, a
      * refusal); the link has already logged and traced it. */
     void (*error)(NiuLink *link, enum arctic_error cause, uint32_t detail);
@@ -78,6 +80,9 @@ typedef struct NiuTransportOps {
     /* Call niu_link_deferred_due() in @delay_ns (host time) or sooner;
      * a pending call is not put off. */
     void (*defer)(NiuLink *link, int64_t delay_ns);
+    /* Call niu_link_posted_due() from the transport's own thread soon;
+     * false if the transport has no thread (the owner does the work). */
+    bool (*post)(NiuLink *link);
     void (*cleanup)(NiuLink *link);
 } NiuTransportOps;
 
@@ -129,6 +134,7 @@ void niu_link_send(NiuLink *link, uint8_t prio, const uint8_t *wire,
                    size_t size);
 void niu_link_flush(NiuLink *link);
 void niu_link_defer(NiuLink *link);
+bool niu_link_post(NiuLink *link);
 const char *niu_link_state_name(NiuLinkState state);
 const char *niu_link_transport_name(const NiuLink *link);
 
@@ -139,5 +145,6 @@ size_t niu_link_input_room(const NiuLink *link);
 void niu_link_input(NiuLink *link, const uint8_t *buf, size_t size);
 void niu_link_writable(NiuLink *link);
 void niu_link_deferred_due(NiuLink *link);
+void niu_link_posted_due(NiuLink *link);
 
 #endif /* HW_NET_ARCTIC_NIU_LINK_H */

@@ -719,6 +719,15 @@ void arctic_tx_kick(ArcticNiuState *s)
  */
 void arctic_tx_doorbell(ArcticNiuState *s)
 {
+    if (s->doorbell_posted && niu_link_post(&s->link)) {
+        return;
+    }
+    tx_service(s, false);
+}
+
+/* A doorbell handed to the link thread (doorbell=posted). */
+void arctic_tx_posted(ArcticNiuState *s)
+{
     tx_service(s, false);
 }
 
