@@ -884,15 +884,31 @@ static ArcticNiuState *link_owner(NiuLink *link)
     return link->opaque;
 }
 
-static void arctic_niu_link_up(NiuLink *link)
+/* Run @fn on the device under its re-entrancy guard. */
+static void link_guarded(NiuLink *link, void (*fn)(ArcticNiuState *s))
 {
     ArcticNiuState *s = link_owner(link);
     bool guarded = arctic_niu_guard_enter(s);
 
+    fn(s);
+    arctic_niu_guard_leave(s, guarded);
+}
+
+static void link_up_work(ArcticNiuState *s)
+{
     arctic_niu_count(s, ARCTIC_CNT_LINK_UPS);
     arctic_tx_link_up(s);
     arctic_tx_pump(s, false);
-    arctic_niu_guard_leave(s, guarded);
+}
+
+static void link_deferred_work(ArcticNiuState *s)
+{
+    arctic_tx_pump(s, false);
+}
+
+static void arctic_niu_link_up(NiuLink *link)
+{
+    link_guarded(link, link_up_work);
 }
 
 static void arctic_niu_link_down(NiuLink *link)
@@ -912,29 +928,17 @@ static void arctic_niu_link_packet(NiuLink *link, uint8_t prio,
 
 static void arctic_niu_link_ready(NiuLink *link)
 {
-    ArcticNiuState *s = link_owner(link);
-    bool guarded = arctic_niu_guard_enter(s);
-
-    arctic_tx_resume(s);
-    arctic_niu_guard_leave(s, guarded);
+    link_guarded(link, arctic_tx_resume);
 }
 
 static void arctic_niu_link_deferred(NiuLink *link)
 {
-    ArcticNiuState *s = link_owner(link);
-    bool guarded = arctic_niu_guard_enter(s);
-
-    arctic_tx_pump(s, false);
-    arctic_niu_guard_leave(s, guarded);
+    link_guarded(link, link_deferred_work);
 }
 
 static void arctic_niu_link_posted(NiuLink *link)
 {
-    ArcticNiuState *s = link_owner(link);
-    bool guarded = arctic_niu_guard_enter(s);
-
-    arctic_tx_posted(s);
-    arctic_niu_guard_leave(s, guarded);
+    link_guarded(link, arctic_tx_posted);
 }
 
 static void arctic_niu_link_error(NiuLink *link, enum arctic_error cause,
