@@ -745,10 +745,17 @@ static void arctic_test_dma_bh(void *opaque)
  * every endpoint's queue state, as a structure.
  */
 
+/*
+ * Members of the state view.  @errp is always the caller's local error:
+ * after a first failure the remaining members are skipped, as
+ * include/qapi/error.h asks (no error may be set twice).
+ */
 static void visit_u64(Visitor *v, const char *name, uint64_t value,
                       Error **errp)
 {
-    visit_type_uint64(v, name, &value, errp);
+    if (!*errp) {
+        visit_type_uint64(v, name, &value, errp);
+    }
 }
 
 static void visit_str(Visitor *v, const char *name, const char *value,
@@ -756,75 +763,93 @@ static void visit_str(Visitor *v, const char *name, const char *value,
 {
     char *copy = (char *)value;
 
-    visit_type_str(v, name, &copy, errp);
+    if (!*errp) {
+        visit_type_str(v, name, &copy, errp);
+    }
+}
+
+/* Close a struct or list that was started: checked only if all went well. */
+static void visit_end(Visitor *v, bool list, Error **errp)
+{
+    if (!*errp) {
+        if (list) {
+            visit_check_list(v, errp);
+        } else {
+            visit_check_struct(v, errp);
+        }
+    }
+    if (list) {
+        visit_end_list(v, NULL);
+    } else {
+        visit_end_struct(v, NULL);
+    }
 }
 
 static void arctic_niu_get_state(Object *obj, Visitor *v, const char *name,
                                  void *opaque, Error **errp)
 {
     ArcticNiuState *s = ARCTIC_NIU(obj);
+    Error *err = NULL;
     unsigned c, e;
 
     if (!visit_start_struct(v, name, NULL, 0, errp)) {
         return;
     }
-    visit_u64(v, "node-id", s->node_id, errp);
-    visit_u64(v, "num-nodes", s->link.num_nodes, errp);
-    visit_str(v, "link", niu_link_state_name(s->link.state), errp);
-    visit_str(v, "link-transport", niu_link_transport_name(&s->link), errp);
-    visit_u64(v, "link-up-count", s->link.up_count, errp);
+    visit_u64(v, "node-id", s->node_id, &err);
+    visit_u64(v, "num-nodes", s->link.num_nodes, &err);
+    visit_str(v, "link", niu_link_state_name(s->link.state), &err);
+    visit_str(v, "link-transport", niu_link_transport_name(&s->link), &err);
+    visit_u64(v, "link-up-count", s->link.up_count, &err);
     visit_u64(v, "tx-credits-high", s->link.tx_credits[ARCTIC_PRIORITY_HIGH],
-              errp);
+              &err);
     visit_u64(v, "tx-credits-low", s->link.tx_credits[ARCTIC_PRIORITY_LOW],
-              errp);
+              &err);
     visit_str(v, "tx", s->tx_enabled ? "on" :
-                       arctic_tx_draining(s) ? "draining" : "off", errp);
+                       arctic_tx_draining(s) ? "draining" : "off", &err);
     visit_str(v, "rx", s->rx_enabled ? "on" : s->rx_raw ? "raw" : "off",
-              errp);
-    visit_u64(v, "tx-pending", arctic_tx_pending(s), errp);
-    visit_u64(v, "vmask", s->vmask, errp);
-    visit_u64(v, "error-cause", s->error_cause, errp);
+              &err);
+    visit_u64(v, "tx-pending", arctic_tx_pending(s), &err);
+    visit_u64(v, "vmask", s->vmask, &err);
+    visit_u64(v, "error-cause", s->error_cause, &err);
     visit_str(v, "last-error",
               s->error_cause ? arctic_error_names[FIELD_EX32(
-                  s->error_info, NIU_ERROR_INFO, CAUSE)] : "none", errp);
-    visit_u64(v, "error-info", s->error_info, errp);
-    visit_u64(v, "irq-status", s->irq_status, errp);
-    if (visit_start_struct(v, "counters", NULL, 0, errp)) {
+                  s->error_info, NIU_ERROR_INFO, CAUSE)] : "none", &err);
+    visit_u64(v, "error-info", s->error_info, &err);
+    visit_u64(v, "irq-status", s->irq_status, &err);
+    if (!err && visit_start_struct(v, "counters", NULL, 0, &err)) {
         for (c = 0; c < ARCTIC_NUM_COUNTERS; c++) {
-            visit_u64(v, arctic_counter_name(c), s->counters[c], errp);
+            visit_u64(v, arctic_counter_name(c), s->counters[c], &err);
         }
-        visit_check_struct(v, errp);
-        visit_end_struct(v, NULL);
+        visit_end(v, false, &err);
     }
-    if (visit_start_list(v, "endpoints", NULL, 0, errp)) {
-        for (e = 0; e < ARCTIC_ENDPOINTS; e++) {
+    if (!err && visit_start_list(v, "endpoints", NULL, 0, &err)) {
+        for (e = 0; e < ARCTIC_ENDPOINTS && !err; e++) {
             ArcticEndpoint *ep = &s->ep[e];
 
-            if (!visit_start_struct(v, NULL, NULL, 0, errp)) {
+            if (!visit_start_struct(v, NULL, NULL, 0, &err)) {
                 break;
             }
-            visit_u64(v, "index", e, errp);
-            visit_str(v, "served", (e & s->vmask) == e ? "yes" : "no", errp);
-            visit_u64(v, "tx-qbase", ep->tx_qbase, errp);
-            visit_u64(v, "rx-qbase", ep->rx_qbase, errp);
-            visit_u64(v, "hi-tx-tl", ep->tx_tail[ARCTIC_TXQ_HI], errp);
-            visit_u64(v, "lo-tx-tl", ep->tx_tail[ARCTIC_TXQ_LO], errp);
-            visit_u64(v, "dma-tx-tl", ep->tx_tail[ARCTIC_TXQ_DMA], errp);
-            visit_u64(v, "hi-rx-hd", ep->rx_head[ARCTIC_RXQ_HI], errp);
-            visit_u64(v, "lo-rx-hd", ep->rx_head[ARCTIC_RXQ_LO], errp);
-            visit_u64(v, "job", ep->job, errp);
-            visit_u64(v, "dma-base-phy", ep->dma_base_phy, errp);
-            visit_u64(v, "dma-base-vir", ep->dma_base_vir, errp);
-            visit_u64(v, "dma-range-mask", ep->dma_range_mask, errp);
-            visit_u64(v, "hi-tx-dma-packets-sent", ep->dma_progress[0], errp);
-            visit_u64(v, "dma-tx-dma-packets-sent", ep->dma_progress[1], errp);
-            visit_check_struct(v, errp);
-            visit_end_struct(v, NULL);
+            visit_u64(v, "index", e, &err);
+            visit_str(v, "served", (e & s->vmask) == e ? "yes" : "no", &err);
+            visit_u64(v, "tx-qbase", ep->tx_qbase, &err);
+            visit_u64(v, "rx-qbase", ep->rx_qbase, &err);
+            visit_u64(v, "hi-tx-tl", ep->tx_tail[ARCTIC_TXQ_HI], &err);
+            visit_u64(v, "lo-tx-tl", ep->tx_tail[ARCTIC_TXQ_LO], &err);
+            visit_u64(v, "dma-tx-tl", ep->tx_tail[ARCTIC_TXQ_DMA], &err);
+            visit_u64(v, "hi-rx-hd", ep->rx_head[ARCTIC_RXQ_HI], &err);
+            visit_u64(v, "lo-rx-hd", ep->rx_head[ARCTIC_RXQ_LO], &err);
+            visit_u64(v, "job", ep->job, &err);
+            visit_u64(v, "dma-base-phy", ep->dma_base_phy, &err);
+            visit_u64(v, "dma-base-vir", ep->dma_base_vir, &err);
+            visit_u64(v, "dma-range-mask", ep->dma_range_mask, &err);
+            visit_u64(v, "hi-tx-dma-packets-sent", ep->dma_progress[0], &err);
+            visit_u64(v, "dma-tx-dma-packets-sent", ep->dma_progress[1], &err);
+            visit_end(v, false, &err);
         }
-        visit_end_list(v, NULL);
+        visit_end(v, true, &err);
     }
-    visit_check_struct(v, errp);
-    visit_end_struct(v, NULL);
+    visit_end(v, false, &err);
+    error_propagate(errp, err);
 }
 
 /* ------------------------------------------------------------------------
