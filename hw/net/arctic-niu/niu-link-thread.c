@@ -30,7 +30,6 @@
 #include "qapi/error.h"
 #include "trace.h"
 
-#include <poll.h>
 #include <sys/un.h>
 
 #include "niu-link.h"
@@ -64,12 +63,12 @@ static void thread_kick(NiuLinkThread *t)
 /* Sleep until kicked or @ms pass; false when the device goes away. */
 static bool thread_wait(NiuLinkThread *t, int ms)
 {
-    struct pollfd pfd = {
+    GPollFD pfd = {
         .fd = event_notifier_get_fd(&t->wake),
-        .events = POLLIN,
+        .events = G_IO_IN,
     };
 
-    if (poll(&pfd, 1, ms) > 0) {
+    if (qemu_poll_ns(&pfd, 1, ms * SCALE_MS) > 0) {
         event_notifier_test_and_clear(&t->wake);
     }
     return !qatomic_read(&t->quit);
@@ -108,28 +107,6 @@ static void thread_close(NiuLinkThread *t)
     }
 }
 
-/* The socket has something (or is gone): one batch, one hold of the BQL. */
-static void thread_read(NiuLinkThread *t, uint8_t *buf)
-{
-    ssize_t n = recv(t->fd, buf, NIU_LINK_THREAD_READ, MSG_DONTWAIT);
-
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        return;
-    }
-    bql_lock();
-    if (n > 0) {
-        niu_link_input(t->link, buf, n);
-        if (t->fd >= 0 && !niu_link_input_room(t->link)) {
-            qatomic_set(&t->hold_input, true);
-        }
-    } else {
-        trace_arctic_niu_link_thread_closed(t->link->node_id,
-                                            n < 0 ? errno : 0);
-        thread_close(t);
-    }
-    bql_unlock();
-}
-
 /* The poll timeout for the pending deferral, in ns: -1 none. */
 static int64_t thread_timeout_ns(NiuLinkThread *t)
 {
@@ -141,18 +118,51 @@ static int64_t thread_timeout_ns(NiuLinkThread *t)
     return MAX(deadline - get_clock(), 0);
 }
 
-/* The deferral ran out: hand it to the session. */
-static void thread_deferral(NiuLinkThread *t)
+/*
+ * What one wake-up found, handed to the session under one hold of the
+ * BQL: posted work, room to write, a batch read from the socket (or its
+ * end), a deferral run out.  The socket is read before the lock is taken.
+ */
+static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
+                         uint8_t *buf)
 {
+    bool posted = qatomic_xchg(&t->posted, false);
     int64_t deadline = qatomic_read(&t->deadline);
+    bool due = deadline && get_clock() >= deadline;
+    ssize_t n = 0;
 
-    if (!deadline || get_clock() < deadline) {
+    if (readable) {
+        n = recv(t->fd, buf, NIU_LINK_THREAD_READ, MSG_DONTWAIT);
+        readable = n >= 0 || (errno != EAGAIN && errno != EINTR);
+    }
+    if (writable) {
+        qatomic_set(&t->want_out, false);
+    }
+    if (!posted && !writable && !readable && !due) {
         return;
     }
     bql_lock();
-    qatomic_set(&t->deadline, 0);
-    if (t->fd >= 0) {
-        niu_link_deferred_due(t->link);
+    if (posted && t->fd >= 0) {
+        niu_link_posted_due(t->link);
+    }
+    if (writable) {
+        niu_link_writable(t->link);
+    }
+    if (readable && n > 0) {
+        niu_link_input(t->link, buf, n);
+        if (t->fd >= 0 && !niu_link_input_room(t->link)) {
+            qatomic_set(&t->hold_input, true);
+        }
+    } else if (readable) {
+        trace_arctic_niu_link_thread_closed(t->link->node_id,
+                                            n < 0 ? errno : 0);
+        thread_close(t);
+    }
+    if (due) {
+        qatomic_set(&t->deadline, 0);
+        if (t->fd >= 0) {
+            niu_link_deferred_due(t->link);
+        }
     }
     bql_unlock();
 }
@@ -205,23 +215,8 @@ static void *thread_run(void *opaque)
         if (pfd[1].revents) {
             event_notifier_test_and_clear(&t->wake);
         }
-        if (qatomic_xchg(&t->posted, false)) {
-            bql_lock();
-            if (t->fd >= 0) {
-                niu_link_posted_due(t->link);
-            }
-            bql_unlock();
-        }
-        if (pfd[0].revents & G_IO_OUT) {
-            qatomic_set(&t->want_out, false);
-            bql_lock();
-            niu_link_writable(t->link);
-            bql_unlock();
-        }
-        if (pfd[0].revents & (G_IO_IN | G_IO_HUP | G_IO_ERR)) {
-            thread_read(t, buf);
-        }
-        thread_deferral(t);
+        thread_serve(t, pfd[0].revents & G_IO_OUT,
+                     pfd[0].revents & (G_IO_IN | G_IO_HUP | G_IO_ERR), buf);
     }
     rcu_unregister_thread();
     return NULL;

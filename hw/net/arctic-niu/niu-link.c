@@ -113,18 +113,14 @@ void niu_link_flush(NiuLink *link)
     if (link->state == NIU_LINK_UP &&
         (link->credits_to_return[ARCTIC_PRIORITY_LOW] ||
          link->credits_to_return[ARCTIC_PRIORITY_HIGH])) {
+        uint8_t body[ARCTIC_CREDIT_SIZE];
+        unsigned p;
+
         if (!link_credits_go_now(link)) {
             niu_link_defer(link);
             return;
         }
         link->credits_due = false;
-    }
-    if (link->state == NIU_LINK_UP &&
-        (link->credits_to_return[ARCTIC_PRIORITY_LOW] ||
-         link->credits_to_return[ARCTIC_PRIORITY_HIGH])) {
-        uint8_t body[ARCTIC_CREDIT_SIZE];
-        unsigned p;
-
         arctic_put_le16(body, link->credits_to_return[ARCTIC_PRIORITY_LOW]);
         arctic_put_le16(body + 2,
                         link->credits_to_return[ARCTIC_PRIORITY_HIGH]);

@@ -977,11 +977,12 @@ void arctic_tx_pump(ArcticNiuState *s, bool lazy)
 {
     NiuLink *link = &s->link;
     bool stalled = false;
-    bool controls = controls_go_now(s, lazy);
+    bool controls;
 
     if (!niu_link_is_up(link)) {
         return;
     }
+    controls = controls_go_now(s, lazy);
     for (;;) {
         uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
         size_t size;
