@@ -34,3 +34,16 @@ arctic_qemu_paths() {
     ARCTIC_QEMU_BIN="$ARCTIC_QEMU_BUILD/qemu-system-x86_64"
     ARCTIC_FIRMWARE_DIR="$ARCTIC_CACHE/firmware"
 }
+
+# Set link_args (QEMU options before -device) and link_prop (the
+# arctic-niu property) for link transport $1 (thread or chardev) to the
+# switch socket $2.
+arctic_link_args() {
+    if [ "$1" = thread ]; then
+        link_args=()
+        link_prop="link-socket=$2"
+    else
+        link_args=(-chardev "socket,id=link,path=$2,reconnect-ms=200")
+        link_prop="chardev=link"
+    fi
+}
