@@ -882,7 +882,6 @@ ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
     if (!config_check(config, errp)) {
         return NULL;
     }
-    sw_crc_init();
     sw = g_new0(ArcticSwitch, 1);
     sw->config = *config;
     sw->socket_path = g_strdup(config->socket_path);

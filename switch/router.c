@@ -265,7 +265,7 @@ void sw_ingress(ArcticSwitch *sw, unsigned port_no, unsigned prio,
     struct arctic_port_prio_stats *st = &port->stats.prio[prio];
     struct sw_router *leaf = port->leaf;
     struct sw_input *in = &leaf->in[port->leaf_input];
-    enum arctic_wire_error error = sw_wire_check(bytes, size);
+    enum arctic_wire_error error = arctic_wire_check(bytes, size);
     int reason = -1;
     unsigned dst = SW_NO_PORT;
     struct sw_packet *p;

@@ -240,11 +240,6 @@ void sw_faults_free(ArcticSwitch *sw);
 void sw_fault_decide(ArcticSwitch *sw, unsigned port_no, unsigned priority,
                      struct sw_packet *packet);
 
-/* wire.c */
-void sw_crc_init(void);
-uint32_t sw_crc32c(const void *data, size_t len);
-enum arctic_wire_error sw_wire_check(const uint8_t *packet, size_t size);
-
 /* pcap.c */
 enum sw_pcap_event {
     SW_PCAP_INGRESS = 1,

@@ -4,8 +4,8 @@
  * priorities delivered to the right port, intact and in order, in 16-, 64-
  * and 256-port trees (and with random up-routes, where order is not
  * promised but delivery is); the route-bit arithmetic against
- * arctic_route_entry(); and the switch's fast CRC/wire check against the
- * contract's arctic_wire_check().
+ * arctic_route_entry().  The wire check the switch runs on every packet
+ * is the contract's (tests/unit/contract-test.c).
  */
 #include <string.h>
 
@@ -226,41 +226,10 @@ static void test_route_destination(void)
     }
 }
 
-/* sw_wire_check() must give arctic_wire_check()'s verdict on good
- * packets and on every single-bit and length corruption of them. */
-static void test_wire_check_matches_contract(void)
-{
-    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
-    unsigned words, bit;
-
-    sw_crc_init();
-    g_assert_cmphex(sw_crc32c("123456789", 9), ==, 0xe3069283);
-    for (words = 0; words <= ARCTIC_MAX_PAYLOAD_WORDS; words += 5) {
-        size_t size = test_build_packet(pkt, 3, 9, words & 1, false, 77,
-                                        words);
-        size_t cut;
-
-        g_assert_cmpint(sw_wire_check(pkt, size), ==, ARCTIC_WIRE_OK);
-        for (bit = 0; bit < size * 8; bit++) {
-            pkt[bit / 8] ^= 1u << (bit % 8);
-            g_assert_cmpint(sw_wire_check(pkt, size), ==,
-                            arctic_wire_check(pkt, size));
-            g_assert_cmpint(sw_wire_check(pkt, size), !=, ARCTIC_WIRE_OK);
-            pkt[bit / 8] ^= 1u << (bit % 8);
-        }
-        for (cut = 0; cut < size; cut++) {
-            g_assert_cmpint(sw_wire_check(pkt, cut), ==,
-                            arctic_wire_check(pkt, cut));
-        }
-    }
-}
-
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/switch/route/destination", test_route_destination);
-    g_test_add_func("/switch/route/wire-check",
-                    test_wire_check_matches_contract);
     g_test_add_func("/switch/route/all-pairs-13", test_all_pairs_13);
     g_test_add_func("/switch/route/all-pairs-16", test_all_pairs_16);
     g_test_add_func("/switch/route/all-pairs-64", test_all_pairs_64);

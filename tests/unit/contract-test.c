@@ -23,6 +23,37 @@ static void test_crc_check_value(void)
                         "56789", 5)), ==, 0xe3069283u);
 }
 
+/* The CPU's CRC32 instruction gives the table's CRC at every length,
+ * alignment and starting state. */
+static void test_crc_fast_matches_table(void)
+{
+#ifdef ARCTIC_CRC_HAVE_SSE42
+    uint8_t buf[300 + 8];
+    size_t len, off, i;
+
+    if (!__builtin_cpu_supports("sse4.2")) {
+        g_test_skip("this CPU has no SSE4.2 CRC32 instruction");
+        return;
+    }
+    for (i = 0; i < sizeof(buf); i++) {
+        buf[i] = (uint8_t)(i * 151 + 7);
+    }
+    for (off = 0; off < 8; off++) {
+        for (len = 0; len <= 300; len++) {
+            uint32_t state = (uint32_t)(len * 2654435761u);
+
+            g_assert_cmphex(arctic_crc_update_sse42(state, buf + off, len),
+                            ==,
+                            arctic_crc_update_table(state, buf + off, len));
+        }
+    }
+    g_assert_cmphex(arctic_crc_final(arctic_crc_update_sse42(
+                        ARCTIC_CRC_INIT, "123456789", 9)), ==, 0xe3069283u);
+#else
+    g_test_skip("no CRC32 instruction path on this host");
+#endif
+}
+
 static size_t make_packet(uint8_t *pkt, unsigned payload_words)
 {
     struct arctic_e2e_header h = {
@@ -63,6 +94,30 @@ static void test_wire_check(void)
     pkt[0] = 9;                             /* no such kind */
     arctic_wire_seal(pkt, size);
     g_assert_cmpint(arctic_wire_check(pkt, size), ==, ARCTIC_WIRE_BAD_KIND);
+}
+
+/* Every single-bit corruption of a packet of every size is refused, and
+ * every cut of it is too short or of the wrong length. */
+static void test_wire_check_corruption(void)
+{
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    unsigned words, bit;
+
+    for (words = 0; words <= ARCTIC_MAX_PAYLOAD_WORDS; words++) {
+        size_t size = make_packet(pkt, words);
+        size_t cut;
+
+        g_assert_cmpint(arctic_wire_check(pkt, size), ==, ARCTIC_WIRE_OK);
+        for (bit = 0; bit < size * 8; bit++) {
+            pkt[bit / 8] ^= 1u << (bit % 8);
+            g_assert_cmpint(arctic_wire_check(pkt, size), !=,
+                            ARCTIC_WIRE_OK);
+            pkt[bit / 8] ^= 1u << (bit % 8);
+        }
+        for (cut = 0; cut < size; cut++) {
+            g_assert_cmpint(arctic_wire_check(pkt, cut), !=, ARCTIC_WIRE_OK);
+        }
+    }
 }
 
 static void test_frame_header_check(void)
@@ -322,7 +377,10 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/contract/crc", test_crc_check_value);
+    g_test_add_func("/contract/crc-fast", test_crc_fast_matches_table);
     g_test_add_func("/contract/wire-check", test_wire_check);
+    g_test_add_func("/contract/wire-check-corruption",
+                    test_wire_check_corruption);
     g_test_add_func("/contract/frame-header-check", test_frame_header_check);
     g_test_add_func("/contract/frame-reader", test_frame_reader);
     g_test_add_func("/contract/frame-reader-malformed",
