@@ -191,6 +191,8 @@ struct ArcticNiuState {
     unsigned tx_refused;        /* slots refused in this Tx service pass */
     bool tx_line_wait;          /* work found no free line */
     ArcticLine lines[ARCTIC_MAX_LINES];
+    /* Bit i set: line i < num_lines is free (the lowest goes first). */
+    uint64_t lines_free[DIV_ROUND_UP(ARCTIC_MAX_LINES, 64)];
     unsigned lines_busy[ARCTIC_NUM_PRIORITIES];
     unsigned dma_lines_busy;
     ArcticSendQueue sendq[ARCTIC_NUM_PRIORITIES];

@@ -35,12 +35,24 @@ static unsigned lines_busy(ArcticNiuState *s, int prio)
     return s->lines_busy[prio];
 }
 
+static void line_mark_free(ArcticNiuState *s, ArcticLine *line, bool free)
+{
+    unsigned i = line - s->lines;
+
+    if (free) {
+        s->lines_free[i / 64] |= 1ull << (i % 64);
+    } else {
+        s->lines_free[i / 64] &= ~(1ull << (i % 64));
+    }
+}
+
 /* A line leaves the buffer (acknowledged, or its peer given up). */
 static void line_free(ArcticNiuState *s, ArcticLine *line)
 {
     assert(line->busy);
     line->busy = false;
     line->queued = false;
+    line_mark_free(s, line, true);
     s->lines_busy[line->prio]--;
     s->dma_lines_busy -= line->dma;
 }
@@ -56,11 +68,9 @@ static ArcticLine *line_alloc(ArcticNiuState *s, uint8_t prio)
         s->tx_line_wait = true;
         return NULL;
     }
-    if (lines_busy(s, -1) < s->num_lines) {
-        for (i = 0; i < s->num_lines; i++) {
-            if (!s->lines[i].busy) {
-                return &s->lines[i];
-            }
+    for (i = 0; i < ARRAY_SIZE(s->lines_free); i++) {
+        if (s->lines_free[i]) {
+            return &s->lines[i * 64 + ctz64(s->lines_free[i])];
         }
     }
     s->tx_line_wait = true;     /* arctic_tx_resume() serves it again */
@@ -249,6 +259,7 @@ static void line_fill(ArcticNiuState *s, ArcticLine *line, unsigned epn,
     arctic_wire_seal(line->wire, line->size);
     assert(!line->busy);
     line->busy = true;
+    line_mark_free(s, line, false);
     line->sent_once = false;
     line->dma = FIELD_EX32(w1, ARCTIC_W1, MODE) == ARCTIC_MODE_DMA;
     line->raw = false;
@@ -1192,12 +1203,16 @@ void arctic_tx_cleanup(ArcticNiuState *s)
 void arctic_tx_reset(ArcticNiuState *s)
 {
     uint32_t epoch;
-    unsigned p, d;
+    unsigned p, d, i;
 
     timer_del(s->tx_poll_timer);
     timer_del(s->retry_timer);
     memset(s->lines, 0, sizeof(s->lines));
     memset(s->lines_busy, 0, sizeof(s->lines_busy));
+    memset(s->lines_free, 0, sizeof(s->lines_free));
+    for (i = 0; i < s->num_lines; i++) {
+        line_mark_free(s, &s->lines[i], true);
+    }
     s->dma_lines_busy = 0;
     memset(s->sendq, 0, sizeof(s->sendq));
     memset(s->peer_waiting_since, 0, sizeof(s->peer_waiting_since));
