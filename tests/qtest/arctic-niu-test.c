@@ -1101,6 +1101,58 @@ static void test_tx_doorbell_keeps_poll_interval(void)
     niu_stop(n);
 }
 
+/* Step virtual time from deadline to deadline until the NIU has taken
+ * the slot last written to Tx queue @q. */
+static void step_until_taken(Niu *n, unsigned q)
+{
+    uint64_t slot = tx_slot_addr(q, (n->tx_head[q] + ARCTIC_N - 1) %
+                                    ARCTIC_N);
+    unsigned i;
+
+    for (i = 0; i < 100 && FIELD_EX32(qtest_readl(n->qts, slot), MPI_HEADER,
+                                      VALID); i++) {
+        qtest_clock_step_next(n->qts);
+    }
+    g_assert_false(FIELD_EX32(qtest_readl(n->qts, slot), MPI_HEADER, VALID));
+}
+
+/*
+ * Work a poll finds on an endpoint that rang since the last poll was the
+ * doorbells' to serve (the slot written just before its ring): it does
+ * not make polling fast.  Work nobody announced (a seed 002 program that
+ * only writes slots) does, as before (/arctic-niu/tx/polled).
+ */
+static void test_tx_poll_announced_work(void)
+{
+    Niu *n;
+    uint32_t v[3] = { 1, 2, 3 };
+    uint32_t epoch;
+
+    /* Polls every 100 ms at most; no retransmission in a 100 ms step. */
+    niu_props = "poll-max-ns=100000000,retry-timeout-ns=1000000000";
+    n = niu_start_linked(8, 8);
+    niu_props = "";
+    qtest_clock_step(n->qts, 1000ull * 1000 * 1000);  /* idle: at max */
+    guest_send(n, ARCTIC_TXQ_LO, 2, 0, 0, 0, &v[0], 1);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 0, 0, 0, &v[0], 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 0, 0);
+    /* Written after the ring, found by the next poll: announced. */
+    guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v[1], 1);
+    step_until_taken(n, ARCTIC_TXQ_LO);
+    expect_data(n, 2, ARCTIC_PRIORITY_LOW, 1, 1, 0, 0, &v[1], 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 1, 0);
+    /* So the poll after it is no faster than before. */
+    guest_send(n, ARCTIC_TXQ_LO, 2, 2, 0, 0, &v[2], 1);
+    qtest_clock_step(n->qts, 1000 * 1000);        /* 500x poll-min-ns */
+    link_expect_silence(n);
+    qtest_clock_step(n->qts, 100 * 1000 * 1000);
+    expect_data(n, 2, ARCTIC_PRIORITY_LOW, 2, 2, 0, 0, &v[2], 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 2, 0);
+    link_expect_silence(n);
+    niu_stop(n);
+}
+
 /* Wait until the slot at the tail of Rx queue @q is valid. */
 static void guest_wait_rx(Niu *n, unsigned q)
 {
@@ -3625,6 +3677,8 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/registers/test-dma", test_dma_self_test);
     qtest_add_func("/arctic-niu/tx/all-sizes", test_tx_all_sizes);
     qtest_add_func("/arctic-niu/tx/polled", test_tx_polled_without_doorbell);
+    qtest_add_func("/arctic-niu/tx/poll-announced-work",
+                   test_tx_poll_announced_work);
     qtest_add_func("/arctic-niu/tx/doorbell-keeps-poll-interval",
                    test_tx_doorbell_keeps_poll_interval);
     qtest_add_func("/arctic-niu/tx/doorbell-posted", test_tx_doorbell_posted);

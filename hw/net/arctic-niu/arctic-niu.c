@@ -539,7 +539,7 @@ static void arctic_control_write(void *opaque, hwaddr addr, uint64_t val64,
         }
         break;
     case A_NIU_DOORBELL_ALL:
-        arctic_tx_doorbell(s);
+        arctic_tx_doorbell(s, MAKE_64BIT_MASK(0, ARCTIC_ENDPOINTS));
         break;
     case A_NIU_IRQ_STATUS:
         s->irq_status &= ~val;
@@ -630,7 +630,7 @@ static void arctic_user_write(void *opaque, hwaddr addr, uint64_t val,
     if (reg == A_USER_DOORBELL) {
         /* A doorbell is a hint: any value is accepted and a spurious
          * ring costs one pass over the queues. */
-        arctic_tx_doorbell(s);
+        arctic_tx_doorbell(s, 1u << epn);
         return;
     }
     if (epn == 0) {

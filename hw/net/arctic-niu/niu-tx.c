@@ -634,18 +634,46 @@ static unsigned served_endpoints(ArcticNiuState *s, unsigned *order)
 }
 
 /*
+ * Serve queue @q of the endpoints in @order; returns the slots taken, and
+ * adds to @unannounced those of endpoints that rang no doorbell since the
+ * last poll.
+ */
+static unsigned serve_queues(ArcticNiuState *s, const unsigned *order,
+                             unsigned n, unsigned q, bool *more,
+                             unsigned *unannounced)
+{
+    unsigned i, taken = 0;
+
+    for (i = 0; i < n; i++) {
+        unsigned t = service_queue(s, order[i], q);
+
+        *more |= t == ARCTIC_TX_BATCH;
+        taken += t;
+        if (!(s->tx_rung & (1u << order[i]))) {
+            *unannounced += t;
+        }
+    }
+    return taken;
+}
+
+/*
  * One service pass over the Tx queues.  @polled: the poll timer or its
  * bottom half asked, and the poll interval adapts to what the pass found.
  * A doorbell's pass leaves the interval alone: a guest that rings will
  * ring again, and polling fast after each of its doorbells would wake the
  * main loop every poll-min-ns for nothing (on a 2-core host that wake-up
- * takes the core from the vCPU that rang).  Polling stays armed for the
- * guests that only write slots (seed 002).
+ * takes the core from the vCPU that rang).  For the same reason only work
+ * the doorbells did not announce makes the poll fast again: a poll that
+ * finds the slot a guest wrote just before ringing for it would otherwise
+ * keep itself at poll-min-ns for as long as that guest streams (a trace of
+ * niu-bw: some 6000 main-loop wake-ups a second, each taking the BQL from
+ * the vCPU and the link thread).  Polling stays armed for the guests that
+ * only write slots (seed 002).
  */
 static void tx_service(ArcticNiuState *s, bool polled)
 {
     unsigned order[ARCTIC_ENDPOINTS];
-    unsigned n, i, taken = 0;
+    unsigned n, taken = 0, unannounced = 0;
     bool more = false;
 
     arctic_raw_tx_flush(s);     /* lines may have come free */
@@ -654,23 +682,14 @@ static void tx_service(ArcticNiuState *s, bool polled)
         s->tx_refused = 0;
         n = served_endpoints(s, order);
         /* High before low across every endpoint, so low-priority work of
-         * one endpoint never delays another's high-priority slots. */
-        for (i = 0; i < n; i++) {
-            unsigned t = service_queue(s, order[i], ARCTIC_TXQ_HI);
-            more |= t == ARCTIC_TX_BATCH;
-            taken += t;
-        }
-        for (i = 0; i < n; i++) {
-            unsigned t = service_queue(s, order[i], ARCTIC_TXQ_LO);
-            more |= t == ARCTIC_TX_BATCH;
-            taken += t;
-        }
-        /* DMATx last: MPI traffic bypasses long DMA operations (§2.2.2). */
-        for (i = 0; i < n; i++) {
-            unsigned t = service_queue(s, order[i], ARCTIC_TXQ_DMA);
-            more |= t == ARCTIC_TX_BATCH;
-            taken += t;
-        }
+         * one endpoint never delays another's high-priority slots; DMATx
+         * last: MPI traffic bypasses long DMA operations (§2.2.2). */
+        taken += serve_queues(s, order, n, ARCTIC_TXQ_HI, &more,
+                              &unannounced);
+        taken += serve_queues(s, order, n, ARCTIC_TXQ_LO, &more,
+                              &unannounced);
+        taken += serve_queues(s, order, n, ARCTIC_TXQ_DMA, &more,
+                              &unannounced);
         /*
          * Refused slots are work but not progress.  A guest can make each
          * refusal feed the next (its error notice lands in HiRx, which it
@@ -685,7 +704,7 @@ static void tx_service(ArcticNiuState *s, bool polled)
                           s->tx_poll_interval_ns);
             }
         } else {
-            if (taken > s->tx_refused) {
+            if (unannounced && taken > s->tx_refused) {
                 s->tx_poll_interval_ns = s->poll_min_ns;
             } else {
                 s->tx_poll_interval_ns = MIN(s->tx_poll_interval_ns * 2,
@@ -694,6 +713,9 @@ static void tx_service(ArcticNiuState *s, bool polled)
             timer_mod(s->tx_poll_timer,
                       qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
                       s->tx_poll_interval_ns);
+            trace_arctic_niu_tx_poll(s->node_id, taken, unannounced,
+                                     s->tx_poll_interval_ns);
+            s->tx_rung = 0;
         }
         if (more && taken > s->tx_refused) {
             qemu_bh_schedule(s->tx_bh);
@@ -728,8 +750,9 @@ void arctic_tx_kick(ArcticNiuState *s)
  * wrote is on the link before the store returns, instead of after a hop
  * to the main loop.
  */
-void arctic_tx_doorbell(ArcticNiuState *s)
+void arctic_tx_doorbell(ArcticNiuState *s, uint32_t endpoints)
 {
+    s->tx_rung |= endpoints;
     if (s->doorbell_posted && niu_link_post(&s->link)) {
         return;
     }
@@ -1221,6 +1244,7 @@ void arctic_tx_reset(ArcticNiuState *s)
     s->acks_held = 0;
     s->nack_owed = false;
     s->tx_poll_interval_ns = s->poll_min_ns;
+    s->tx_rung = 0;
     /* A new epoch for every stream, later than any this NIU used before,
      * and (from the host clock) most likely later than any a receiver
      * remembers from an earlier run of this node. */
