@@ -1776,37 +1776,108 @@ static void test_tx_timeout_retransmit(void)
     niu_stop(n);
 }
 
-/* A nack sends the stream again from the refused packet, in order. */
-static void test_tx_nack_goes_back(void)
+/*
+ * The guest sends @count one-word messages @payload[i] (type, command0 and
+ * command1 i) to @dest from Tx queue @q with one doorbell; each must leave
+ * as packet i of the stream.  Returns the stream's epoch.
+ */
+static uint32_t send_stream(Niu *n, unsigned q, unsigned dest,
+                            const uint32_t *payload, unsigned count)
 {
-    Niu *n = niu_start_linked(8, 8);
-    uint32_t p[3][1] = { { 10 }, { 11 }, { 12 } };
+    uint8_t prio = q == ARCTIC_TXQ_HI ? ARCTIC_PRIORITY_HIGH
+                                      : ARCTIC_PRIORITY_LOW;
     uint32_t epoch = 0;
     unsigned i;
 
-    for (i = 0; i < 3; i++) {
-        guest_send(n, ARCTIC_TXQ_LO, 3, i, i, i, p[i], 1);
+    for (i = 0; i < count; i++) {
+        guest_send(n, q, dest, i, i, i, &payload[i], 1);
     }
     doorbell(n);
-    for (i = 0; i < 3; i++) {
-        epoch = expect_data(n, 3, ARCTIC_PRIORITY_LOW, i, i, i, i, p[i], 1);
+    for (i = 0; i < count; i++) {
+        epoch = expect_data(n, dest, prio, i, i, i, i, &payload[i], 1);
     }
+    return epoch;
+}
+
+/*
+ * A nack sends the stream again from the refused packet, in order: first
+ * the refused packet alone after the back-off (the probe), and the rest
+ * of the stream, with what the guest queued meanwhile, only once the
+ * probe is acked.  A probe refused again backs off longer.
+ */
+static void test_tx_nack_goes_back(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t p[5] = { 10, 11, 12, 13, 14 };
+    uint32_t epoch = send_stream(n, ARCTIC_TXQ_LO, 3, p, 4);
+    unsigned i;
+
     peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 0, 0);
     peer_control(n, 3, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW, epoch, 1,
                  ARCTIC_NACK_QUEUE_FULL);
+    /* The receiver also refused 2 and 3, as out of order behind 1. */
+    peer_control(n, 3, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW, epoch, 1,
+                 ARCTIC_NACK_OUT_OF_ORDER);
+    /* A message the guest sends now waits behind the refused one. */
+    guest_send(n, ARCTIC_TXQ_LO, 3, 4, 4, 4, &p[4], 1);
+    doorbell(n);
     link_expect_silence(n);
     qtest_clock_step(n->qts, NACK_NS);
-    expect_data(n, 3, ARCTIC_PRIORITY_LOW, 1, 1, 1, 1, p[1], 1);
-    expect_data(n, 3, ARCTIC_PRIORITY_LOW, 2, 2, 2, 2, p[2], 1);
+    expect_data(n, 3, ARCTIC_PRIORITY_LOW, 1, 1, 1, 1, &p[1], 1);
+    link_expect_silence(n);
+    /* Refused again: the probe alone again, after twice the back-off. */
+    peer_control(n, 3, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW, epoch, 1,
+                 ARCTIC_NACK_QUEUE_FULL);
+    qtest_clock_step(n->qts, 2 * NACK_NS - 1000);
+    link_expect_silence(n);
+    qtest_clock_step(n->qts, 1000);
+    expect_data(n, 3, ARCTIC_PRIORITY_LOW, 1, 1, 1, 1, &p[1], 1);
+    qtest_clock_step(n->qts, RETRY_NS / 2);
+    link_expect_silence(n);
+    /* Taken: the rest of the stream follows at once, in order. */
+    peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 1, 0);
+    for (i = 2; i < 5; i++) {
+        expect_data(n, 3, ARCTIC_PRIORITY_LOW, i, i, i, i, &p[i], 1);
+    }
     /* A stale nack from another epoch changes nothing. */
     peer_control(n, 3, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW, epoch + 7, 1,
                  ARCTIC_NACK_QUEUE_FULL);
-    peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 2, 0);
+    peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 4, 0);
     qtest_clock_step(n->qts, 100 * RETRY_NS);
     link_expect_silence(n);
-    g_assert_cmpint(counter(n, ARCTIC_CNT_NACKS_RECEIVED), ==, 2);
-    g_assert_cmpint(counter(n, ARCTIC_CNT_RETRANSMITS), ==, 2);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_PENDING), ==, 0);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_NACKS_RECEIVED), ==, 4);
+    /* 1 twice, 2 and 3 once; 4 went out for the first time. */
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RETRANSMITS), ==, 4);
     g_assert_cmpint(counter(n, ARCTIC_CNT_TIMEOUTS), ==, 0);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_LO_PACKETS), ==, 5);
+    niu_stop(n);
+}
+
+/*
+ * The retry timeout counts from the stream's last progress, not from
+ * each packet's send: a packet whose ack comes later than the timeout,
+ * while earlier ones are acked in between, is not sent again.
+ */
+static void test_tx_timeout_counts_progress(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t p[2] = { 20, 21 };
+    uint32_t epoch = send_stream(n, ARCTIC_TXQ_HI, 2, p, 2);
+
+    qtest_clock_step(n->qts, RETRY_NS * 3 / 4);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    /* 1.5 timeouts after packet 1 went, 0.75 after the last progress. */
+    qtest_clock_step(n->qts, RETRY_NS * 3 / 4);
+    link_expect_silence(n);
+    /* A whole timeout without progress: packet 1 goes again. */
+    qtest_clock_step(n->qts, RETRY_NS / 4);
+    expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 1, 1, 1, 1, &p[1], 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 1, 0);
+    qtest_clock_step(n->qts, 100 * RETRY_NS);
+    link_expect_silence(n);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TIMEOUTS), ==, 1);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RETRANSMITS), ==, 1);
     niu_stop(n);
 }
 
@@ -3701,6 +3772,8 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/ack/rx-resync", test_rx_unknown_stream_resync);
     qtest_add_func("/arctic-niu/ack/tx-timeout", test_tx_timeout_retransmit);
     qtest_add_func("/arctic-niu/ack/tx-nack", test_tx_nack_goes_back);
+    qtest_add_func("/arctic-niu/ack/tx-timeout-progress",
+                   test_tx_timeout_counts_progress);
     qtest_add_func("/arctic-niu/ack/peer-dead", test_peer_dead);
     qtest_add_func("/arctic-niu/ack/tx-resync", test_tx_resync_renumbers);
     qtest_add_func("/arctic-niu/ack/tx-resync-before-ack",

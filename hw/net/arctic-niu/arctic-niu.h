@@ -73,6 +73,7 @@ typedef struct ArcticLine {
     bool queued;            /* in the send order, not on the wire yet */
     bool sent_once;         /* has entered the network at least once */
     bool nack_wait;         /* deadline is a nack back-off, not a timeout */
+    bool parked;            /* waits for its paused stream's probe */
     bool dma;               /* carries remote-DMA data */
     bool raw;               /* from the dMPI FIFO, not a queue */
     uint64_t queued_order;  /* send order among queued lines */
@@ -103,6 +104,10 @@ typedef struct ArcticTxStream {
     uint32_t next_seq;
     bool acked;                 /* an ack of this epoch has arrived */
     uint32_t peer_incarnation;  /* the receiver that sent it */
+    /* Refused: only the probe (the refused packet) goes again until it is
+     * acked; the rest of the stream is parked (niu-tx.c). */
+    bool paused;
+    uint32_t probe_seq;
 } ArcticTxStream;
 
 /* A requester to tell that this NIU refused some of its remote DMA. */

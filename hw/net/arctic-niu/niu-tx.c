@@ -129,8 +129,19 @@ static void line_queue(ArcticNiuState *s, ArcticLine *line)
     }
     line->queued = true;
     line->nack_wait = false;
+    line->parked = false;
     line->queued_order = ++s->queue_counter;
     sendq_push(s, line);
+}
+
+/* Out of the send order until its stream's probe is acked: it would only
+ * be refused, as out of order, behind the packet the receiver refused. */
+static void line_park(ArcticLine *line)
+{
+    line->queued = false;
+    line->nack_wait = true;
+    line->parked = true;
+    line->deadline = INT64_MAX;
 }
 
 static void retry_timer_rearm(ArcticNiuState *s)
@@ -270,7 +281,11 @@ static void line_fill(ArcticNiuState *s, ArcticLine *line, unsigned epn,
     line->dst = dest;
     line->seq = h.seq;
     line->retries = 0;
-    line_queue(s, line);
+    if (st->paused) {
+        line_park(line);
+    } else {
+        line_queue(s, line);
+    }
     trace_arctic_niu_tx_packet(s->node_id, epn, dest, prio, h.epoch, h.seq,
                                FIELD_EX32(w1, ARCTIC_W1, MODE), body_words,
                                body_words ? body[0] : 0);
@@ -884,6 +899,7 @@ static void peer_dead(ArcticNiuState *s, uint16_t node)
         st->epoch++;
         st->next_seq = 0;
         st->acked = false;
+        st->paused = false;
     }
     s->peer_waiting_since[node] = 0;
     s->counters[ARCTIC_CNT_PEER_DROPPED] += dropped;
@@ -1077,6 +1093,9 @@ void arctic_tx_link_up(ArcticNiuState *s)
             all[n++] = &s->lines[i];
         }
     }
+    for (i = 0; i < ARCTIC_NUM_PRIORITIES * ARCTIC_S; i++) {
+        s->tx_stream[i / ARCTIC_S][i % ARCTIC_S].paused = false;
+    }
     requeue_sorted(s, all, n, false);
     retry_timer_rearm(s);
     arctic_tx_kick(s);
@@ -1087,7 +1106,10 @@ void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
 {
     uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
     ArcticTxStream *st = &s->tx_stream[prio][h->src_node];
-    unsigned i, freed = 0;
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    ArcticLine *rest[ARCTIC_MAX_LINES];
+    unsigned i, n = 0, freed = 0;
+    bool resume;
 
     if (h->epoch != st->epoch) {
         trace_arctic_niu_tx_stale(s->node_id, "ack", h->src_node, h->epoch);
@@ -1097,13 +1119,41 @@ void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
         st->acked = true;
         st->peer_incarnation = incarnation;
     }
+    resume = st->paused && seq_before_eq(st->probe_seq, h->seq);
     for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->lines[i];
-        if (l->busy && l->dst == h->src_node && l->prio == prio &&
-            seq_before_eq(l->seq, h->seq)) {
+
+        if (!l->busy || l->dst != h->src_node || l->prio != prio) {
+            continue;
+        }
+        if (seq_before_eq(l->seq, h->seq)) {
             line_free(s, l);
             freed++;
+        } else if (resume && l->parked) {
+            rest[n++] = l;
         }
+    }
+    /*
+     * The retry timeout measures a receiver that makes no progress, not
+     * the age of each packet (as TCP restarts its timer on every ack that
+     * advances): a receiver that takes a long stream slowly, or whose link
+     * thread waited a few milliseconds for a core, is not silent, and
+     * resending what it will ack anyway only adds to its load.
+     */
+    for (i = 0; freed && i < s->num_lines; i++) {
+        ArcticLine *l = &s->lines[i];
+
+        if (l->busy && l->dst == h->src_node && l->prio == prio &&
+            !l->queued && !l->nack_wait) {
+            l->deadline = MAX(l->deadline,
+                              now + line_backoff(s->retry_timeout_ns,
+                                                 l->retries));
+        }
+    }
+    if (resume) {
+        /* The probe got through: the rest of the stream goes again. */
+        st->paused = false;
+        requeue_sorted(s, rest, n, false);
     }
     trace_arctic_niu_tx_ack(s->node_id, h->src_node, prio, h->seq, freed);
     /* What waited for these lines goes on in arctic_tx_resume(), when
@@ -1122,6 +1172,7 @@ static void tx_resync(ArcticNiuState *s, uint8_t prio, uint16_t dst,
     st->epoch = ((int32_t)(receiver_epoch - st->epoch) > 0 ? receiver_epoch
                                                            : st->epoch) + 1;
     st->acked = false;
+    st->paused = false;         /* everything goes again, renumbered */
     for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->lines[i];
         if (l->busy && l->dst == dst && l->prio == prio) {
@@ -1151,6 +1202,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
     ArcticTxStream *st = &s->tx_stream[prio][h->src_node];
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     uint32_t go_back_from = h->seq;
+    ArcticLine *probe = NULL;
     unsigned i;
 
     if (h->epoch != st->epoch) {
@@ -1188,18 +1240,45 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
             return;
         }
     }
-    /* Everything from the refused packet on will be refused too: back off
-     * and send the stream again from there, in order. */
+    /*
+     * Everything from the refused packet on would be refused too (the
+     * receiver takes each stream in order).  So only the refused packet,
+     * the probe, goes again after a back-off; the rest of the stream,
+     * sent or not, is parked until the probe is acked
+     * (arctic_tx_handle_ack()), instead of going out only to be refused
+     * behind it while the receiver's queue is still full.
+     */
     for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->lines[i];
-        if (l->busy && !l->queued && l->dst == h->src_node &&
-            l->prio == prio && seq_before_eq(go_back_from, l->seq)) {
-            int64_t when = now + line_backoff(s->nack_backoff_ns, l->retries);
-            if (!l->nack_wait || when < l->deadline) {
-                l->deadline = when;
-            }
-            l->nack_wait = true;
+
+        if (l->busy && l->dst == h->src_node && l->prio == prio &&
+            seq_before_eq(go_back_from, l->seq) &&
+            (!probe || seq_before_eq(l->seq, probe->seq))) {
+            probe = l;
         }
+    }
+    if (!probe) {
+        return;         /* all acked since: a stale refusal */
+    }
+    for (i = 0; i < s->num_lines; i++) {
+        ArcticLine *l = &s->lines[i];
+
+        if (l->busy && l->dst == h->src_node && l->prio == prio &&
+            l != probe && seq_before_eq(go_back_from, l->seq)) {
+            line_park(l);
+        }
+    }
+    st->paused = true;
+    st->probe_seq = probe->seq;
+    if (!probe->queued) {
+        int64_t when = now + line_backoff(s->nack_backoff_ns,
+                                          probe->retries);
+
+        if (!probe->nack_wait || probe->parked || when < probe->deadline) {
+            probe->deadline = when;
+        }
+        probe->nack_wait = true;
+        probe->parked = false;
     }
     retry_timer_rearm(s);
 }
@@ -1258,6 +1337,7 @@ void arctic_tx_reset(ArcticNiuState *s)
             s->tx_stream[p][d].epoch = epoch;
             s->tx_stream[p][d].next_seq = 0;
             s->tx_stream[p][d].acked = false;
+            s->tx_stream[p][d].paused = false;
         }
     }
 }
