@@ -194,7 +194,7 @@ struct ArcticNiuState {
     QEMUBH *tx_bh;
     unsigned tx_count;          /* Appendix A COUNT */
     unsigned tx_refused;        /* slots refused in this Tx service pass */
-    uint32_t tx_rung;           /* endpoints that rang since the last poll */
+    uint32_t tx_rung;           /* rang since the last poll, or left work */
     bool tx_line_wait;          /* work found no free line */
     ArcticLine lines[ARCTIC_MAX_LINES];
     /* Bit i set: line i < num_lines is free (the lowest goes first). */

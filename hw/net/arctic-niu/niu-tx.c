@@ -508,8 +508,10 @@ static hwaddr tx_queue_offset(unsigned q)
     }
 }
 
-/* Serve one Tx queue of one endpoint; returns the slots taken. */
-static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q)
+/* Serve one Tx queue of one endpoint; returns the slots taken.  *@left:
+ * it stopped with work still in the queue (no line, or the batch done). */
+static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
+                              bool *left)
 {
     ArcticEndpoint *ep = &s->ep[epn];
     uint8_t queue_prio = q == ARCTIC_TXQ_LO ? ARCTIC_PRIORITY_LOW
@@ -518,6 +520,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q)
                                         : ARCTIC_ROUTE_TABLE_HIGH;
     unsigned taken = 0;
 
+    *left = true;
     while (taken < ARCTIC_TX_BATCH) {
         dma_addr_t addr = ep->tx_qbase + tx_queue_offset(q) +
                           (dma_addr_t)ep->tx_tail[q] * ARCTIC_SLOT_SIZE;
@@ -536,6 +539,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q)
         }
         header = le32_to_cpu(header);
         if (!FIELD_EX32(header, MPI_HEADER, VALID)) {
+            *left = false;
             break;
         }
         /* The producer wrote the body before setting valid (seed §3.2.1
@@ -651,21 +655,26 @@ static unsigned served_endpoints(ArcticNiuState *s, unsigned *order)
 /*
  * Serve queue @q of the endpoints in @order; returns the slots taken, and
  * adds to @unannounced those of endpoints that rang no doorbell since the
- * last poll.
+ * last poll and had no announced work waiting (tx_rung).  Endpoints that
+ * leave work behind (no line free) are added to @waiting.
  */
 static unsigned serve_queues(ArcticNiuState *s, const unsigned *order,
                              unsigned n, unsigned q, bool *more,
-                             unsigned *unannounced)
+                             unsigned *unannounced, uint32_t *waiting)
 {
     unsigned i, taken = 0;
 
     for (i = 0; i < n; i++) {
-        unsigned t = service_queue(s, order[i], q);
+        bool left;
+        unsigned t = service_queue(s, order[i], q, &left);
 
         *more |= t == ARCTIC_TX_BATCH;
         taken += t;
         if (!(s->tx_rung & (1u << order[i]))) {
             *unannounced += t;
+        }
+        if (left) {
+            *waiting |= 1u << order[i];
         }
     }
     return taken;
@@ -689,6 +698,7 @@ static void tx_service(ArcticNiuState *s, bool polled)
 {
     unsigned order[ARCTIC_ENDPOINTS];
     unsigned n, taken = 0, unannounced = 0;
+    uint32_t waiting = 0;
     bool more = false;
 
     arctic_raw_tx_flush(s);     /* lines may have come free */
@@ -700,11 +710,11 @@ static void tx_service(ArcticNiuState *s, bool polled)
          * one endpoint never delays another's high-priority slots; DMATx
          * last: MPI traffic bypasses long DMA operations (§2.2.2). */
         taken += serve_queues(s, order, n, ARCTIC_TXQ_HI, &more,
-                              &unannounced);
+                              &unannounced, &waiting);
         taken += serve_queues(s, order, n, ARCTIC_TXQ_LO, &more,
-                              &unannounced);
+                              &unannounced, &waiting);
         taken += serve_queues(s, order, n, ARCTIC_TXQ_DMA, &more,
-                              &unannounced);
+                              &unannounced, &waiting);
         /*
          * Refused slots are work but not progress.  A guest can make each
          * refusal feed the next (its error notice lands in HiRx, which it
@@ -730,7 +740,8 @@ static void tx_service(ArcticNiuState *s, bool polled)
                       s->tx_poll_interval_ns);
             trace_arctic_niu_tx_poll(s->node_id, taken, unannounced,
                                      s->tx_poll_interval_ns);
-            s->tx_rung = 0;
+            /* Work a doorbell announced stays announced until taken. */
+            s->tx_rung &= waiting;
         }
         if (more && taken > s->tx_refused) {
             qemu_bh_schedule(s->tx_bh);
