@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -101,6 +102,31 @@ uint64_t niu_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * NIU_IDLE_SLEEP_US in the environment: the idle sleep every endpoint
+ * starts with (niu_set_idle_sleep()), so that a launcher can make every
+ * program of a cluster with more nodes than host cores halt while it
+ * waits (scripts/niu-cluster -I).  Anything but 0..1000000 is refused
+ * with a message and taken as 0.
+ */
+static unsigned int idle_sleep_from_env(const char *value)
+{
+	unsigned long us;
+	char *end;
+
+	if (!value || !*value)
+		return 0;
+	errno = 0;
+	us = strtoul(value, &end, 10);
+	if (*end || errno || value[0] < '0' || value[0] > '9' ||
+	    us > 1000000) {
+		fprintf(stderr, "libniu: NIU_IDLE_SLEEP_US=%s is not a number of "
+			"microseconds (0..1000000); spinning instead\n", value);
+		return 0;
+	}
+	return (unsigned int)us;
+}
+
 int niu_open(struct niu_endpoint *ep, const char *path)
 {
 	struct arctic_niu_node_info node;
@@ -117,6 +143,7 @@ int niu_open(struct niu_endpoint *ep, const char *path)
 	ep->node = node.node_id;
 	ep->num_nodes = node.num_nodes;
 	ep->endpoint = info.endpoint;
+	ep->idle_sleep_us = idle_sleep_from_env(getenv("NIU_IDLE_SLEEP_US"));
 	niu_set_probes(ep, true);
 	ep->probe_every_ns = NIU_PROBE_EVERY_MS * 1000000ull;
 

@@ -334,7 +334,8 @@ int niu_am_xfer(struct niu_endpoint *ep, enum niu_priority prio,
  * How waits give the CPU away after a run of empty polls: 0 (the default)
  * yields; otherwise sleep this many microseconds, which lets a guest's
  * virtual CPU halt, so a node that only waits leaves the host's cores to
- * the nodes that compute (several TCG guests on few cores).
+ * the nodes that compute (several TCG guests on few cores).  niu_open()
+ * starts from $NIU_IDLE_SLEEP_US when it is set (0..1000000).
  */
 void niu_set_idle_sleep(struct niu_endpoint *ep, unsigned int microseconds);
 

@@ -569,8 +569,24 @@ static void test_probes(void)
 	CHECK(ep.tx[NIU_HI][0].header == 0);
 }
 
+/* NIU_IDLE_SLEEP_US: microseconds, or 0 for anything else. */
+static void test_idle_sleep_from_env(void)
+{
+	CHECK(idle_sleep_from_env(NULL) == 0);
+	CHECK(idle_sleep_from_env("") == 0);
+	CHECK(idle_sleep_from_env("0") == 0);
+	CHECK(idle_sleep_from_env("250") == 250);
+	CHECK(idle_sleep_from_env("1000000") == 1000000);
+	CHECK(idle_sleep_from_env("1000001") == 0);
+	CHECK(idle_sleep_from_env("-5") == 0);
+	CHECK(idle_sleep_from_env(" 5") == 0);
+	CHECK(idle_sleep_from_env("5ms") == 0);
+	CHECK(idle_sleep_from_env("99999999999999999999") == 0);
+}
+
 int main(void)
 {
+	test_idle_sleep_from_env();
 	test_send_encoding();
 	test_receive_and_stash();
 	test_stale_header_skipped();
