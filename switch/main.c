@@ -73,7 +73,8 @@ int main(int argc, char **argv)
         { "socket", 's', 0, G_OPTION_ARG_FILENAME, &o.socket_path,
           "Listen for NIUs on this UNIX socket", "PATH" },
         { "tcp", 't', 0, G_OPTION_ARG_STRING, &o.tcp_address,
-          "Also listen for NIUs on TCP (e.g. 0.0.0.0:7000)", "HOST:PORT" },
+          "Also listen for NIUs on TCP (e.g. 0.0.0.0:7000; port 0: any, said "
+          "on stderr)", "HOST:PORT" },
         { "control", 'c', 0, G_OPTION_ARG_FILENAME, &o.control_path,
           "JSON control socket for arctic-ctl", "PATH" },
         { "ports", 'n', 0, G_OPTION_ARG_INT, &o.ports,
@@ -205,6 +206,11 @@ int main(int argc, char **argv)
     thread = g_thread_new("arctic-switch", switch_thread, sw);
     if (o.verbose) {
         g_printerr("arctic-switch: %u ports ready\n", config.ports);
+    }
+    if (o.tcp_address) {
+        /* Said always: with port 0 the kernel chose it. */
+        g_printerr("arctic-switch: listening for NIUs on TCP port %d\n",
+                   arctic_switch_tcp_port(sw));
     }
     g_main_loop_run(main_loop);
     arctic_switch_stop(sw);

@@ -652,6 +652,15 @@ static Niu *niu_start_node(const char *link, unsigned node)
     if (link && link_thread()) {
         g_string_append_printf(args, "-device arctic-niu,link-socket=%s,"
                                "link-reconnect-ms=50,", link);
+    } else if (link && g_str_has_prefix(link, "tcp:")) {
+        g_autofree char *host = g_strdup(link + strlen("tcp:"));
+        char *port = strrchr(host, ':');
+
+        g_assert_nonnull(port);
+        *port++ = '\0';
+        g_string_append_printf(args, "-chardev socket,id=link,host=%s,"
+                               "port=%s,reconnect-ms=50 -device arctic-niu,"
+                               "chardev=link,", host, port);
     } else if (link) {
         g_string_append_printf(args, "-chardev socket,id=link,path=%s,"
                                "reconnect-ms=50 -device arctic-niu,"
@@ -3362,6 +3371,8 @@ static void test_bad_properties(void)
                           "lines=256", "ack-delay-ns=600000",
                           /* one link, not two */
                           "chardev=c,link-socket=/nonexistent/switch.sock",
+                          /* TCP wants HOST:PORT */
+                          "link-socket=tcp:localhost", "link-socket=tcp:",
                           NULL /* a link-socket= path too long for UNIX */ };
     g_autofree char *long_path = g_strdup_printf(
         "link-socket=/%0200d", 0);
@@ -3402,6 +3413,7 @@ typedef struct Cluster {
     GPid switch_pid;
     char *dir;
     char *sock;
+    char *tcp;                  /* tcp:HOST:PORT the NIUs join, or NULL */
     /* next expected message index per [receiver][source][priority] */
     unsigned next[4][4][2];
     bool dma_seen[4][4];
@@ -3414,11 +3426,34 @@ static uint32_t cluster_word(unsigned s, unsigned d, unsigned p, unsigned k,
     return (s << 28) ^ (d << 24) ^ (p << 20) ^ (k << 8) ^ i ^ 0x5a5a5;
 }
 
-static void cluster_start(Cluster *c, unsigned nodes, const char *fault)
+/* A TCP port of 127.0.0.1 that nobody listens on now. */
+static unsigned free_tcp_port(void)
+{
+    struct sockaddr_in addr = {
+        .sin_family = AF_INET,
+        .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+    };
+    socklen_t len = sizeof(addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), ==, 0);
+    g_assert_cmpint(getsockname(fd, (struct sockaddr *)&addr, &len), ==, 0);
+    close(fd);
+    return ntohs(addr.sin_port);
+}
+
+/*
+ * Start the switch and @nodes NIUs.  @tcp: the NIUs join it over TCP on
+ * 127.0.0.1 (as the nodes of another host would), else on its UNIX socket.
+ */
+static void cluster_start_on(Cluster *c, unsigned nodes, const char *fault,
+                             bool tcp)
 {
     const char *sw = g_getenv("ARCTIC_SWITCH_BINARY");
     g_autofree char *ports = g_strdup_printf("%u", nodes);
-    const char *argv[12];
+    g_autofree char *tcp_address = NULL;
+    const char *argv[14];
     unsigned i = 0, t;
 
     memset(c, 0, sizeof(*c));
@@ -3437,6 +3472,12 @@ static void cluster_start(Cluster *c, unsigned nodes, const char *fault)
         argv[i++] = "-f";
         argv[i++] = fault;
     }
+    if (tcp) {
+        tcp_address = g_strdup_printf("127.0.0.1:%u", free_tcp_port());
+        c->tcp = g_strdup_printf("tcp:%s", tcp_address);
+        argv[i++] = "--tcp";
+        argv[i++] = tcp_address;
+    }
     argv[i] = NULL;
     g_assert_true(g_spawn_async(NULL, (char **)argv, NULL,
                                 G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
@@ -3446,8 +3487,13 @@ static void cluster_start(Cluster *c, unsigned nodes, const char *fault)
     }
     g_assert_true(g_file_test(c->sock, G_FILE_TEST_EXISTS));
     for (i = 0; i < nodes; i++) {
-        c->node[i] = niu_start_node(c->sock, i);
+        c->node[i] = niu_start_node(tcp ? c->tcp : c->sock, i);
     }
+}
+
+static void cluster_start(Cluster *c, unsigned nodes, const char *fault)
+{
+    cluster_start_on(c, nodes, fault, false);
 }
 
 static void cluster_stop(Cluster *c)
@@ -3466,6 +3512,7 @@ static void cluster_stop(Cluster *c)
     g_assert_cmpint(WEXITSTATUS(status), ==, 0);
     g_rmdir(c->dir);
     g_free(c->sock);
+    g_free(c->tcp);
     g_free(c->dir);
 }
 
@@ -3596,7 +3643,7 @@ static void cluster_receive(Cluster *c, unsigned me)
     }
 }
 
-static void cluster_exchange(unsigned nodes, const char *fault)
+static void cluster_exchange_on(unsigned nodes, const char *fault, bool tcp)
 {
     Cluster c;
     unsigned i, round;
@@ -3606,7 +3653,7 @@ static void cluster_exchange(unsigned nodes, const char *fault)
         g_test_skip("ARCTIC_SWITCH_BINARY is not set (scripts/check sets it)");
         return;
     }
-    cluster_start(&c, nodes, fault);
+    cluster_start_on(&c, nodes, fault, tcp);
     for (i = 0; i < nodes; i++) {
         cluster_setup_node(&c, i);
     }
@@ -3645,6 +3692,11 @@ static void cluster_exchange(unsigned nodes, const char *fault)
     g_test_message("%u nodes, %u messages and DMA blocks, %u retransmits",
                    nodes, c.expected, retransmits);
     cluster_stop(&c);
+}
+
+static void cluster_exchange(unsigned nodes, const char *fault)
+{
+    cluster_exchange_on(nodes, fault, false);
 }
 
 
@@ -3725,6 +3777,12 @@ static void test_cluster_stream(void)
 static void test_cluster_2(void)
 {
     cluster_exchange(2, NULL);
+}
+
+/* NIUs that reach the switch over TCP, as the nodes of other hosts do. */
+static void test_cluster_2_tcp(void)
+{
+    cluster_exchange_on(2, NULL, true);
 }
 
 static void test_cluster_4(void)
@@ -3818,6 +3876,7 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/bad/random-input", test_random_input_survives);
     qtest_add_func("/arctic-niu/cluster/2-nodes", test_cluster_2);
     qtest_add_func("/arctic-niu/cluster/2-nodes-stream", test_cluster_stream);
+    qtest_add_func("/arctic-niu/cluster/2-nodes-tcp", test_cluster_2_tcp);
     qtest_add_func("/arctic-niu/cluster/4-nodes", test_cluster_4);
     qtest_add_func("/arctic-niu/cluster/4-nodes-faults",
                    test_cluster_4_faults);

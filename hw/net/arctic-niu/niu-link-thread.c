@@ -2,7 +2,9 @@
 /*
  * Arctic NIU link transport served by a thread of its own (niu-link.h).
  *
- * The NIU connects to the switch's UNIX socket itself.  Its link thread
+ * The NIU connects to the switch's socket itself: a UNIX socket
+ * (link-socket=PATH) on one host, TCP (link-socket=tcp:HOST:PORT, no
+ * Nagle delay) for a switch on another host.  Its link thread
  * sleeps in poll() on the socket and on a wake-up notifier, so the switch's
  * write wakes it directly: no main loop, no timers, no glib sources
  * between the socket and the device.  It reads what the socket holds (up
@@ -28,6 +30,7 @@
 #include "qemu/thread.h"
 #include "qemu/sockets.h"
 #include "qapi/error.h"
+#include "qapi/qapi-types-sockets.h"
 #include "trace.h"
 
 #include <sys/un.h>
@@ -43,7 +46,8 @@ enum {
 struct NiuLinkThread {
     NiuLink *link;
     QemuThread thread;
-    char *path;
+    char *path;             /* as given, for traces */
+    InetSocketAddress *inet;    /* tcp:HOST:PORT, else NULL: UNIX */
     uint32_t reconnect_ms;
     EventNotifier wake;
     int fd;                 /* set and closed under the BQL only */
@@ -74,21 +78,43 @@ static bool thread_wait(NiuLinkThread *t, int ms)
     return !qatomic_read(&t->quit);
 }
 
+/* TCP: many frames per write already, so no Nagle wait for more. */
+static int thread_connect_tcp(NiuLinkThread *t)
+{
+    Error *err = NULL;
+    int fd = inet_connect_saddr(t->inet, &err);
+    int saved = errno;
+
+    if (fd < 0) {
+        error_free(err);
+        return -(saved ? saved : ECONNREFUSED);
+    }
+    socket_set_nodelay(fd);
+    return fd;
+}
+
 static int thread_connect(NiuLinkThread *t)
 {
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
     int fd;
 
-    g_strlcpy(addr.sun_path, t->path, sizeof(addr.sun_path));
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return -errno;
-    }
-    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        int err = errno;
+    if (t->inet) {
+        fd = thread_connect_tcp(t);
+        if (fd < 0) {
+            return fd;
+        }
+    } else {
+        g_strlcpy(addr.sun_path, t->path, sizeof(addr.sun_path));
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            return -errno;
+        }
+        if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+            int err = errno;
 
-        close(fd);
-        return -err;
+            close(fd);
+            return -err;
+        }
     }
     qemu_socket_set_nonblock(fd);
     return fd;
@@ -306,6 +332,7 @@ static void thread_cleanup(NiuLink *link)
         close(t->fd);
     }
     event_notifier_cleanup(&t->wake);
+    qapi_free_InetSocketAddress(t->inet);
     g_free(t->path);
     g_free(t);
     link->thread = NULL;
@@ -324,11 +351,20 @@ static const NiuTransportOps thread_transport = {
 bool niu_link_init_thread(NiuLink *link, const char *path,
                           uint32_t reconnect_ms, Error **errp)
 {
+    g_autoptr(InetSocketAddress) inet = NULL;
     NiuLinkThread *t;
     char name[32];
     int ret;
 
-    if (strlen(path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path)) {
+    if (g_str_has_prefix(path, NIU_LINK_TCP_PREFIX)) {
+        inet = g_new0(InetSocketAddress, 1);
+        if (inet_parse(inet, path + strlen(NIU_LINK_TCP_PREFIX), errp) < 0) {
+            error_prepend(errp, "arctic-niu: link-socket=%s wants "
+                          NIU_LINK_TCP_PREFIX "HOST:PORT: ", path);
+            return false;
+        }
+    } else if (strlen(path) >=
+               sizeof(((struct sockaddr_un *)NULL)->sun_path)) {
         error_setg(errp, "arctic-niu: link-socket path is too long: %s",
                    path);
         return false;
@@ -343,6 +379,7 @@ bool niu_link_init_thread(NiuLink *link, const char *path,
     }
     t->link = link;
     t->path = g_strdup(path);
+    t->inet = g_steal_pointer(&inet);
     t->reconnect_ms = reconnect_ms;
     t->fd = -1;
     link->thread = t;

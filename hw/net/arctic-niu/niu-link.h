@@ -121,6 +121,9 @@ enum {
     NIU_LINK_OUT_LIMIT = 16 * 1024,
 };
 
+/* link-socket=tcp:HOST:PORT: the link thread's switch is on TCP. */
+#define NIU_LINK_TCP_PREFIX "tcp:"
+
 /* For the owner */
 void niu_link_init(NiuLink *link, const NiuLinkOps *ops, void *opaque,
                    uint32_t node_id, uint32_t rx_credits, uint64_t defer_ns);
