@@ -37,11 +37,15 @@ arctic_qemu_paths() {
 
 # Set link_args (QEMU options before -device) and link_prop (the
 # arctic-niu property) for link transport $1 (thread or chardev) to the
-# switch socket $2.
+# switch at $2: its UNIX socket's path, or tcp:HOST:PORT.
 arctic_link_args() {
+    local hostport=${2#tcp:}
     if [ "$1" = thread ]; then
         link_args=()
         link_prop="link-socket=$2"
+    elif [ "$hostport" != "$2" ]; then
+        link_args=(-chardev "socket,id=link,host=${hostport%:*},port=${hostport##*:},reconnect-ms=200")
+        link_prop="chardev=link"
     else
         link_args=(-chardev "socket,id=link,path=$2,reconnect-ms=200")
         link_prop="chardev=link"

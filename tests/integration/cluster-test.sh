@@ -27,6 +27,13 @@
 #   collectives-8  niu-coll-test on 8 nodes with 128 MB each: barrier,
 #           all-to-all, broadcast from every root, reduce and allreduce,
 #           active messages and a block transfer, every value checked
+#   collectives-16  the same on 16 nodes (more than the host's cores):
+#           every node booted before the program starts, all values right
+#   hosts-4  niu-coll-test on 4 nodes placed on two "hosts"
+#           (--hosts, with tests/integration/local-rsh as the remote
+#           shell): the guest image copied once to each, the NIUs on TCP,
+#           every console back with its prefix, every value right; then a
+#           second run that finds the image cached, and nothing left behind
 #   switch-restart-4  the switch is killed (SIGKILL) in the middle of
 #           niu-coll-test's traffic (60 rounds) and a new one started; every
 #           value must still be right, and both switches must carry traffic
@@ -54,7 +61,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop}
 if [ ! -r "$ARCTIC_CACHE/guest/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_CACHE/guest/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_CACHE/guest; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -147,6 +154,45 @@ suite-4)
     expect "every kernel verified, with times" '^\[node 0\] niu-suite: (dmm|fft|gauss|jacobi|sort) +[0-9].* nodes=4 parallel=[0-9]+\.[0-9]{3}s serial=[0-9]+\.[0-9]{3}s speedup=[0-9]+\.[0-9]{2} PASS$' 5
     expect "no kernel failed" '^\[node 0\] niu-suite: 0 failure\(s\): PASS$'
     expect "all nodes ok" '^node [0-3]: ok$' 4
+    ;;
+collectives-16)
+    # More nodes than host cores: the launcher's start barrier and idle
+    # sleep (-I, 1000 us by default here) keep the waiting nodes halted.
+    run_cluster -n 16 -m 128 -- niu-coll-test
+    expect "every node booted before the start" '^==> all 16 nodes booted in [0-9]+s; starting the program on every node$'
+    expect "16 nodes take part" '^\[node 0\] niu-coll-test: 16 nodes, 3 rounds, 50 words per all-to-all block$'
+    expect "no wrong value in any primitive" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
+    expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'
+    expect "all nodes ok" '^node ([0-9]|1[0-5]): ok$' 16
+    ;;
+hosts-4)
+    # Two "hosts" on this machine (tests/integration/local-rsh: a
+    # directory and a cache of its own each), nodes joining the switch
+    # over TCP, consoles streamed back through the remote shell.
+    export ARCTIC_LOCAL_HOSTS
+    ARCTIC_LOCAL_HOSTS=$(mktemp -d /tmp/arctic-local-hosts.XXXXXX)
+    run_cluster -n 4 -m 128 --hosts hosta,hostb:1 \
+        --rsh "$root/tests/integration/local-rsh" -- niu-coll-test
+    expect "the guest image copied to each host once" '^==> copying the guest image to host[ab] ' 2
+    expect "three nodes on the first host, one on the second" '^==> host hosta: nodes 0,1,2$|^==> host hostb: nodes 3$' 2
+    expect "the switch listens on TCP" '^==> starting arctic-switch \(.* --tcp 0\.0\.0\.0:0\)$'
+    expect "every console came back" '^\[node [0-3]\] ARCTIC-RESULT node=[0-3] status=0$' 4
+    expect "no wrong value in any primitive" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
+    expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'
+    expect "all nodes ok" '^node [0-3]: ok$' 4
+    # A second run finds the images cached.
+    run_cluster -n 2 -m 128 --hosts hosta:1,hostb:1 \
+        --rsh "$root/tests/integration/local-rsh" -- "niu-ping -n 50"
+    expect "the image not copied again" '^==> copying the guest image' 0
+    expect "every reply right" '^\[node 0\] niu-ping: 350 replies checked, 0 wrong: PASS$'
+    left=$(find "$ARCTIC_LOCAL_HOSTS" -name 'node*.in' | wc -l)
+    if [ "$left" = 0 ] && ! pgrep -f "$ARCTIC_LOCAL_HOSTS" >/dev/null; then
+        echo "ok: nothing left running or behind on the hosts"
+    else
+        echo "FAIL: $left FIFO(s) or a process left on the hosts"
+        failures=$((failures + 1))
+    fi
+    rm -rf "$ARCTIC_LOCAL_HOSTS"
     ;;
 collectives-8)
     run_cluster -n 8 -m 128 -- niu-coll-test
