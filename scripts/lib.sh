@@ -51,3 +51,30 @@ arctic_link_args() {
         link_prop="chardev=link"
     fi
 }
+
+# Wait up to 10 s for the arctic-switch of pid $1 to create its UNIX
+# socket $2 and, if $4 is "tcp", to say in its log $3 which TCP port it
+# listens on; set ARCTIC_SWITCH_TCP_PORT to it.  Dies with the log if the
+# switch exits or says nothing in time.
+arctic_wait_switch() {
+    local pid=$1 sock=$2 logfile=$3 tcp=${4:-} said=
+    ARCTIC_SWITCH_TCP_PORT=
+    for _ in $(seq 100); do
+        [ "$tcp" != tcp ] ||
+            said=$(sed -n 's/.*listening for NIUs on TCP port \([1-9][0-9]*\)$/\1/p' "$logfile")
+        [ -S "$sock" ] && { [ "$tcp" != tcp ] || [ -n "$said" ]; } && break
+        kill -0 "$pid" 2>/dev/null || { cat "$logfile" >&2; die "arctic-switch did not start"; }
+        sleep 0.1
+    done
+    [ -S "$sock" ] || die "arctic-switch did not create its socket"
+    [ "$tcp" != tcp ] || [ -n "$said" ] || die "arctic-switch did not say its TCP port"
+    ARCTIC_SWITCH_TCP_PORT=$said
+}
+
+# The name a guest image (directory $1) is cached under on other hosts:
+# the SHA-256 of its kernel and initramfs, in that order.
+arctic_guest_image_sha() {
+    local sum
+    sum=$(cat "$1/vmlinuz" "$1/initramfs.cpio.gz" | sha256sum)
+    echo "${sum%% *}"
+}
