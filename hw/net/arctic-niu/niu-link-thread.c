@@ -93,30 +93,32 @@ static int thread_connect_tcp(NiuLinkThread *t)
     return fd;
 }
 
-static int thread_connect(NiuLinkThread *t)
+static int thread_connect_unix(NiuLinkThread *t)
 {
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
     int fd;
 
-    if (t->inet) {
-        fd = thread_connect_tcp(t);
-        if (fd < 0) {
-            return fd;
-        }
-    } else {
-        g_strlcpy(addr.sun_path, t->path, sizeof(addr.sun_path));
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            return -errno;
-        }
-        if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-            int err = errno;
-
-            close(fd);
-            return -err;
-        }
+    g_strlcpy(addr.sun_path, t->path, sizeof(addr.sun_path));
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -errno;
     }
-    qemu_socket_set_nonblock(fd);
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        int err = errno;
+
+        close(fd);
+        return -err;
+    }
+    return fd;
+}
+
+static int thread_connect(NiuLinkThread *t)
+{
+    int fd = t->inet ? thread_connect_tcp(t) : thread_connect_unix(t);
+
+    if (fd >= 0) {
+        qemu_socket_set_nonblock(fd);
+    }
     return fd;
 }
 
