@@ -6,8 +6,10 @@
 #   ping-2  niu-ping between 2 nodes, spinning and then sleeping in
 #           poll() (-s): every size reported, every echoed word checked
 #           by the pinger, no wrong reply
-#   spec-2  niu-spec-test (seed 002 section 3 code only) on 2 nodes: 600
-#           messages each way at both priorities, all correct
+#   spec-2  niu-spec-test (seed 002 section 3 code only, no doorbell) on
+#           2 nodes after 4 s idle: 600 messages each way at both
+#           priorities, all correct, and the NIUs' Tx polls parked for at
+#           least 2 s of the idle time (their traces)
 #   raw-2   niu-raw-test on 2 nodes: node 0 in dMPI raw mode, node 1 in
 #           MPI mode, 42 messages per priority each way with every word
 #           and the raw route words checked, the driver's refusals, then
@@ -108,7 +110,24 @@ ping-2)
     expect "both nodes ok" '^node [01]: ok$' 2
     ;;
 spec-2)
-    run_cluster -n 2 -- niu-spec-test
+    # Both nodes idle 4 s first: the NIU's Tx poll must park while the
+    # vCPU is halted (at least 2 s of the 4), and must still take the
+    # slots niu-spec-test then writes without a doorbell.
+    run_cluster -n 2 -T 'arctic_niu_tx_poll*' -- "sleep 4; niu-spec-test"
+    run_dir=$(sed -n 's/^==> run directory kept: //p' "$out" | tail -1)
+    for node in 0 1; do
+        parked=$(awk -F'[@:]' '
+            /:arctic_niu_tx_poll_park / { since = $2 }
+            /:arctic_niu_tx_poll_unpark / && since { sum += $2 - since; since = 0 }
+            END { printf "%.0f", sum * 1000 }' "$run_dir/node$node.trace" 2>/dev/null)
+        if [ "${parked:-0}" -ge 2000 ]; then
+            echo "ok: node $node's Tx poll parked ${parked} ms (the 4 s sleep and the wait for the start)"
+        else
+            echo "FAIL: node $node's Tx poll parked ${parked:-no} ms of its 4 s idle (at least 2000 expected)"
+            failures=$((failures + 1))
+        fi
+    done
+    [ -z "$run_dir" ] || rm -rf "$run_dir"
     expect "ring neighbours" '^\[node 0\] niu-spec-test: node 0 of 2, endpoint 0: 600 rounds to 1, from 1$|^\[node 1\] niu-spec-test: node 1 of 2, endpoint 0: 600 rounds to 0, from 0$' 2
     expect "every message right on both nodes" '^\[node [01]\] niu-spec-test: 600 messages sent and 600 received per priority, 0 wrong$' 2
     expect "both nodes ok" '^node [01]: ok$' 2

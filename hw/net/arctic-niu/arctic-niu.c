@@ -69,6 +69,8 @@ void arctic_niu_irq_event(ArcticNiuState *s, uint32_t cause_mask)
     }
     s->irq_status |= fire;
     s->irq_enable &= ~(fire & ~R_NIU_IRQ_ERROR_MASK);
+    /* The interrupt may wake a halted vCPU without the main loop. */
+    arctic_tx_unpark(s);
     trace_arctic_niu_irq(s->node_id, fire, msix_enabled(pdev));
     if (msix_enabled(pdev)) {
         for (bit = 0; bit < 32; bit++) {

@@ -195,6 +195,8 @@ struct ArcticNiuState {
     unsigned tx_count;          /* Appendix A COUNT */
     unsigned tx_refused;        /* slots refused in this Tx service pass */
     uint32_t tx_rung;           /* rang since the last poll, or left work */
+    bool tx_poll_parked;        /* idle: no poll until a vCPU can store */
+    Notifier tx_main_loop_notifier;
     bool tx_line_wait;          /* work found no free line */
     ArcticLine lines[ARCTIC_MAX_LINES];
     /* Bit i set: line i < num_lines is free (the lowest goes first). */
@@ -277,6 +279,7 @@ void arctic_niu_full_reset(ArcticNiuState *s);
 void arctic_tx_init(ArcticNiuState *s);
 void arctic_tx_reset(ArcticNiuState *s);
 void arctic_tx_kick(ArcticNiuState *s);
+void arctic_tx_unpark(ArcticNiuState *s);
 void arctic_tx_doorbell(ArcticNiuState *s, uint32_t endpoints);
 void arctic_tx_enable_changed(ArcticNiuState *s);
 bool arctic_tx_draining(ArcticNiuState *s);

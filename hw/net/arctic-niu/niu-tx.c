@@ -9,13 +9,16 @@
  * and releases the slot by clearing its header.  A line is freed only when
  * the receiver acknowledges it; a nack or a timeout sends it again.  The
  * poll timer runs on the virtual clock with adaptive back-off: fast after
- * activity, nearly free when idle, and a doorbell skips the wait.
+ * activity, backing off when it finds nothing, and a doorbell skips the
+ * wait.  While every vCPU is halted nothing can write a slot, so the poll
+ * parks until one can run again (tx_poll_park()).
  */
 
 #include "qemu/osdep.h"
 #include "qemu/error-report.h"
 #include "qemu/log.h"
 #include "qemu/main-loop.h"
+#include "system/cpus.h"
 #include "system/dma.h"
 #include "trace.h"
 
@@ -680,6 +683,53 @@ static unsigned serve_queues(ArcticNiuState *s, const unsigned *order,
     return taken;
 }
 
+/* The next poll in one poll interval. */
+static void tx_poll_arm(ArcticNiuState *s)
+{
+    s->tx_poll_parked = false;
+    timer_mod(s->tx_poll_timer,
+              qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + s->tx_poll_interval_ns);
+}
+
+/*
+ * Seed 002's MPFSM polls the Tx queues forever; polling while no vCPU can
+ * store would only wake the main loop (an idle guest's QEMU spent half its
+ * CPU time on it).  A pass that began with every vCPU halted and found
+ * nothing parks the poll.  Whatever makes a vCPU runnable again runs
+ * first in the main loop (a timer, an fd handler raising an interrupt;
+ * tx_main_loop_poll() unparks on the next iteration), in another vCPU
+ * (then not every vCPU was idle), or in this device (arctic_tx_unpark()
+ * from its interrupts).  So a slot a guest writes without a doorbell
+ * still waits at most poll-max-ns, idle or not.
+ */
+static void tx_poll_park(ArcticNiuState *s)
+{
+    timer_del(s->tx_poll_timer);
+    s->tx_poll_parked = true;
+    trace_arctic_niu_tx_poll_park(s->node_id);
+}
+
+void arctic_tx_unpark(ArcticNiuState *s)
+{
+    if (s->tx_poll_parked && s->tx_enabled) {
+        trace_arctic_niu_tx_poll_unpark(s->node_id);
+        tx_poll_arm(s);
+    }
+}
+
+/* Before the main loop sleeps: unpark once a vCPU can run. */
+static void tx_main_loop_poll(Notifier *notifier, void *data)
+{
+    ArcticNiuState *s = container_of(notifier, ArcticNiuState,
+                                     tx_main_loop_notifier);
+    MainLoopPoll *mlpoll = data;
+
+    if (mlpoll->state == MAIN_LOOP_POLL_FILL && s->tx_poll_parked &&
+        !all_cpu_threads_idle()) {
+        arctic_tx_unpark(s);
+    }
+}
+
 /*
  * One service pass over the Tx queues.  @polled: the poll timer or its
  * bottom half asked, and the poll interval adapts to what the pass found.
@@ -700,7 +750,14 @@ static void tx_service(ArcticNiuState *s, bool polled)
     unsigned n, taken = 0, unannounced = 0;
     uint32_t waiting = 0;
     bool more = false;
+    /*
+     * Whether every vCPU was halted before this pass read a queue: a slot a
+     * vCPU wrote before it halted is then seen by the reads below (the
+     * barrier orders them after the read of its halted state).
+     */
+    bool cpus_idle = polled && all_cpu_threads_idle();
 
+    smp_mb();
     arctic_raw_tx_flush(s);     /* lines may have come free */
     if (s->tx_enabled) {
         send_reports(s);
@@ -724,9 +781,7 @@ static void tx_service(ArcticNiuState *s, bool polled)
          */
         if (!polled) {
             if (!timer_pending(s->tx_poll_timer)) {
-                timer_mod(s->tx_poll_timer,
-                          qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
-                          s->tx_poll_interval_ns);
+                tx_poll_arm(s);
             }
         } else {
             if (unannounced && taken > s->tx_refused) {
@@ -735,13 +790,15 @@ static void tx_service(ArcticNiuState *s, bool polled)
                 s->tx_poll_interval_ns = MIN(s->tx_poll_interval_ns * 2,
                                              s->poll_max_ns);
             }
-            timer_mod(s->tx_poll_timer,
-                      qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
-                      s->tx_poll_interval_ns);
             trace_arctic_niu_tx_poll(s->node_id, taken, unannounced,
                                      s->tx_poll_interval_ns);
             /* Work a doorbell announced stays announced until taken. */
             s->tx_rung &= waiting;
+            if (cpus_idle && !taken && !waiting && !more) {
+                tx_poll_park(s);
+            } else {
+                tx_poll_arm(s);
+            }
         }
         if (more && taken > s->tx_refused) {
             qemu_bh_schedule(s->tx_bh);
@@ -767,6 +824,7 @@ static void tx_bh_cb(void *opaque)
 void arctic_tx_kick(ArcticNiuState *s)
 {
     s->tx_poll_interval_ns = s->poll_min_ns;
+    s->tx_poll_parked = false;
     qemu_bh_schedule(s->tx_bh);
 }
 
@@ -813,6 +871,7 @@ void arctic_tx_enable_changed(ArcticNiuState *s)
         arctic_tx_kick(s);
     } else {
         timer_del(s->tx_poll_timer);
+        s->tx_poll_parked = false;
     }
 }
 
@@ -1304,10 +1363,13 @@ void arctic_tx_init(ArcticNiuState *s)
     s->retry_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, retry_timer_cb, s);
     s->tx_bh = qemu_bh_new_guarded(tx_bh_cb, s,
                                    &DEVICE(s)->mem_reentrancy_guard);
+    s->tx_main_loop_notifier.notify = tx_main_loop_poll;
+    main_loop_poll_add_notifier(&s->tx_main_loop_notifier);
 }
 
 void arctic_tx_cleanup(ArcticNiuState *s)
 {
+    main_loop_poll_remove_notifier(&s->tx_main_loop_notifier);
     timer_free(s->tx_poll_timer);
     timer_free(s->retry_timer);
     qemu_bh_delete(s->tx_bh);
@@ -1334,6 +1396,7 @@ void arctic_tx_reset(ArcticNiuState *s)
     s->acks_held = 0;
     s->nack_owed = false;
     s->tx_poll_interval_ns = s->poll_min_ns;
+    s->tx_poll_parked = false;
     s->tx_rung = 0;
     /* A new epoch for every stream, later than any this NIU used before,
      * and (from the host clock) most likely later than any a receiver
