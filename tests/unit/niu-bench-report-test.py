@@ -187,6 +187,43 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(len(res["rounds"]), 1)
         self.assertAlmostEqual(res["ratios"]["dma_over_tcp"], 0.9)
 
+    def test_idle_figures(self):
+        write_run(self.d, ROUNDS)
+        p, res = run(self.d)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIsNone(res["idle_cpu_percent"])
+        self.assertIsNone(res["targets"]["idle_met"])
+        self.assertIn("idle CPU: n/a", p.stdout)
+        with open(os.path.join(self.d, "idle.txt"), "w") as f:
+            f.write("# CPU used while both guests slept 8 s\n"
+                    "qemu0 1.33\nqemu1 2.50\nswitch 0.00\n")
+        p, res = run(self.d)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(res["idle_cpu_percent"],
+                         {"qemu0": 1.33, "qemu1": 2.5, "switch": 0.0})
+        self.assertEqual(res["summary"]["idle_cpu_max_percent"], 2.5)
+        self.assertFalse(res["targets"]["idle_met"])
+        self.assertIn("qemu0 1.33, qemu1 2.50, switch 0.00; target < 2 each: "
+                      "NOT met", p.stdout)
+        with open(os.path.join(self.d, "idle.txt"), "w") as f:
+            f.write("qemu0 1.33\nqemu1 1.90\nswitch 0.00\n")
+        p, res = run(self.d)
+        self.assertTrue(res["targets"]["idle_met"])
+        for t in ("chardev", "thread"):
+            os.mkdir(os.path.join(self.d, t))
+            write_run(os.path.join(self.d, t), ROUNDS)
+        with open(os.path.join(self.d, "thread", "idle.txt"), "w") as f:
+            f.write("qemu0 1.25\nqemu1 0.75\nswitch 0.10\n")
+        for t in ("chardev", "thread"):
+            run(os.path.join(self.d, t))
+        p, _ = run(self.d, "--compare", "chardev,thread")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        idle_row = [l for l in p.stdout.splitlines()
+                    if l.startswith("idle CPU")]
+        self.assertEqual(len(idle_row), 1)
+        self.assertEqual(idle_row[0].split()[-8:],
+                         ["n/a", "-", "-", "1.25", "-", "-", "<", "2"])
+
     def test_no_logs(self):
         p, _ = run(os.path.join(self.d, "nothing"))
         self.assertEqual(p.returncode, 2)
