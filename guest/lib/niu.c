@@ -46,7 +46,11 @@ static const uint32_t queue_view_offset[2][NIU_NUM_PRIORITIES] = {
 static void send_probes(struct niu_endpoint *ep);
 
 /*
- * One empty poll: every NIU_SPINS_BEFORE_YIELD of them give the CPU away,
+ * One empty poll.  It first has the NIU take what the network brought it
+ * (USER_LINK_POLL: busy polling, in this CPU's time, instead of waiting for
+ * the NIU's own link thread to be scheduled on a host whose cores the
+ * spinning guests hold).  Every NIU_SPINS_BEFORE_YIELD of them give the
+ * CPU away,
  * by sched_yield() or, when niu_set_idle_sleep() asked, by sleeping in
  * poll() on the endpoint: the driver arms the receive interrupt, so the
  * sleep ends as soon as a message arrives, or after the idle time.  Each
@@ -61,6 +65,8 @@ static void idle(struct niu_endpoint *ep, unsigned int *spins)
 
 	if (*spins == 0)
 		ep->wait_start_ns = 0;	/* a new wait */
+	if (ep->link_poll)
+		(void)*ep->link_poll;
 	if (++*spins % NIU_SPINS_BEFORE_YIELD)
 		return;
 	niu_peer_down(ep);
@@ -82,6 +88,21 @@ static void idle(struct niu_endpoint *ep, unsigned int *spins)
 	 * wanted yet: give the CPU away then rather than spin. */
 	if (poll(&pfd, 1, ms) != 0)
 		sched_yield();
+}
+
+/*
+ * NIU_LINK_POLL in the environment: 0 turns busy polling of the link off
+ * (as before it existed, for comparisons), 1 or unset leaves it on.
+ */
+static bool link_poll_from_env(const char *value)
+{
+	if (!value || !strcmp(value, "1"))
+		return true;
+	if (!strcmp(value, "0"))
+		return false;
+	fprintf(stderr, "libniu: NIU_LINK_POLL='%s' is neither 0 nor 1; "
+		"busy polling stays on\n", value);
+	return true;
 }
 
 void niu_set_idle_sleep(struct niu_endpoint *ep, unsigned int microseconds)
@@ -152,7 +173,7 @@ int niu_open(struct niu_endpoint *ep, const char *path)
 			  MAP_SHARED, ep->fd, (off_t)info.queues_offset);
 	if (ep->queues == MAP_FAILED)
 		goto fail_errno;
-	ep->user_page = mmap(NULL, info.user_page_size, PROT_WRITE,
+	ep->user_page = mmap(NULL, info.user_page_size, PROT_READ | PROT_WRITE,
 			     MAP_SHARED, ep->fd, (off_t)info.user_page_offset);
 	if (ep->user_page == MAP_FAILED) {
 		ep->user_page = NULL;
@@ -160,6 +181,11 @@ int niu_open(struct niu_endpoint *ep, const char *path)
 	}
 	ep->doorbell = (volatile uint32_t *)((char *)ep->user_page +
 					     A_USER_DOORBELL);
+	ep->link_poll = (volatile uint32_t *)((char *)ep->user_page +
+					      A_USER_LINK_POLL);
+	if (!link_poll_from_env(getenv("NIU_LINK_POLL")) ||
+	    (*ep->link_poll & R_USER_LINK_POLL_NONE_MASK))
+		ep->link_poll = NULL;
 	ep->dma_tx = (volatile struct arctic_dma_request *)
 		((char *)ep->queues + ARCTIC_MMAP_DMA_TX);
 	for (p = 0; p < NIU_NUM_PRIORITIES; p++) {

@@ -124,6 +124,10 @@ struct niu_endpoint {
 	volatile struct arctic_mpi_slot *rx[NIU_NUM_PRIORITIES];
 	volatile struct arctic_dma_request *dma_tx;
 	volatile uint32_t *doorbell;	/* NULL: rely on the NIU's polling */
+	volatile uint32_t *link_poll;	/* USER_LINK_POLL, read by every empty
+					 * poll of a wait; NULL: not busy
+					 * polling (NIU_LINK_POLL=0, or a
+					 * link that cannot) */
 	uint32_t dma_tx_head;		/* next DMATx slot we fill */
 	void *dma_window;		/* NULL until niu_dma_window() */
 	uint32_t tx_head[NIU_NUM_PRIORITIES];	/* next slot we fill */

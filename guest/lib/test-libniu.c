@@ -584,9 +584,20 @@ static void test_idle_sleep_from_env(void)
 	CHECK(idle_sleep_from_env("99999999999999999999") == 0);
 }
 
+/* NIU_LINK_POLL: 0 turns busy polling off; anything else leaves it on. */
+static void test_link_poll_from_env(void)
+{
+	CHECK(link_poll_from_env(NULL));
+	CHECK(link_poll_from_env("1"));
+	CHECK(!link_poll_from_env("0"));
+	CHECK(link_poll_from_env("off"));	/* with a message */
+	CHECK(link_poll_from_env(""));
+}
+
 int main(void)
 {
 	test_idle_sleep_from_env();
+	test_link_poll_from_env();
 	test_send_encoding();
 	test_receive_and_stash();
 	test_stale_header_skipped();

@@ -398,6 +398,13 @@ REG32(USER_DOORBELL, 0x000)          /* write: a service pass now (every
 REG32(USER_IRQ_ARM, 0x004)
     FIELD(USER_IRQ_ARM, RX, 0, 1)
     FIELD(USER_IRQ_ARM, TX, 1, 1)
+/* read: the NIU takes what the network has brought it now, in the
+ * reading CPU's time (busy polling: delivers, takes acks, sends on).
+ * TOOK: it found input.  NONE: this NIU's link cannot be busy-polled
+ * (a chardev link), reading again is of no use. */
+REG32(USER_LINK_POLL, 0x008)
+    FIELD(USER_LINK_POLL, TOOK, 0, 1)
+    FIELD(USER_LINK_POLL, NONE, 31, 1)
 /* dMPI raw FIFO access points (seed 002 §2.3), endpoint 0's page only. */
 REG32(USER_HI_TX_FIFO, 0x040)
 REG32(USER_HI_TX_FIFO_LAST, 0x044)

@@ -1448,6 +1448,61 @@ static void user_w(Niu *n, uint64_t reg, uint32_t v)
 }
 
 /*
+ * USER_LINK_POLL: with the link thread, a read takes the input in the
+ * reader's time, and the thread leaves input to the reader for
+ * x-link-busy-poll-ns (60 s here): a packet stays in the socket until
+ * the next read, which says it took something and delivers it.  A
+ * chardev link and no link read NONE, and a chardev still delivers.
+ */
+static void test_link_busy_poll(void)
+{
+    const uint8_t hi = ARCTIC_PRIORITY_HIGH;
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint32_t v = 0xb5b5, val = 0;
+    size_t size;
+    unsigned i;
+    Niu *n;
+
+    n = niu_start(false);
+    g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==,
+                    R_USER_LINK_POLL_NONE_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    niu_stop(n);
+
+    niu_props = "x-link-busy-poll-ns=60000000000";
+    n = niu_start_linked(8, 8);
+    niu_props = "";
+    mark_rx_slots(n);
+    if (!link_thread()) {
+        g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==,
+                        R_USER_LINK_POLL_NONE_MASK);
+        size = peer_data(n, wire, PEER, hi, n->peer_epoch, 0, 3, 1, 2, &v, 1);
+        link_send_packet(n, wire, size);
+        guest_wait_rx(n, ARCTIC_RXQ_HI);
+        guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
+        niu_stop(n);
+        return;
+    }
+    /* Nothing waits yet; the read starts the busy polling. */
+    g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==, 0);
+    g_usleep(100 * 1000);               /* the thread stops reading */
+    size = peer_data(n, wire, PEER, hi, n->peer_epoch, 0, 3, 1, 2, &v, 1);
+    link_send_packet(n, wire, size);
+    g_usleep(QUIET_MS * 1000);
+    g_assert_false(FIELD_EX32(qtest_readl(n->qts, rx_tail_slot(n,
+                                                   ARCTIC_RXQ_HI)),
+                              MPI_HEADER, VALID));
+    for (i = 0; i < 100 && !FIELD_EX32(val, USER_LINK_POLL, TOOK); i++) {
+        val = user_r(n, A_USER_LINK_POLL);  /* the bytes may come in parts */
+    }
+    g_assert_cmphex(val, ==, R_USER_LINK_POLL_TOOK_MASK);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RX_HI_PACKETS), ==, 1);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    niu_stop(n);
+}
+
+/*
  * RxCtrl OFF is refusal unless raw receive was asked for: nothing is
  * acknowledged that a driver's reset would then throw away.
  */
@@ -3818,6 +3873,7 @@ int main(int argc, char **argv)
     qtest_add_func("/arctic-niu/queues/lap-from-head", test_rx_lap_from_head);
     qtest_add_func("/arctic-niu/ack/rx-queue-full", test_rx_queue_full_nack);
     qtest_add_func("/arctic-niu/ack/rx-off", test_rx_off_nack);
+    qtest_add_func("/arctic-niu/link/busy-poll", test_link_busy_poll);
     qtest_add_func("/arctic-niu/queues/rx-on-own-bar-refused",
                    test_rx_queue_on_own_bar_refused);
     qtest_add_func("/arctic-niu/raw/receive", test_raw_receive);

@@ -613,6 +613,13 @@ static uint64_t arctic_user_read(void *opaque, hwaddr addr, unsigned size)
         trace_arctic_niu_user_read(s->node_id, epn, reg, val);
         return val;
     }
+    if (reg == A_USER_LINK_POLL) {
+        val = niu_link_can_poll(&s->link) ?
+              FIELD_DP32(0, USER_LINK_POLL, TOOK, niu_link_poll(&s->link)) :
+              R_USER_LINK_POLL_NONE_MASK;
+        trace_arctic_niu_user_read(s->node_id, epn, reg, val);
+        return val;
+    }
     qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: read of user register 0x%"
                   HWADDR_PRIx " of endpoint %u, which reads nothing\n",
                   reg, epn);
@@ -996,7 +1003,8 @@ static bool arctic_niu_link_init(ArcticNiuState *s, Error **errp)
     }
     if (s->link_socket) {
         return niu_link_init_thread(&s->link, s->link_socket,
-                                    s->link_reconnect_ms, errp);
+                                    s->link_reconnect_ms,
+                                    s->link_busy_poll_ns, errp);
     }
     if (qemu_chr_fe_backend_connected(&s->chr)) {
         return niu_link_init_chr(&s->link, &s->chr, errp);
@@ -1108,6 +1116,8 @@ static const Property arctic_niu_properties[] = {
     DEFINE_PROP_UINT64("ack-delay-ns", ArcticNiuState, ack_delay_ns, 50000),
     DEFINE_PROP_BOOL("x-doorbell-posted", ArcticNiuState, doorbell_posted,
                      false),
+    DEFINE_PROP_UINT64("x-link-busy-poll-ns", ArcticNiuState,
+                       link_busy_poll_ns, 200000),
 };
 
 static void arctic_niu_class_init(ObjectClass *klass, void *data)

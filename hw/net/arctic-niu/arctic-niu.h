@@ -243,6 +243,7 @@ struct ArcticNiuState {
     NiuLink link;
     char *link_socket;          /* served by the link thread */
     uint32_t link_reconnect_ms;
+    uint64_t link_busy_poll_ns; /* the thread leaves input to a polling vCPU */
 
     Error *migration_blocker;
 };

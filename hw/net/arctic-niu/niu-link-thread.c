@@ -43,6 +43,7 @@ enum {
     NIU_LINK_THREAD_READ = 16 * 1024,
 };
 
+
 struct NiuLinkThread {
     NiuLink *link;
     QemuThread thread;
@@ -56,6 +57,16 @@ struct NiuLinkThread {
     bool hold_input;        /* atomic: the session takes no input now */
     int64_t deadline;       /* atomic: CLOCK_MONOTONIC ns of a deferral */
     bool posted;            /* atomic: niu_link_post() work is waiting */
+    /* Held from a recv() until its bytes are in the session, so that the
+     * thread and a busy-polling vCPU never take the stream out of order;
+     * taken before the BQL, or tried under it (thread_poll_input()). */
+    QemuMutex rx_lock;
+    uint8_t *poll_buf;      /* thread_poll_input()'s, under rx_lock */
+    /* After a vCPU busy-polled the link, the thread leaves the input to
+     * it this long (ns, x-link-busy-poll-ns), instead of being woken for
+     * every packet only to find the socket read. */
+    uint64_t busy_poll_ns;
+    int64_t polled_until;   /* atomic: a vCPU busy-polls until then */
     bool connect_failed;    /* the last attempt failed (for traces) */
 };
 
@@ -135,15 +146,20 @@ static void thread_close(NiuLinkThread *t)
     }
 }
 
-/* The poll timeout for the pending deferral, in ns: -1 none. */
-static int64_t thread_timeout_ns(NiuLinkThread *t)
+/* The poll timeout for the pending deferral and for the end of a vCPU's
+ * busy polling (@polled_until, 0 none), in ns: -1 none. */
+static int64_t thread_timeout_ns(NiuLinkThread *t, int64_t now,
+                                 int64_t polled_until)
 {
     int64_t deadline = qatomic_read(&t->deadline);
 
+    if (polled_until && (!deadline || polled_until < deadline)) {
+        deadline = polled_until;
+    }
     if (!deadline) {
         return -1;
     }
-    return MAX(deadline - get_clock(), 0);
+    return MAX(deadline - now, 0);
 }
 
 /*
@@ -160,8 +176,12 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
     ssize_t n = 0;
 
     if (readable) {
+        qemu_mutex_lock(&t->rx_lock);
         n = recv(t->fd, buf, NIU_LINK_THREAD_READ, MSG_DONTWAIT);
         readable = n >= 0 || (errno != EAGAIN && errno != EINTR);
+        if (!readable) {
+            qemu_mutex_unlock(&t->rx_lock);
+        }
     }
     if (writable) {
         qatomic_set(&t->want_out, false);
@@ -186,6 +206,9 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
                                             n < 0 ? errno : 0);
         thread_close(t);
     }
+    if (readable) {
+        qemu_mutex_unlock(&t->rx_lock);
+    }
     if (due) {
         qatomic_set(&t->deadline, 0);
         if (t->fd >= 0) {
@@ -204,6 +227,7 @@ static void *thread_run(void *opaque)
     rcu_register_thread();
     while (!qatomic_read(&t->quit)) {
         GPollFD pfd[2];
+        int64_t now, polled_until;
         int fd;
 
         if (t->fd < 0) {
@@ -228,16 +252,22 @@ static void *thread_run(void *opaque)
             bql_unlock();
             continue;
         }
+        now = get_clock();
+        polled_until = qatomic_read(&t->polled_until);
+        if (polled_until <= now) {
+            polled_until = 0;
+        }
         pfd[0] = (GPollFD) {
             .fd = t->fd,
-            .events = (qatomic_read(&t->hold_input) ? 0 : G_IO_IN) |
+            .events = (qatomic_read(&t->hold_input) || polled_until ?
+                       0 : G_IO_IN) |
                       (qatomic_read(&t->want_out) ? G_IO_OUT : 0),
         };
         pfd[1] = (GPollFD) {
             .fd = event_notifier_get_fd(&t->wake),
             .events = G_IO_IN,
         };
-        if (qemu_poll_ns(pfd, 2, thread_timeout_ns(t)) < 0) {
+        if (qemu_poll_ns(pfd, 2, thread_timeout_ns(t, now, polled_until)) < 0) {
             continue;       /* EINTR */
         }
         if (pfd[1].revents) {
@@ -320,6 +350,41 @@ static bool thread_post(NiuLink *link)
     return true;
 }
 
+/*
+ * Under the BQL, in a vCPU that busy-polls (USER_LINK_POLL): what the
+ * socket holds goes to the session now, without waiting for the link
+ * thread to get a core.  If the thread is reading, it delivers.
+ */
+static bool thread_poll_input(NiuLink *link)
+{
+    NiuLinkThread *t = link->thread;
+    int64_t now;
+    ssize_t n;
+
+    if (t->fd < 0 || qatomic_read(&t->hold_input)) {
+        return false;
+    }
+    /* A new run of busy polling: the thread stops waiting for input now,
+     * not after the next packet. */
+    now = get_clock();
+    if (t->busy_poll_ns &&
+        qatomic_xchg(&t->polled_until, now + t->busy_poll_ns) <= now) {
+        thread_kick(t);
+    }
+    if (qemu_mutex_trylock(&t->rx_lock)) {
+        return false;
+    }
+    n = recv(t->fd, t->poll_buf, NIU_LINK_THREAD_READ, MSG_DONTWAIT);
+    if (n > 0) {
+        niu_link_input(link, t->poll_buf, n);
+        if (t->fd >= 0 && !niu_link_input_room(link)) {
+            qatomic_set(&t->hold_input, true);
+        }
+    }
+    qemu_mutex_unlock(&t->rx_lock);
+    return n > 0;     /* an end or an error: the thread sees it too */
+}
+
 static void thread_cleanup(NiuLink *link)
 {
     NiuLinkThread *t = link->thread;
@@ -334,6 +399,8 @@ static void thread_cleanup(NiuLink *link)
         close(t->fd);
     }
     event_notifier_cleanup(&t->wake);
+    qemu_mutex_destroy(&t->rx_lock);
+    g_free(t->poll_buf);
     qapi_free_InetSocketAddress(t->inet);
     g_free(t->path);
     g_free(t);
@@ -347,11 +414,13 @@ static const NiuTransportOps thread_transport = {
     .disconnect = thread_disconnect,
     .defer = thread_defer,
     .post = thread_post,
+    .poll_input = thread_poll_input,
     .cleanup = thread_cleanup,
 };
 
 bool niu_link_init_thread(NiuLink *link, const char *path,
-                          uint32_t reconnect_ms, Error **errp)
+                          uint32_t reconnect_ms, uint64_t busy_poll_ns,
+                          Error **errp)
 {
     g_autoptr(InetSocketAddress) inet = NULL;
     NiuLinkThread *t;
@@ -383,7 +452,10 @@ bool niu_link_init_thread(NiuLink *link, const char *path,
     t->path = g_strdup(path);
     t->inet = g_steal_pointer(&inet);
     t->reconnect_ms = reconnect_ms;
+    t->busy_poll_ns = busy_poll_ns;
     t->fd = -1;
+    qemu_mutex_init(&t->rx_lock);
+    t->poll_buf = g_malloc(NIU_LINK_THREAD_READ);
     link->thread = t;
     link->transport = &thread_transport;
     snprintf(name, sizeof(name), "arctic-niu-%u", link->node_id);

@@ -344,6 +344,24 @@ void niu_link_input(NiuLink *link, const uint8_t *buf, size_t size)
     niu_link_flush(link);
 }
 
+/*
+ * Busy polling: the owner, in a thread that would otherwise wait for the
+ * transport's reader to be scheduled, takes the input now.
+ */
+bool niu_link_can_poll(const NiuLink *link)
+{
+    return link->transport && link->transport->poll_input;
+}
+
+bool niu_link_poll(NiuLink *link)
+{
+    if (!niu_link_can_poll(link) || link->state == NIU_LINK_DOWN ||
+        !niu_link_input_room(link)) {
+        return false;
+    }
+    return link->transport->poll_input(link);
+}
+
 /* A new connection: a new session starts with HELLO. */
 void niu_link_opened(NiuLink *link)
 {

@@ -83,6 +83,10 @@ typedef struct NiuTransportOps {
     /* Call niu_link_posted_due() from the transport's own thread soon;
      * false if the transport has no thread (the owner does the work). */
     bool (*post)(NiuLink *link);
+    /* Hand the input waiting now to the session, in the caller's thread,
+     * without blocking; true if there was some.  NULL: the transport's
+     * own reader is the only one. */
+    bool (*poll_input)(NiuLink *link);
     void (*cleanup)(NiuLink *link);
 } NiuTransportOps;
 
@@ -129,7 +133,8 @@ void niu_link_init(NiuLink *link, const NiuLinkOps *ops, void *opaque,
                    uint32_t node_id, uint32_t rx_credits, uint64_t defer_ns);
 bool niu_link_init_chr(NiuLink *link, CharBackend *chr, Error **errp);
 bool niu_link_init_thread(NiuLink *link, const char *path,
-                          uint32_t reconnect_ms, Error **errp);
+                          uint32_t reconnect_ms, uint64_t busy_poll_ns,
+                          Error **errp);
 void niu_link_cleanup(NiuLink *link);
 bool niu_link_is_up(const NiuLink *link);
 bool niu_link_can_send(const NiuLink *link, uint8_t prio);
@@ -138,6 +143,8 @@ void niu_link_send(NiuLink *link, uint8_t prio, const uint8_t *wire,
 void niu_link_flush(NiuLink *link);
 void niu_link_defer(NiuLink *link);
 bool niu_link_post(NiuLink *link);
+bool niu_link_can_poll(const NiuLink *link);
+bool niu_link_poll(NiuLink *link);
 const char *niu_link_state_name(NiuLinkState state);
 const char *niu_link_transport_name(const NiuLink *link);
 
