@@ -1498,6 +1498,16 @@ static void test_link_busy_poll(void)
     g_assert_cmphex(val, ==, R_USER_LINK_POLL_TOOK_MASK);
     guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
     g_assert_cmpint(counter(n, ARCTIC_CNT_RX_HI_PACKETS), ==, 1);
+
+    /* Arming the receive interrupt ends the polling: the thread takes
+     * the next packet by itself, and the interrupt says so. */
+    g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==, 0);
+    user_w(n, A_USER_IRQ_ARM, R_USER_IRQ_ARM_RX_MASK);
+    size = peer_data(n, wire, PEER, hi, n->peer_epoch, 1, 3, 1, 2, &v, 1);
+    link_send_packet(n, wire, size);
+    guest_wait_rx(n, ARCTIC_RXQ_HI);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
+    g_assert_cmphex(reg_r(n, A_NIU_IRQ_STATUS), ==, 1u << R_NIU_IRQ_RX_SHIFT);
     g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
     niu_stop(n);
 }

@@ -550,6 +550,9 @@ static void arctic_control_write(void *opaque, hwaddr addr, uint64_t val64,
     case A_NIU_IRQ_ENABLE:
         s->irq_enable = val & (R_NIU_IRQ_RX_MASK | R_NIU_IRQ_TX_MASK |
                                R_NIU_IRQ_ERROR_MASK);
+        if (s->irq_enable & R_NIU_IRQ_RX_MASK) {
+            niu_link_poll_end(&s->link);
+        }
         break;
     default:
         if (addr >= A_NIU_COUNTER_BASE &&
@@ -652,6 +655,8 @@ static void arctic_user_write(void *opaque, hwaddr addr, uint64_t val,
     if (reg == A_USER_IRQ_ARM) {
         if (FIELD_EX32(val, USER_IRQ_ARM, RX)) {
             s->irq_enable |= 1u << (R_NIU_IRQ_RX_SHIFT + epn);
+            /* Whoever waits for an interrupt polls no more. */
+            niu_link_poll_end(&s->link);
         }
         if (FIELD_EX32(val, USER_IRQ_ARM, TX)) {
             s->irq_enable |= 1u << (R_NIU_IRQ_TX_SHIFT + epn);

@@ -385,6 +385,20 @@ static bool thread_poll_input(NiuLink *link)
     return n > 0;     /* an end or an error: the thread sees it too */
 }
 
+/*
+ * A reader is going to sleep until an interrupt says input came: the
+ * thread must not leave the input to it until x-link-busy-poll-ns runs
+ * out (a sleeping program's round trip grew by that much).
+ */
+static void thread_poll_end(NiuLink *link)
+{
+    NiuLinkThread *t = link->thread;
+
+    if (qatomic_xchg(&t->polled_until, 0) > get_clock()) {
+        thread_kick(t);
+    }
+}
+
 static void thread_cleanup(NiuLink *link)
 {
     NiuLinkThread *t = link->thread;
@@ -415,6 +429,7 @@ static const NiuTransportOps thread_transport = {
     .defer = thread_defer,
     .post = thread_post,
     .poll_input = thread_poll_input,
+    .poll_end = thread_poll_end,
     .cleanup = thread_cleanup,
 };
 

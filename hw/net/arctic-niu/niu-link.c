@@ -362,6 +362,13 @@ bool niu_link_poll(NiuLink *link)
     return link->transport->poll_input(link);
 }
 
+void niu_link_poll_end(NiuLink *link)
+{
+    if (niu_link_can_poll(link)) {
+        link->transport->poll_end(link);
+    }
+}
+
 /* A new connection: a new session starts with HELLO. */
 void niu_link_opened(NiuLink *link)
 {

@@ -87,6 +87,9 @@ typedef struct NiuTransportOps {
      * without blocking; true if there was some.  NULL: the transport's
      * own reader is the only one. */
     bool (*poll_input)(NiuLink *link);
+    /* The readers stopped polling (one sleeps until an interrupt): the
+     * transport's own reader takes the input again now. */
+    void (*poll_end)(NiuLink *link);
     void (*cleanup)(NiuLink *link);
 } NiuTransportOps;
 
@@ -145,6 +148,7 @@ void niu_link_defer(NiuLink *link);
 bool niu_link_post(NiuLink *link);
 bool niu_link_can_poll(const NiuLink *link);
 bool niu_link_poll(NiuLink *link);
+void niu_link_poll_end(NiuLink *link);
 const char *niu_link_state_name(NiuLinkState state);
 const char *niu_link_transport_name(const NiuLink *link);
 
