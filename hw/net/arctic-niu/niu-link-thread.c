@@ -328,14 +328,18 @@ static void thread_disconnect(NiuLink *link)
 static void thread_defer(NiuLink *link, int64_t delay_ns)
 {
     NiuLinkThread *t = link->thread;
-    int64_t deadline = get_clock() + delay_ns;
+    int64_t now = get_clock();
+    int64_t deadline = now + delay_ns;
     int64_t old = qatomic_read(&t->deadline);
 
     if (old && old <= deadline) {
         return;
     }
     qatomic_set(&t->deadline, deadline);
-    if (!qemu_thread_is_self(&t->thread)) {
+    /* While vCPUs busy-poll, they serve the deadline (thread_poll_input());
+     * the thread sleeps until the polling stops and need not be woken. */
+    if (!qemu_thread_is_self(&t->thread) &&
+        qatomic_read(&t->polled_until) <= now) {
         thread_kick(t);
     }
 }
@@ -358,7 +362,7 @@ static bool thread_post(NiuLink *link)
 static bool thread_poll_input(NiuLink *link)
 {
     NiuLinkThread *t = link->thread;
-    int64_t now;
+    int64_t now, deadline;
     ssize_t n;
 
     if (t->fd < 0 || qatomic_read(&t->hold_input)) {
@@ -380,6 +384,11 @@ static bool thread_poll_input(NiuLink *link)
         if (t->fd >= 0 && !niu_link_input_room(link)) {
             qatomic_set(&t->hold_input, true);
         }
+    }
+    deadline = qatomic_read(&t->deadline);
+    if (deadline && now >= deadline && t->fd >= 0) {
+        qatomic_set(&t->deadline, 0);
+        niu_link_deferred_due(link);
     }
     qemu_mutex_unlock(&t->rx_lock);
     return n > 0;     /* an end or an error: the thread sees it too */
