@@ -271,30 +271,31 @@ enum arctic_counter {
 };
 #define ARCTIC_COUNTER_OFFSET(c)    (A_NIU_COUNTER_BASE + 4 * (c))
 
-/* Names of the counters, for sysfs, tools and the device's state view. */
+/* Names of the counters, for sysfs and tools (the kernel's style, as in
+ * statistics/rx_packets); the device's state view writes them with dashes. */
 static inline const char *arctic_counter_name(unsigned c)
 {
     static const char *const names[ARCTIC_NUM_COUNTERS] = {
-        [ARCTIC_CNT_TX_HI_PACKETS] = "tx-hi-packets",
-        [ARCTIC_CNT_TX_LO_PACKETS] = "tx-lo-packets",
-        [ARCTIC_CNT_RX_HI_PACKETS] = "rx-hi-packets",
-        [ARCTIC_CNT_RX_LO_PACKETS] = "rx-lo-packets",
+        [ARCTIC_CNT_TX_HI_PACKETS] = "tx_hi_packets",
+        [ARCTIC_CNT_TX_LO_PACKETS] = "tx_lo_packets",
+        [ARCTIC_CNT_RX_HI_PACKETS] = "rx_hi_packets",
+        [ARCTIC_CNT_RX_LO_PACKETS] = "rx_lo_packets",
         [ARCTIC_CNT_RETRANSMITS] = "retransmits",
         [ARCTIC_CNT_TIMEOUTS] = "timeouts",
-        [ARCTIC_CNT_NACKS_SENT] = "nacks-sent",
-        [ARCTIC_CNT_NACKS_RECEIVED] = "nacks-received",
-        [ARCTIC_CNT_ACKS_SENT] = "acks-sent",
-        [ARCTIC_CNT_ACKS_RECEIVED] = "acks-received",
+        [ARCTIC_CNT_NACKS_SENT] = "nacks_sent",
+        [ARCTIC_CNT_NACKS_RECEIVED] = "nacks_received",
+        [ARCTIC_CNT_ACKS_SENT] = "acks_sent",
+        [ARCTIC_CNT_ACKS_RECEIVED] = "acks_received",
         [ARCTIC_CNT_DUPLICATES] = "duplicates",
-        [ARCTIC_CNT_BAD_PACKETS] = "bad-packets",
-        [ARCTIC_CNT_TX_ERRORS] = "tx-errors",
-        [ARCTIC_CNT_LINK_UPS] = "link-ups",
-        [ARCTIC_CNT_LINK_DOWNS] = "link-downs",
-        [ARCTIC_CNT_CREDIT_STALLS] = "credit-stalls",
-        [ARCTIC_CNT_DMA_REQUESTS] = "dma-requests",
-        [ARCTIC_CNT_DMA_RX_PACKETS] = "dma-rx-packets",
-        [ARCTIC_CNT_WRONG_JOB] = "wrong-job",
-        [ARCTIC_CNT_PEER_DROPPED] = "peer-dropped",
+        [ARCTIC_CNT_BAD_PACKETS] = "bad_packets",
+        [ARCTIC_CNT_TX_ERRORS] = "tx_errors",
+        [ARCTIC_CNT_LINK_UPS] = "link_ups",
+        [ARCTIC_CNT_LINK_DOWNS] = "link_downs",
+        [ARCTIC_CNT_CREDIT_STALLS] = "credit_stalls",
+        [ARCTIC_CNT_DMA_REQUESTS] = "dma_requests",
+        [ARCTIC_CNT_DMA_RX_PACKETS] = "dma_rx_packets",
+        [ARCTIC_CNT_WRONG_JOB] = "wrong_job",
+        [ARCTIC_CNT_PEER_DROPPED] = "peer_dropped",
     };
 
     return c < ARCTIC_NUM_COUNTERS ? names[c] : "unknown";

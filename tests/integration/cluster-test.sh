@@ -145,7 +145,7 @@ raw-2)
     expect "both nodes ok" '^node [01]: ok$' 2
     ;;
 driver-1)
-    counter=/sys/bus/pci/drivers/arctic_niu/0*/counters/rx-hi-packets
+    counter=/sys/bus/pci/drivers/arctic_niu/0*/counters/rx_hi_packets
     run_cluster -n 1 -- "niu-driver-test && echo rx-hi=\$(cat $counter) && rmmod arctic_niu && insmod /lib/modules/arctic_niu.ko && niu-driver-test"
     expect "no check failed" '^\[node 0\] FAIL' 0
     expect "both runs pass" '^\[node 0\] niu-driver-test: 0 failure\(s\): PASS$' 2
@@ -288,8 +288,8 @@ stale-2)
     run_cluster -n 2 -L 255 -C 128 -- "niu-stale-test -n 60000 -p 2000"
     expect "every message right" '^\[node 1\] niu-stale-test: node 1: 60000 messages, 0 wrong: PASS$'
     expect "the sender saw it" '^\[node 0\] niu-stale-test: node 0: 60000 messages in [0-9.]+ s; node 1 found 0 wrong: PASS$'
-    expect "the full queue refused packets" '^\[node 1\] niu-stale-test: node 1: .* nacks-sent=[1-9][0-9]* '
-    expect "the sender sent them again" '^\[node 0\] niu-stale-test: node 0: retransmits=[1-9][0-9]* .* nacks-received=[1-9][0-9]* '
+    expect "the full queue refused packets" '^\[node 1\] niu-stale-test: node 1: .* nacks_sent=[1-9][0-9]* '
+    expect "the sender sent them again" '^\[node 0\] niu-stale-test: node 0: retransmits=[1-9][0-9]* .* nacks_received=[1-9][0-9]* '
     expect "both nodes ok" '^node [01]: ok$' 2
     ;;
 stale-loop)

@@ -373,6 +373,29 @@ static void test_slot_layout(void)
                     A_NIU_TX_CTRL);
 }
 
+/*
+ * Every counter has a name a sysfs file can carry in the kernel's style
+ * (lower case, digits, underscores: statistics/rx_packets), and no two
+ * share one.
+ */
+static void test_counter_names(void)
+{
+    unsigned c, d;
+
+    for (c = 0; c < ARCTIC_NUM_COUNTERS; c++) {
+        const char *name = arctic_counter_name(c);
+
+        g_assert_cmpstr(name, !=, "unknown");
+        g_assert_cmpint(strlen(name), >, 0);
+        g_assert_cmpint(strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_"),
+                        ==, strlen(name));
+        for (d = 0; d < c; d++) {
+            g_assert_cmpstr(name, !=, arctic_counter_name(d));
+        }
+    }
+    g_assert_cmpstr(arctic_counter_name(ARCTIC_NUM_COUNTERS), ==, "unknown");
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -388,5 +411,6 @@ int main(int argc, char **argv)
     g_test_add_func("/contract/routes", test_routes_reach_destination);
     g_test_add_func("/contract/reject-text", test_reject_text_escaped);
     g_test_add_func("/contract/slots", test_slot_layout);
+    g_test_add_func("/contract/counter-names", test_counter_names);
     return g_test_run();
 }

@@ -832,7 +832,11 @@ static void arctic_niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_u64(v, "irq-status", s->irq_status, &err);
     if (!err && visit_start_struct(v, "counters", NULL, 0, &err)) {
         for (c = 0; c < ARCTIC_NUM_COUNTERS; c++) {
-            visit_u64(v, arctic_counter_name(c), s->counters[c], &err);
+            /* QOM's names take dashes where sysfs takes underscores. */
+            g_autofree char *key = g_strdelimit(
+                g_strdup(arctic_counter_name(c)), "_", '-');
+
+            visit_u64(v, key, s->counters[c], &err);
         }
         visit_end(v, false, &err);
     }
