@@ -271,8 +271,10 @@ enum arctic_counter {
 };
 #define ARCTIC_COUNTER_OFFSET(c)    (A_NIU_COUNTER_BASE + 4 * (c))
 
-/* Names of the counters, for sysfs and tools (the kernel's style, as in
- * statistics/rx_packets); the device's state view writes them with dashes. */
+/*
+ * Names of the counters, for sysfs and tools (the kernel's style, as in
+ * statistics/rx_packets); the device's state view writes them with dashes.
+ */
 static inline const char *arctic_counter_name(unsigned c)
 {
     static const char *const names[ARCTIC_NUM_COUNTERS] = {
@@ -399,10 +401,12 @@ REG32(USER_DOORBELL, 0x000)          /* write: a service pass now (every
 REG32(USER_IRQ_ARM, 0x004)
     FIELD(USER_IRQ_ARM, RX, 0, 1)
     FIELD(USER_IRQ_ARM, TX, 1, 1)
-/* read: the NIU takes what the network has brought it now, in the
+/*
+ * read: the NIU takes what the network has brought it now, in the
  * reading CPU's time (busy polling: delivers, takes acks, sends on).
  * TOOK: it found input.  NONE: this NIU's link cannot be busy-polled
- * (a chardev link), reading again is of no use. */
+ * (a chardev link), reading again is of no use.
+ */
 REG32(USER_LINK_POLL, 0x008)
     FIELD(USER_LINK_POLL, TOOK, 0, 1)
     FIELD(USER_LINK_POLL, NONE, 31, 1)

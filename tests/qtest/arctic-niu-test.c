@@ -1498,14 +1498,18 @@ static void test_link_busy_poll(void)
     g_assert_cmphex(val, ==, R_USER_LINK_POLL_TOOK_MASK);
     guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
     g_assert_cmpint(counter(n, ARCTIC_CNT_RX_HI_PACKETS), ==, 1);
-    /* Its ack waited ack-delay-ns for company; with the thread asleep,
-     * the next poll after that sends it. */
+    /*
+     * Its ack waited ack-delay-ns for company; with the thread asleep,
+     * the next poll after that sends it.
+     */
     g_usleep(10 * 1000);
     g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==, 0);
     expect_control(n, PEER, ARCTIC_E2E_ACK, hi, n->peer_epoch, 0, 0);
 
-    /* Arming the receive interrupt ends the polling: the thread takes
-     * the next packet by itself, and the interrupt says so. */
+    /*
+     * Arming the receive interrupt ends the polling: the thread takes
+     * the next packet by itself, and the interrupt says so.
+     */
     user_w(n, A_USER_IRQ_ARM, R_USER_IRQ_ARM_RX_MASK);
     size = peer_data(n, wire, PEER, hi, n->peer_epoch, 1, 3, 1, 2, &v, 1);
     link_send_packet(n, wire, size);

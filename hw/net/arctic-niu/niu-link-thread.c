@@ -43,7 +43,6 @@ enum {
     NIU_LINK_THREAD_READ = 16 * 1024,
 };
 
-
 struct NiuLinkThread {
     NiuLink *link;
     QemuThread thread;
@@ -57,14 +56,18 @@ struct NiuLinkThread {
     bool hold_input;        /* atomic: the session takes no input now */
     int64_t deadline;       /* atomic: CLOCK_MONOTONIC ns of a deferral */
     bool posted;            /* atomic: niu_link_post() work is waiting */
-    /* Held from a recv() until its bytes are in the session, so that the
+    /*
+     * Held from a recv() until its bytes are in the session, so that the
      * thread and a busy-polling vCPU never take the stream out of order;
-     * taken before the BQL, or tried under it (thread_poll_input()). */
+     * taken before the BQL, or tried under it (thread_poll_input()).
+     */
     QemuMutex rx_lock;
     uint8_t *poll_buf;      /* thread_poll_input()'s, under rx_lock */
-    /* After a vCPU busy-polled the link, the thread leaves the input to
+    /*
+     * After a vCPU busy-polled the link, the thread leaves the input to
      * it this long (ns, x-link-busy-poll-ns), instead of being woken for
-     * every packet only to find the socket read. */
+     * every packet only to find the socket read.
+     */
     uint64_t busy_poll_ns;
     int64_t polled_until;   /* atomic: a vCPU busy-polls until then */
     bool connect_failed;    /* the last attempt failed (for traces) */
@@ -146,8 +149,10 @@ static void thread_close(NiuLinkThread *t)
     }
 }
 
-/* The poll timeout for the pending deferral and for the end of a vCPU's
- * busy polling (@polled_until, 0 none), in ns: -1 none. */
+/*
+ * The poll timeout for the pending deferral and for the end of a vCPU's
+ * busy polling (@polled_until, 0 none), in ns: -1 none.
+ */
 static int64_t thread_timeout_ns(NiuLinkThread *t, int64_t now,
                                  int64_t polled_until)
 {
@@ -267,7 +272,8 @@ static void *thread_run(void *opaque)
             .fd = event_notifier_get_fd(&t->wake),
             .events = G_IO_IN,
         };
-        if (qemu_poll_ns(pfd, 2, thread_timeout_ns(t, now, polled_until)) < 0) {
+        if (qemu_poll_ns(pfd, 2,
+                         thread_timeout_ns(t, now, polled_until)) < 0) {
             continue;       /* EINTR */
         }
         if (pfd[1].revents) {
@@ -336,8 +342,10 @@ static void thread_defer(NiuLink *link, int64_t delay_ns)
         return;
     }
     qatomic_set(&t->deadline, deadline);
-    /* While vCPUs busy-poll, they serve the deadline (thread_poll_input());
-     * the thread sleeps until the polling stops and need not be woken. */
+    /*
+     * While vCPUs busy-poll, they serve the deadline (thread_poll_input());
+     * the thread sleeps until the polling stops and need not be woken.
+     */
     if (!qemu_thread_is_self(&t->thread) &&
         qatomic_read(&t->polled_until) <= now) {
         thread_kick(t);
@@ -368,8 +376,10 @@ static bool thread_poll_input(NiuLink *link)
     if (t->fd < 0 || qatomic_read(&t->hold_input)) {
         return false;
     }
-    /* A new run of busy polling: the thread stops waiting for input now,
-     * not after the next packet. */
+    /*
+     * A new run of busy polling: the thread stops waiting for input now,
+     * not after the next packet.
+     */
     now = get_clock();
     if (t->busy_poll_ns &&
         qatomic_xchg(&t->polled_until, now + t->busy_poll_ns) <= now) {

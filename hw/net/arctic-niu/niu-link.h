@@ -83,12 +83,16 @@ typedef struct NiuTransportOps {
     /* Call niu_link_posted_due() from the transport's own thread soon;
      * false if the transport has no thread (the owner does the work). */
     bool (*post)(NiuLink *link);
-    /* Hand the input waiting now to the session, in the caller's thread,
+    /*
+     * Hand the input waiting now to the session, in the caller's thread,
      * without blocking; true if there was some.  NULL: the transport's
-     * own reader is the only one. */
+     * own reader is the only one.
+     */
     bool (*poll_input)(NiuLink *link);
-    /* The readers stopped polling (one sleeps until an interrupt): the
-     * transport's own reader takes the input again now. */
+    /*
+     * The readers stopped polling (one sleeps until an interrupt): the
+     * transport's own reader takes the input again now.
+     */
     void (*poll_end)(NiuLink *link);
     void (*cleanup)(NiuLink *link);
 } NiuTransportOps;

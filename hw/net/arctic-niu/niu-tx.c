@@ -750,13 +750,14 @@ static void tx_service(ArcticNiuState *s, bool polled)
     unsigned n, taken = 0, unannounced = 0;
     uint32_t waiting = 0;
     bool more = false;
-    /*
-     * Whether every vCPU was halted before this pass read a queue: a slot a
-     * vCPU wrote before it halted is then seen by the reads below (the
-     * barrier orders them after the read of its halted state).
-     */
+    /* Whether every vCPU was halted before this pass read a queue. */
     bool cpus_idle = polled && all_cpu_threads_idle();
 
+    /*
+     * Order the queue reads below after the read of the vCPUs' halted
+     * state: a slot a vCPU wrote before it halted is then seen, and a
+     * pass that parks has found everything written before the halt.
+     */
     smp_mb();
     arctic_raw_tx_flush(s);     /* lines may have come free */
     if (s->tx_enabled) {
