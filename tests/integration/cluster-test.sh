@@ -34,7 +34,9 @@
 #   hosts-4  niu-coll-test on 4 nodes placed on two "hosts"
 #           (--hosts, with tests/integration/local-rsh as the remote
 #           shell): the guest image copied once to each, the NIUs on TCP,
-#           every console back with its prefix, every value right; then a
+#           each host choosing its nodes' idle sleep by its own node and
+#           CPU counts, every console back with its prefix, every value
+#           right; then a
 #           second run that finds the image cached, and nothing left behind
 #   switch-restart-4  the switch is killed (SIGKILL) in the middle of
 #           niu-coll-test's traffic (150 rounds) and a new one started; every
@@ -194,6 +196,12 @@ hosts-4)
         --rsh "$root/tests/integration/local-rsh" -- niu-coll-test
     expect "the guest image copied to each host once" '^==> copying the guest image to host[ab] ' 2
     expect "three nodes on the first host, one on the second" '^==> host hosta: nodes 0,1,2$|^==> host hostb: nodes 3$' 2
+    # Each host sleeps idle nodes by its own node and CPU counts.
+    cpus=$(nproc)
+    sleep3=0 sleep1=0
+    [ 3 -le "$cpus" ] || sleep3=1000
+    [ 1 -le "$cpus" ] || sleep1=1000
+    expect "each host chose its nodes' idle sleep" "^==> .*: 3 node\\(s\\) here on $cpus CPU\\(s\\): idle sleep $sleep3 us\$|^==> .*: 1 node\\(s\\) here on $cpus CPU\\(s\\): idle sleep $sleep1 us\$" 2
     expect "the switch listens on TCP" '^==> starting arctic-switch \(.* --tcp 0\.0\.0\.0:0\)$'
     expect "every console came back" '^\[node [0-3]\] ARCTIC-RESULT node=[0-3] status=0$' 4
     expect "no wrong value in any primitive" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
