@@ -168,6 +168,32 @@ static int64_t thread_timeout_ns(NiuLinkThread *t, int64_t now,
 }
 
 /*
+ * Under the BQL and rx_lock: bytes read from the socket go to the session;
+ * if they leave it no room, the socket is not read again until it takes
+ * input (thread_accept_input()).
+ */
+static void thread_input(NiuLinkThread *t, const uint8_t *buf, size_t n)
+{
+    niu_link_input(t->link, buf, n);
+    if (t->fd >= 0 && !niu_link_input_room(t->link)) {
+        qatomic_set(&t->hold_input, true);
+    }
+}
+
+/* Under the BQL: the session's deferral, if it has run out by @now. */
+static void thread_deferral(NiuLinkThread *t, int64_t now)
+{
+    int64_t deadline = qatomic_read(&t->deadline);
+
+    if (deadline && now >= deadline) {
+        qatomic_set(&t->deadline, 0);
+        if (t->fd >= 0) {
+            niu_link_deferred_due(t->link);
+        }
+    }
+}
+
+/*
  * What one wake-up found, handed to the session under one hold of the
  * BQL: posted work, room to write, a batch read from the socket (or its
  * end), a deferral run out.  The socket is read before the lock is taken.
@@ -177,7 +203,8 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
 {
     bool posted = qatomic_xchg(&t->posted, false);
     int64_t deadline = qatomic_read(&t->deadline);
-    bool due = deadline && get_clock() >= deadline;
+    int64_t now = get_clock();
+    bool due = deadline && now >= deadline;
     ssize_t n = 0;
 
     if (readable) {
@@ -202,10 +229,7 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
         niu_link_writable(t->link);
     }
     if (readable && n > 0) {
-        niu_link_input(t->link, buf, n);
-        if (t->fd >= 0 && !niu_link_input_room(t->link)) {
-            qatomic_set(&t->hold_input, true);
-        }
+        thread_input(t, buf, n);
     } else if (readable) {
         trace_arctic_niu_link_thread_closed(t->link->node_id,
                                             n < 0 ? errno : 0);
@@ -214,12 +238,7 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
     if (readable) {
         qemu_mutex_unlock(&t->rx_lock);
     }
-    if (due) {
-        qatomic_set(&t->deadline, 0);
-        if (t->fd >= 0) {
-            niu_link_deferred_due(t->link);
-        }
-    }
+    thread_deferral(t, now);
     bql_unlock();
 }
 
@@ -370,7 +389,7 @@ static bool thread_post(NiuLink *link)
 static bool thread_poll_input(NiuLink *link)
 {
     NiuLinkThread *t = link->thread;
-    int64_t now, deadline;
+    int64_t now;
     ssize_t n;
 
     if (t->fd < 0 || qatomic_read(&t->hold_input)) {
@@ -390,16 +409,9 @@ static bool thread_poll_input(NiuLink *link)
     }
     n = recv(t->fd, t->poll_buf, NIU_LINK_THREAD_READ, MSG_DONTWAIT);
     if (n > 0) {
-        niu_link_input(link, t->poll_buf, n);
-        if (t->fd >= 0 && !niu_link_input_room(link)) {
-            qatomic_set(&t->hold_input, true);
-        }
+        thread_input(t, t->poll_buf, n);
     }
-    deadline = qatomic_read(&t->deadline);
-    if (deadline && now >= deadline && t->fd >= 0) {
-        qatomic_set(&t->deadline, 0);
-        niu_link_deferred_due(link);
-    }
+    thread_deferral(t, now);
     qemu_mutex_unlock(&t->rx_lock);
     return n > 0;     /* an end or an error: the thread sees it too */
 }

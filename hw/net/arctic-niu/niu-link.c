@@ -364,7 +364,7 @@ bool niu_link_poll(NiuLink *link)
 
 void niu_link_poll_end(NiuLink *link)
 {
-    if (niu_link_can_poll(link)) {
+    if (link->transport && link->transport->poll_end) {
         link->transport->poll_end(link);
     }
 }
