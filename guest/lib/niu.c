@@ -50,10 +50,10 @@ static void send_probes(struct niu_endpoint *ep);
  * (USER_LINK_POLL: busy polling, in this CPU's time, instead of waiting for
  * the NIU's own link thread to be scheduled on a host whose cores the
  * spinning guests hold).  Every NIU_SPINS_BEFORE_YIELD of them give the
- * CPU away,
- * by sched_yield() or, when niu_set_idle_sleep() asked, by sleeping in
- * poll() on the endpoint: the driver arms the receive interrupt, so the
- * sleep ends as soon as a message arrives, or after the idle time.  Each
+ * CPU away, by sched_yield() or, when niu_set_idle_sleep() asked, by
+ * sleeping in poll() on the endpoint: the driver arms the receive
+ * interrupt, so the sleep ends as soon as a message arrives, or after the
+ * idle time.  Each
  * time it also looks for a peer-down notice, and a wait longer than a
  * second probes the other nodes (niu_peer_down() in niu.h).
  */
