@@ -689,3 +689,142 @@ unsigned sw_port_egress_depth(const ArcticSwitch *sw, unsigned port_no,
     }
     return depth;
 }
+
+static void append_step(GString *s, const char *fmt, ...)
+    G_GNUC_PRINTF(2, 3);
+
+static void append_step(GString *s, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (s->len) {
+        g_string_append(s, "; ");
+    }
+    va_start(ap, fmt);
+    g_string_append_vprintf(s, fmt, ap);
+    va_end(ap);
+}
+
+/*
+ * Why @p, at input @i of @router, has not moved on: from the head of its
+ * queue to the output the head wants and, while that leads to a full
+ * router input, on to the head packet there, until what holds the chain
+ * up: an NIU without credit or whose socket is full, or a buffer with room
+ * (the packet then only waits for the next pass or the timing model).
+ */
+static char *explain_wait(ArcticSwitch *sw, const struct sw_router *router,
+                          unsigned i, const struct sw_packet *p)
+{
+    GString *s = g_string_new(NULL);
+    unsigned step;
+
+    for (step = 0; step <= 2 * sw->levels; step++) {
+        const struct sw_queue *q = &router->in[i].queue[p->priority];
+        const struct sw_output *out;
+        const struct sw_input *next_in;
+
+        if (q->head != p) {
+            p = q->head;
+            append_step(s, "behind a packet %u -> %u at the head",
+                        p->src_port, p->dst_port);
+        }
+        out = &router->out[p->out_port];
+        if (out->node >= 0) {
+            struct sw_port *port = &sw->port[out->node];
+            size_t frame = ARCTIC_LINK_HEADER_SIZE + p->size + SW_CREDIT_FRAME;
+
+            append_step(s, "port %d: %u credit(s), %s, delay line %u",
+                        out->node, port->egress_credits[p->priority],
+                        !port->conn ? "not connected" :
+                        sw_conn_output_room(port->conn, frame) ?
+                        "socket has room" : "socket output full",
+                        port->delay_line[p->priority].count);
+            break;
+        }
+        if (!out->next) {
+            append_step(s, "output %u leads nowhere", p->out_port);
+            break;
+        }
+        next_in = &out->next->in[out->next_input];
+        append_step(s, "router %u.%u input %u: %u high + %u low of %u",
+                    out->next->level, out->next->index, out->next_input,
+                    next_in->queue[ARCTIC_PRIORITY_HIGH].count,
+                    next_in->queue[ARCTIC_PRIORITY_LOW].count,
+                    next_in->capacity);
+        if (input_can_accept(next_in, p->priority)) {
+            g_string_append(s, ", room");
+            break;
+        }
+        i = out->next_input;
+        router = out->next;
+        p = next_in->queue[p->priority].head ?:
+            next_in->queue[!p->priority].head;
+    }
+    return g_string_free(s, FALSE);
+}
+
+/* The oldest packet of each priority in the routers and delay lines. */
+void sw_find_oldest(ArcticSwitch *sw, uint64_t now_ns,
+                    struct arctic_oldest_packet *oldest)
+{
+    size_t n = (size_t)sw->levels * sw->routers_per_level, r;
+    const struct sw_packet *best[ARCTIC_NUM_PRIORITIES] = { NULL };
+    const struct sw_router *best_router[ARCTIC_NUM_PRIORITIES] = { NULL };
+    unsigned best_input[ARCTIC_NUM_PRIORITIES] = { 0 };
+    unsigned best_ahead[ARCTIC_NUM_PRIORITIES] = { 0 };
+    unsigned i, prio;
+
+    for (r = 0; r < n; r++) {
+        for (i = 0; i < SW_ROUTER_INPUTS; i++) {
+            for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
+                const struct sw_packet *p;
+                unsigned k = 0;
+
+                for (p = sw->routers[r].in[i].queue[prio].head; p;
+                     p = p->next, k++) {
+                    if (!best[prio] || p->ingress_ns < best[prio]->ingress_ns) {
+                        best[prio] = p;
+                        best_router[prio] = &sw->routers[r];
+                        best_input[prio] = i;
+                        best_ahead[prio] = k;
+                    }
+                }
+            }
+        }
+    }
+    for (i = 0; i < sw->ports; i++) {
+        for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
+            const struct sw_packet *p = sw->port[i].delay_line[prio].head;
+
+            if (p && (!best[prio] || p->ingress_ns < best[prio]->ingress_ns)) {
+                best[prio] = p;
+                best_router[prio] = NULL;
+                best_input[prio] = i;
+            }
+        }
+    }
+    for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
+        const struct sw_packet *p = best[prio];
+        const struct sw_router *router = best_router[prio];
+        struct arctic_oldest_packet *o = &oldest[prio];
+
+        memset(o, 0, sizeof(*o));
+        if (!p) {
+            continue;
+        }
+        o->present = true;
+        o->age_ns = now_ns > p->ingress_ns ? now_ns - p->ingress_ns : 0;
+        o->src = p->src_port;
+        o->dst = p->dst_port;
+        if (!router) {
+            o->where = g_strdup_printf("delay line of port %u",
+                                       best_input[prio]);
+            o->waits_for = g_strdup("its delay");
+            continue;
+        }
+        o->where = g_strdup_printf("router %u.%u input %u, %u packet(s) "
+                                   "ahead", router->level, router->index,
+                                   best_input[prio], best_ahead[prio]);
+        o->waits_for = explain_wait(sw, router, best_input[prio], p);
+    }
+}

@@ -103,6 +103,7 @@ static void snapshot_in_loop(ArcticSwitch *sw, void *opaque)
     st->packets_in_use = sw->packets_in_use;
     st->packets_in_use_max = sw->packets_in_use_max;
     st->packet_bound = sw->packet_bound;
+    sw_find_oldest(sw, sw_clock_ns(), st->oldest);
 }
 
 ArcticSwitchStats *arctic_switch_stats_snapshot(ArcticSwitch *sw)
@@ -115,7 +116,13 @@ ArcticSwitchStats *arctic_switch_stats_snapshot(ArcticSwitch *sw)
 
 void arctic_switch_stats_free(ArcticSwitchStats *stats)
 {
+    unsigned prio;
+
     if (stats) {
+        for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
+            g_free(stats->oldest[prio].where);
+            g_free(stats->oldest[prio].waits_for);
+        }
         g_free(stats->port);
         g_free(stats);
     }
@@ -231,6 +238,15 @@ void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
             G_GUINT64_FORMAT " (max %" G_GUINT64_FORMAT ", bound %"
             G_GUINT64_FORMAT ")\n", st->router_stalls, st->packets_in_use,
             st->packets_in_use_max, st->packet_bound);
+    for (prio = ARCTIC_NUM_PRIORITIES; prio-- > 0;) {
+        const struct arctic_oldest_packet *o = &st->oldest[prio];
+
+        if (o->present) {
+            fprintf(out, "oldest %s packet: %u -> %u, %.3f ms, at %s; "
+                    "waits for %s\n", priority_names[prio], o->src, o->dst,
+                    o->age_ns / 1e6, o->where, o->waits_for);
+        }
+    }
 }
 
 static void json_prio(JsonBuilder *b, const struct arctic_port_prio_stats *q)
@@ -298,6 +314,25 @@ void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st)
             json_builder_add_int_value(b, (gint64)st->latency[prio][bucket]);
         }
         json_builder_end_array(b);
+    }
+    json_builder_end_object(b);
+    json_builder_set_member_name(b, "oldest");
+    json_builder_begin_object(b);
+    for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
+        const struct arctic_oldest_packet *o = &st->oldest[prio];
+
+        json_builder_set_member_name(b, priority_names[prio]);
+        if (!o->present) {
+            json_builder_add_null_value(b);
+            continue;
+        }
+        json_builder_begin_object(b);
+        sw_json_int(b, "age_us", (gint64)(o->age_ns / 1000));
+        sw_json_int(b, "src", o->src);
+        sw_json_int(b, "dst", o->dst);
+        sw_json_string(b, "where", o->where);
+        sw_json_string(b, "waits_for", o->waits_for);
+        json_builder_end_object(b);
     }
     json_builder_end_object(b);
     json_builder_set_member_name(b, "port");

@@ -231,6 +231,8 @@ void sw_port_detach(ArcticSwitch *sw, unsigned port_no);
 void sw_timer_expired(ArcticSwitch *sw);
 unsigned sw_port_egress_depth(const ArcticSwitch *sw, unsigned port_no,
                               unsigned priority);
+void sw_find_oldest(ArcticSwitch *sw, uint64_t now_ns,
+                    struct arctic_oldest_packet *oldest);
 struct sw_packet *sw_packet_alloc(ArcticSwitch *sw);
 void sw_packet_free(ArcticSwitch *sw, struct sw_packet *packet);
 

@@ -113,6 +113,20 @@ struct arctic_port_stats {
     bool connected;
 };
 
+/*
+ * The packet that has been in the network longest at one priority, where
+ * it is, and what it waits for: the chain of full buffers ahead of it down
+ * to what holds them up (an NIU that gives no credit or does not read its
+ * socket), as text for people.
+ */
+struct arctic_oldest_packet {
+    bool present;
+    uint64_t age_ns;            /* since it entered the switch */
+    unsigned src, dst;
+    char *where;                /* "router 2.5 input 3, 2 packet(s) ahead" */
+    char *waits_for;            /* "router 3.5 input 0 full (...); ..." */
+};
+
 typedef struct {
     unsigned ports, levels, routers;
     uint64_t uptime_ns;
@@ -122,6 +136,7 @@ typedef struct {
     uint64_t latency[ARCTIC_NUM_PRIORITIES][ARCTIC_LATENCY_BUCKETS];
     uint64_t router_stalls;
     uint64_t packets_in_use, packets_in_use_max, packet_bound;
+    struct arctic_oldest_packet oldest[ARCTIC_NUM_PRIORITIES];
 } ArcticSwitchStats;
 
 void arctic_switch_config_init(ArcticSwitchConfig *config);

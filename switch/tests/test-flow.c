@@ -106,6 +106,20 @@ static void test_high_passes_congested_low(void)
     g_assert_cmpuint(st->router_stalls, >, 0);
     /* Everything sent is either delivered (2) or held in the tree. */
     g_assert_cmpuint(st->packets_in_use, ==, total_low - 2);
+    /* The oldest packet waits on a chain of full buffers that ends at the
+     * receiver's missing credit. */
+    g_test_message("oldest low packet at %s; waits for %s",
+                   st->oldest[ARCTIC_PRIORITY_LOW].where,
+                   st->oldest[ARCTIC_PRIORITY_LOW].waits_for);
+    g_assert_false(st->oldest[ARCTIC_PRIORITY_HIGH].present);
+    g_assert_true(st->oldest[ARCTIC_PRIORITY_LOW].present);
+    g_assert_cmpuint(st->oldest[ARCTIC_PRIORITY_LOW].dst, ==, RECEIVER);
+    g_assert_cmpuint(st->oldest[ARCTIC_PRIORITY_LOW].age_ns, >, 0);
+    g_assert_true(g_str_has_prefix(st->oldest[ARCTIC_PRIORITY_LOW].where,
+                                   "router "));
+    g_assert_true(g_str_has_suffix(st->oldest[ARCTIC_PRIORITY_LOW].waits_for,
+                                   "port 0: 0 credit(s), socket has room, "
+                                   "delay line 0"));
     arctic_switch_stats_free(st);
 
     /* High priority from the far side of the tree (port 9 climbs to the
@@ -176,6 +190,7 @@ static void test_high_passes_congested_low(void)
     }
     g_assert_cmpuint(st->packets_in_use, ==, 0);
     g_assert_cmpuint(st->packets_in_use_max, <=, st->packet_bound);
+    g_assert_false(st->oldest[ARCTIC_PRIORITY_LOW].present);
     arctic_switch_stats_free(st);
 
     test_client_free(rx);
