@@ -76,6 +76,9 @@ static void snapshot_in_loop(ArcticSwitch *sw, void *opaque)
     size_t r, n = (size_t)sw->levels * sw->routers_per_level;
     unsigned i, prio;
 
+    /* What can move, moves first: a request read in the same batch as the
+     * credit that frees a packet must not show that packet as stuck. */
+    sw_schedule(sw);
     st->ports = sw->ports;
     st->levels = sw->levels;
     st->routers = n;
