@@ -44,6 +44,26 @@ static const char *const arctic_error_names[ARCTIC_NUM_ERRORS] = {
     [ARCTIC_ERR_BAD_PACKET] = "malformed packet from the network",
     [ARCTIC_ERR_DMA_RANGE] = "DMA outside the window",
     [ARCTIC_ERR_BAD_VALUE] = "invalid value",
+    [ARCTIC_ERR_PEER_DEAD] = "peer did not answer",
+};
+
+/*
+ * Whose fault each cause is, which decides how it is logged: the guest's
+ * mistakes go to '-d guest_errors'; the network's and the switch's to a
+ * warning, once per cause until the link is next up (the trace event
+ * arctic_niu_error has every one); a peer given up is said each time.
+ */
+typedef enum {
+    ARCTIC_BLAME_GUEST,
+    ARCTIC_BLAME_NETWORK,
+    ARCTIC_BLAME_PEER,
+} ArcticBlame;
+
+static const ArcticBlame arctic_error_blame[ARCTIC_NUM_ERRORS] = {
+    [ARCTIC_ERR_LINK_REJECTED] = ARCTIC_BLAME_NETWORK,
+    [ARCTIC_ERR_LINK_PROTOCOL] = ARCTIC_BLAME_NETWORK,
+    [ARCTIC_ERR_BAD_PACKET] = ARCTIC_BLAME_NETWORK,
+    [ARCTIC_ERR_PEER_DEAD] = ARCTIC_BLAME_PEER,
 };
 
 /* INTx follows IRQ_STATUS when MSI-X is off. */
@@ -84,10 +104,48 @@ void arctic_niu_irq_event(ArcticNiuState *s, uint32_t cause_mask)
     arctic_niu_update_intx(s);
 }
 
-void arctic_niu_set_error(ArcticNiuState *s, enum arctic_error cause,
-                          unsigned ep, unsigned queue, uint32_t detail)
+static G_GNUC_PRINTF(3, 0)
+void arctic_niu_log_error(ArcticNiuState *s, enum arctic_error cause,
+                                 const char *fmt, va_list ap)
+{
+    g_autofree char *what = NULL;
+
+    switch (arctic_error_blame[cause]) {
+    case ARCTIC_BLAME_GUEST:
+        if (!qemu_loglevel_mask(LOG_GUEST_ERROR)) {
+            return;
+        }
+        what = g_strdup_vprintf(fmt, ap);
+        qemu_log("arctic-niu: node %u: %s\n", s->node_id, what);
+        break;
+    case ARCTIC_BLAME_NETWORK:
+        if (s->error_warned & (1u << cause)) {
+            return;
+        }
+        s->error_warned |= 1u << cause;
+        /* fall through */
+    case ARCTIC_BLAME_PEER:
+        what = g_strdup_vprintf(fmt, ap);
+        warn_report("arctic-niu: node %u: %s", s->node_id, what);
+        break;
+    }
+}
+
+/*
+ * Every error the NIU finds comes here: the error registers and the
+ * ERROR interrupt (seed 002 §4.1.4), the trace event, and the log line
+ * @fmt, in the class arctic_error_blame gives the cause.
+ */
+void arctic_niu_error(ArcticNiuState *s, enum arctic_error cause,
+                      unsigned ep, unsigned queue, uint32_t detail,
+                      const char *fmt, ...)
 {
     bool new_cause = !(s->error_cause & (1u << cause));
+    va_list ap;
+
+    va_start(ap, fmt);
+    arctic_niu_log_error(s, cause, fmt, ap);
+    va_end(ap);
 
     s->error_cause |= 1u << cause;
     s->error_info = FIELD_DP32(0, NIU_ERROR_INFO, CAUSE, cause);
@@ -129,11 +187,9 @@ static unsigned arctic_reg_endpoint(hwaddr addr)
 static bool arctic_check_off(ArcticNiuState *s, bool off, hwaddr addr)
 {
     if (!off) {
-        qemu_log_mask(LOG_GUEST_ERROR,
-                      "arctic-niu: write to 0x%" HWADDR_PRIx
-                      " while its datapath is on\n", addr);
-        arctic_niu_set_error(s, ARCTIC_ERR_BUSY, arctic_reg_endpoint(addr),
-                             0, addr);
+        arctic_niu_error(s, ARCTIC_ERR_BUSY, arctic_reg_endpoint(addr), 0,
+                         addr, "write to 0x%" HWADDR_PRIx
+                         " while its datapath is on", addr);
         return false;
     }
     return true;
@@ -187,10 +243,9 @@ static void arctic_write_qbase(ArcticNiuState *s, unsigned epn, hwaddr addr,
     uint64_t next = deposit_half(*base, high, value);
 
     if (next & (align - 1)) {
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: queue base 0x%" PRIx64
-                      " of endpoint %u is not %" PRIu64 "-byte aligned\n",
-                      next, epn, align);
-        arctic_niu_set_error(s, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr);
+        arctic_niu_error(s, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr,
+                         "queue base 0x%" PRIx64 " of endpoint %u is not %"
+                         PRIu64 "-byte aligned", next, epn, align);
         return;
     }
     *base = next;
@@ -202,9 +257,9 @@ static void arctic_write_index(ArcticNiuState *s, unsigned epn,
                                uint32_t *index, uint32_t value, uint32_t limit)
 {
     if (value >= limit) {
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: queue index 0x%x of "
-                      "endpoint %u is not below 0x%x\n", value, epn, limit);
-        arctic_niu_set_error(s, ARCTIC_ERR_BAD_INDEX, epn, 0, value);
+        arctic_niu_error(s, ARCTIC_ERR_BAD_INDEX, epn, 0, value,
+                         "queue index 0x%x of endpoint %u is not below 0x%x",
+                         value, epn, limit);
         return;
     }
     *index = value;
@@ -233,18 +288,17 @@ static void arctic_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
         bad = next & (ARCTIC_DMA_WINDOW_ALIGN - 1);
     }
     if (bad) {
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: DMA window register "
-                      "0x%" HWADDR_PRIx " value 0x%" PRIx64 " refused\n",
-                      addr, next);
-        arctic_niu_set_error(s, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr);
+        arctic_niu_error(s, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr,
+                         "DMA window register 0x%" HWADDR_PRIx " value 0x%"
+                         PRIx64 " refused", addr, next);
         return;
     }
     if (mask && phy > UINT64_MAX - mask) {
         /* The window's memory would wrap past 2^64 to address 0. */
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: DMA window at 0x%" PRIx64
-                      " with mask 0x%" PRIx64 " wraps; register 0x%"
-                      HWADDR_PRIx " refused\n", phy, mask, addr);
-        arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, epn, 0, addr);
+        arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, epn, 0, addr,
+                         "DMA window at 0x%" PRIx64 " with mask 0x%" PRIx64
+                         " wraps; register 0x%" HWADDR_PRIx " refused",
+                         phy, mask, addr);
         return;
     }
     *reg = next;
@@ -320,7 +374,9 @@ static void arctic_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
         break;
     case A_EP_JOB:
         if (value & ~R_EP_JOB_TAG_MASK) {
-            arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, epn, 0, addr);
+            arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, epn, 0, addr,
+                             "EP_JOB 0x%x of endpoint %u has bits outside "
+                             "its tag", value, epn);
         } else if (arctic_check_off(s, tx_off && rx_off, addr)) {
             ep->job = value;
         }
@@ -437,9 +493,9 @@ static uint64_t arctic_control_read(void *opaque, hwaddr addr, unsigned size)
         break;
     }
     if (!ok) {
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: read of unassigned "
-                      "control register 0x%" HWADDR_PRIx "\n", addr);
-        arctic_niu_set_error(s, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr);
+        arctic_niu_error(s, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr,
+                         "read of unassigned control register 0x%"
+                         HWADDR_PRIx, addr);
     }
     trace_arctic_niu_control_read(s->node_id, addr, val);
     return val;
@@ -454,10 +510,10 @@ static void arctic_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
                      (tx ? 0 : R_NIU_CTRL_RAW_MASK);
 
     if (value & ~valid) {
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: reserved bits set in "
-                      "%s 0x%x\n", tx ? "TxCtrl" : "RxCtrl", value);
-        arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0,
-                             tx ? A_NIU_TX_CTRL : A_NIU_RX_CTRL);
+        arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0,
+                         tx ? A_NIU_TX_CTRL : A_NIU_RX_CTRL,
+                         "reserved bits set in %s 0x%x",
+                         tx ? "TxCtrl" : "RxCtrl", value);
         return;
     }
     if (FIELD_EX32(value, NIU_CTRL, RESET)) {
@@ -534,7 +590,9 @@ static void arctic_control_write(void *opaque, hwaddr addr, uint64_t val64,
     case A_NIU_VMASK:
         if (arctic_check_off(s, arctic_tx_off(s) && !s->rx_enabled, addr)) {
             if (val & ~R_NIU_VMASK_MASK_MASK) {
-                arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, addr);
+                arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
+                                 "VMASK 0x%x has bits outside its mask",
+                                 val);
             } else {
                 s->vmask = val;
             }
@@ -576,13 +634,13 @@ static void arctic_control_write(void *opaque, hwaddr addr, uint64_t val64,
         break;
     }
     if (read_only) {
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: write to read-only "
-                      "register 0x%" HWADDR_PRIx "\n", addr);
-        arctic_niu_set_error(s, ARCTIC_ERR_RO_WRITE, 0, 0, addr);
+        arctic_niu_error(s, ARCTIC_ERR_RO_WRITE, 0, 0, addr,
+                         "write to read-only register 0x%" HWADDR_PRIx,
+                         addr);
     } else if (!ok) {
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: write to unassigned "
-                      "control register 0x%" HWADDR_PRIx "\n", addr);
-        arctic_niu_set_error(s, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr);
+        arctic_niu_error(s, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr,
+                         "write to unassigned control register 0x%"
+                         HWADDR_PRIx, addr);
     }
 }
 
@@ -623,10 +681,9 @@ static uint64_t arctic_user_read(void *opaque, hwaddr addr, unsigned size)
         trace_arctic_niu_user_read(s->node_id, epn, reg, val);
         return val;
     }
-    qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: read of user register 0x%"
-                  HWADDR_PRIx " of endpoint %u, which reads nothing\n",
-                  reg, epn);
-    arctic_niu_set_error(s, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg);
+    arctic_niu_error(s, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg,
+                     "read of user register 0x%" HWADDR_PRIx " of endpoint "
+                     "%u, which reads nothing", reg, epn);
     trace_arctic_niu_user_read(s->node_id, epn, reg, 0);
     return 0;
 }
@@ -663,9 +720,9 @@ static void arctic_user_write(void *opaque, hwaddr addr, uint64_t val,
         }
         return;
     }
-    qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: write to unassigned user "
-                  "register 0x%" HWADDR_PRIx " of endpoint %u\n", reg, epn);
-    arctic_niu_set_error(s, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg);
+    arctic_niu_error(s, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg,
+                     "write to unassigned user register 0x%" HWADDR_PRIx
+                     " of endpoint %u", reg, epn);
 }
 
 static const MemoryRegionOps arctic_user_ops = {
@@ -700,11 +757,9 @@ static void arctic_start_test_dma(ArcticNiuState *s, uint32_t cmd)
 
     if ((cmd != ARCTIC_TEST_DMA_FILL && cmd != ARCTIC_TEST_DMA_CHECK) ||
         !test_dma_args_valid(s)) {
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: test DMA command %u "
-                      "at 0x%" PRIx64 " with size %u refused\n", cmd,
-                      s->test_dma_addr, size);
-        arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0,
-                             A_NIU_TEST_DMA_CTRL);
+        arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TEST_DMA_CTRL,
+                         "test DMA command %u at 0x%" PRIx64 " with size %u "
+                         "refused", cmd, s->test_dma_addr, size);
         s->test_dma_status = FIELD_DP32(R_NIU_TEST_DMA_STATUS_DONE_MASK,
                                         NIU_TEST_DMA_STATUS, BAD_ARGS, 1);
         return;
@@ -745,7 +800,9 @@ static void arctic_test_dma_bh(void *opaque)
         }
     }
     if (res != MEMTX_OK) {
-        arctic_niu_set_error(s, ARCTIC_ERR_DMA, 0, 0, A_NIU_TEST_DMA_CTRL);
+        arctic_niu_error(s, ARCTIC_ERR_DMA, 0, 0, A_NIU_TEST_DMA_CTRL,
+                         "test DMA at 0x%" PRIx64 " of %u bytes failed",
+                         s->test_dma_addr, size);
         status = FIELD_DP32(status, NIU_TEST_DMA_STATUS, DMA_ERROR, 1);
     }
     s->test_dma_status = FIELD_DP32(status, NIU_TEST_DMA_STATUS, DONE, 1);
@@ -940,6 +997,7 @@ static void link_guarded(NiuLink *link, void (*fn)(ArcticNiuState *s))
 static void link_up_work(ArcticNiuState *s)
 {
     arctic_niu_count(s, ARCTIC_CNT_LINK_UPS);
+    s->error_warned = 0;        /* the network's faults are news again */
     arctic_tx_link_up(s);
     arctic_tx_pump(s, false);
 }
@@ -985,9 +1043,9 @@ static void arctic_niu_link_posted(NiuLink *link)
 }
 
 static void arctic_niu_link_error(NiuLink *link, enum arctic_error cause,
-                                  uint32_t detail)
+                                  uint32_t detail, const char *what)
 {
-    arctic_niu_set_error(link_owner(link), cause, 0, 0, detail);
+    arctic_niu_error(link_owner(link), cause, 0, 0, detail, "%s", what);
 }
 
 static const NiuLinkOps arctic_niu_link_ops = {

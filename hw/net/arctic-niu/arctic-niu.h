@@ -176,6 +176,7 @@ struct ArcticNiuState {
     uint32_t irq_status;
     uint32_t irq_enable;
     uint32_t error_cause;
+    uint32_t error_warned;      /* causes warned about since link up */
     uint32_t error_info;
     uint32_t scratch;
     uint64_t test_dma_addr;
@@ -270,8 +271,9 @@ static inline void arctic_niu_guard_leave(ArcticNiuState *s, bool was_engaged)
 }
 
 /* arctic-niu.c */
-void arctic_niu_set_error(ArcticNiuState *s, enum arctic_error cause,
-                          unsigned ep, unsigned queue, uint32_t detail);
+void arctic_niu_error(ArcticNiuState *s, enum arctic_error cause,
+                      unsigned ep, unsigned queue, uint32_t detail,
+                      const char *fmt, ...) G_GNUC_PRINTF(6, 7);
 void arctic_niu_count(ArcticNiuState *s, enum arctic_counter c);
 void arctic_niu_irq_event(ArcticNiuState *s, uint32_t cause_mask);
 void arctic_niu_full_reset(ArcticNiuState *s);

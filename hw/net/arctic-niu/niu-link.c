@@ -182,11 +182,11 @@ void niu_link_writable(NiuLink *link)
 static void link_protocol_error(NiuLink *link, const char *what,
                                 uint32_t value)
 {
-    /* The switch's fault, not the guest's. */
-    warn_report_once("arctic-niu: node %u: link protocol error: %s (0x%x); "
-                     "reconnecting", link->node_id, what, value);
+    g_autofree char *text = g_strdup_printf("link protocol error: %s (0x%x); "
+                                            "reconnecting", what, value);
+
     trace_arctic_niu_link_protocol_error(link->node_id, what, value);
-    link->ops->error(link, ARCTIC_ERR_LINK_PROTOCOL, value);
+    link->ops->error(link, ARCTIC_ERR_LINK_PROTOCOL, value, text);
     niu_link_closed(link);
     link->transport->disconnect(link);
 }
@@ -235,15 +235,12 @@ static void link_handle_reject(NiuLink *link, const uint8_t *body)
 {
     char text[ARCTIC_REJECT_TEXT_ESCAPED_SIZE];
     uint32_t reason = arctic_reject_decode(body, text);
+    g_autofree char *what = g_strdup_printf("the switch refused the link: %s "
+                                            "(reason %u)", text, reason);
 
-    if (!link->rejected) {
-        /* Said once per refusal streak: the transport keeps reconnecting. */
-        warn_report("arctic-niu: switch refused node %u: %s (reason %u)",
-                    link->node_id, text, reason);
-    }
     link->rejected = true;
     trace_arctic_niu_link_reject(link->node_id, reason, text);
-    link->ops->error(link, ARCTIC_ERR_LINK_REJECTED, reason);
+    link->ops->error(link, ARCTIC_ERR_LINK_REJECTED, reason, what);
     niu_link_closed(link);
     link->transport->disconnect(link);
 }

@@ -60,9 +60,12 @@ typedef struct NiuLinkOps {
     void (*deferred)(NiuLink *link);
     /* Work the owner handed to the transport's thread (niu_link_post()). */
     void (*posted)(NiuLink *link);
-    /* Something for the device's error registers (a protocol error, a
-     * refusal); the link has already logged and traced it. */
-    void (*error)(NiuLink *link, enum arctic_error cause, uint32_t detail);
+    /*
+     * Something for the device's error registers and log (a protocol
+     * error, a refusal), said in @what; the link has traced it.
+     */
+    void (*error)(NiuLink *link, enum arctic_error cause, uint32_t detail,
+                  const char *what);
 } NiuLinkOps;
 
 /* What a transport does for the session. */

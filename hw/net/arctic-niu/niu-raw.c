@@ -60,12 +60,10 @@ static uint32_t raw_rx_pop(ArcticNiuState *s, uint8_t prio)
     uint32_t val;
 
     if (s->raw_rx_count[prio] == 0) {
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: read of an empty "
-                      "receive FIFO\n");
-        arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0,
-                             prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_RXQ_HI
-                                                          : ARCTIC_RXQ_LO,
-                             0);
+        arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0,
+                         prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_RXQ_HI
+                                                      : ARCTIC_RXQ_LO,
+                         0, "read of an empty receive FIFO");
         return 0;
     }
     val = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET +
@@ -108,16 +106,14 @@ static bool raw_tx_push(ArcticNiuState *s, uint8_t prio, uint32_t val,
 {
     if (s->tx_enabled) {
         /* dMPI and MPI do not mix on one datapath (§2.3). */
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: raw transmit while the "
-                      "transmit datapath is on\n");
-        arctic_niu_set_error(s, ARCTIC_ERR_BUSY, 0, 0, reg);
+        arctic_niu_error(s, ARCTIC_ERR_BUSY, 0, 0, reg,
+                         "raw transmit while the transmit datapath is on");
         return true;
     }
     if (s->raw_tx_ready[prio]) {
         /* TxStatus said full: the word is refused, and says so. */
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: raw transmit FIFO "
-                      "written while full\n");
-        arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg);
+        arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
+                         "raw transmit FIFO written while full");
         return true;
     }
     if (s->raw_tx_overrun[prio] ||
@@ -125,10 +121,9 @@ static bool raw_tx_push(ArcticNiuState *s, uint8_t prio, uint32_t val,
         /* Longer than any packet: the whole packet is discarded, up to
          * and including its *Last word, so the next one starts clean. */
         if (!s->raw_tx_overrun[prio]) {
-            qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: raw packet longer "
-                          "than %d words discarded\n",
-                          ARCTIC_MAX_PACKET_WORDS);
-            arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg);
+            arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
+                             "raw packet longer than %d words discarded",
+                             ARCTIC_MAX_PACKET_WORDS);
             arctic_niu_count(s, ARCTIC_CNT_TX_ERRORS);
         }
         s->raw_tx_overrun[prio] = !last;

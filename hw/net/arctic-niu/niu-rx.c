@@ -113,11 +113,10 @@ static unsigned deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
         /* The sender named memory this endpoint never registered: no byte
          * is written, and retrying cannot help, so the packet is dropped
          * (and acked); the receiver's ERROR_CAUSE says why. */
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: node %u endpoint %u "
-                      "refused DMA to 0x%" PRIx64 " outside its window\n",
-                      s->node_id, epn, target);
-        arctic_niu_set_error(s, ARCTIC_ERR_DMA_RANGE, epn, ARCTIC_RXQ_HI,
-                             (uint32_t)target >> 6);
+        arctic_niu_error(s, ARCTIC_ERR_DMA_RANGE, epn, ARCTIC_RXQ_HI,
+                         (uint32_t)target >> 6,
+                         "endpoint %u refused DMA to 0x%" PRIx64
+                         " outside its window", epn, target);
         arctic_niu_count(s, ARCTIC_CNT_BAD_PACKETS);
         s->rx_dma_failed[src] |= 1u << epn;
         return DROPPED;
@@ -126,7 +125,9 @@ static unsigned deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
         data[i] = cpu_to_le32(arctic_get_le32(words + 16 + 4 * i));
     }
     if (pci_dma_write(PCI_DEVICE(s), phys, data, sizeof(data)) != MEMTX_OK) {
-        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, ARCTIC_RXQ_HI, 0);
+        arctic_niu_error(s, ARCTIC_ERR_DMA, epn, ARCTIC_RXQ_HI, 0,
+                         "remote DMA to 0x%" PRIx64 " of endpoint %u failed",
+                         (uint64_t)phys, epn);
         return ARCTIC_NACK_RX_ERROR;
     }
     trace_arctic_niu_rx_dma(s->node_id, epn, target, phys);
@@ -136,6 +137,16 @@ static unsigned deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
 
 /* An Rx head counts INDEX and LAP as one number modulo 2N (EP_RX_HD). */
 QEMU_BUILD_BUG_ON((int)R_EP_RX_HD_LAP_SHIFT != (int)ARCTIC_LOG2_N);
+
+/* The receive slot @idx of (@epn, @q), at @addr, could not be reached. */
+static unsigned rx_slot_dma_failed(ArcticNiuState *s, unsigned epn,
+                                   unsigned q, unsigned idx, dma_addr_t addr)
+{
+    arctic_niu_error(s, ARCTIC_ERR_DMA, epn, q, idx,
+                     "endpoint %u receive queue %u slot %u at 0x%" PRIx64
+                     " is not guest memory", epn, q, idx, (uint64_t)addr);
+    return ARCTIC_NACK_RX_ERROR;
+}
 
 /* Write a whole receive slot, body before the header that makes it valid
  * (§6.3.1 steps 4-6).  Returns 0 or a nack reason. */
@@ -151,8 +162,7 @@ static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
     uint32_t old;
 
     if (pci_dma_read(PCI_DEVICE(s), addr, &old, 4) != MEMTX_OK) {
-        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, idx);
-        return ARCTIC_NACK_RX_ERROR;
+        return rx_slot_dma_failed(s, epn, q, idx, addr);
     }
     if (FIELD_EX32(le32_to_cpu(old), MPI_HEADER, VALID)) {
         trace_arctic_niu_rx_queue_full(s->node_id, epn, q, idx);
@@ -163,8 +173,7 @@ static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
         pci_dma_write(PCI_DEVICE(s), addr + ARCTIC_SLOT_PAYLOAD,
                       body + ARCTIC_COMMAND_WORDS,
                       4 * payload_words) != MEMTX_OK) {
-        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, idx);
-        return ARCTIC_NACK_RX_ERROR;
+        return rx_slot_dma_failed(s, epn, q, idx, addr);
     }
     /* The body must be visible before the valid bit (§3.1). */
     smp_wmb();
@@ -172,8 +181,7 @@ static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                         FIELD_EX32(ep->rx_head[q], EP_RX_HD, LAP));
     header = cpu_to_le32(FIELD_DP32(header, MPI_HEADER, VALID, 1));
     if (pci_dma_write(PCI_DEVICE(s), addr, &header, 4) != MEMTX_OK) {
-        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, idx);
-        return ARCTIC_NACK_RX_ERROR;
+        return rx_slot_dma_failed(s, epn, q, idx, addr);
     }
     /* INDEX and LAP count on together: LAP flips as INDEX wraps. */
     ep->rx_head[q] = (ep->rx_head[q] + 1) % (2 * ARCTIC_N);
@@ -209,7 +217,9 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
         /* A packet of a shape no slot or DMA block holds is the sender's
          * error; it can never be delivered, so it is acked and dropped
          * rather than retried forever. */
-        arctic_niu_set_error(s, ARCTIC_ERR_BAD_PACKET, epn, q, w1 & 0xffff);
+        arctic_niu_error(s, ARCTIC_ERR_BAD_PACKET, epn, q, w1 & 0xffff,
+                         "%s packet of length %u from node %u dropped",
+                         dma ? "DMA" : "MPI", arctic_len, src);
         arctic_niu_count(s, ARCTIC_CNT_BAD_PACKETS);
         return DROPPED;
     }
@@ -348,9 +358,8 @@ void arctic_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
         }
     }
     if (err != ARCTIC_WIRE_OK) {
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: node %u dropped a "
-                      "malformed packet (reason %d)\n", s->node_id, err);
-        arctic_niu_set_error(s, ARCTIC_ERR_BAD_PACKET, 0, 0, err);
+        arctic_niu_error(s, ARCTIC_ERR_BAD_PACKET, 0, 0, err,
+                         "dropped a malformed packet (reason %d)", err);
         arctic_niu_count(s, ARCTIC_CNT_BAD_PACKETS);
         return;
     }
@@ -420,7 +429,8 @@ bool arctic_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
         }
         if (!FIELD_EX32(route, ROUTE_ENTRY, VALID)) {
             /* The sender will time out and retry once a route exists. */
-            arctic_niu_set_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, src);
+            arctic_niu_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, src,
+                             "no route to node %u for an ack", src);
             continue;
         }
         route = FIELD_DP32(route, ROUTE_ENTRY, PRIORITY, ARCTIC_PRIORITY_HIGH);

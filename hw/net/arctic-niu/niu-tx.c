@@ -198,6 +198,16 @@ bool arctic_tx_draining(ArcticNiuState *s)
  * MPFSM
  */
 
+/* The Tx slot at the tail of (@epn, @q), at @addr, could not be reached. */
+static void tx_slot_dma_failed(ArcticNiuState *s, unsigned epn, unsigned q,
+                               dma_addr_t addr)
+{
+    arctic_niu_error(s, ARCTIC_ERR_DMA, epn, q, s->ep[epn].tx_tail[q],
+                     "endpoint %u transmit queue %u slot %u at 0x%" PRIx64
+                     " is not guest memory", epn, q, s->ep[epn].tx_tail[q],
+                     (uint64_t)addr);
+}
+
 /* Release a slot by clearing its header (seed 002 §6.2.1 step 8).  The
  * tail moves on even if the write fails: the slot's packet is already in
  * a line, and sending it again would deliver it twice. */
@@ -208,7 +218,7 @@ static void release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
     ArcticEndpoint *ep = &s->ep[epn];
 
     if (pci_dma_write(PCI_DEVICE(s), addr, &zero, sizeof(zero)) != MEMTX_OK) {
-        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->tx_tail[q]);
+        tx_slot_dma_failed(s, epn, q, addr);
     }
     trace_arctic_niu_tx_slot_release(s->node_id, epn, q, ep->tx_tail[q]);
     ep->tx_tail[q] = (ep->tx_tail[q] + 1) % ARCTIC_N;
@@ -220,10 +230,9 @@ static void refuse_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                         dma_addr_t addr, enum arctic_error cause,
                         uint32_t header)
 {
-    qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: endpoint %u queue %u slot "
-                  "%u header 0x%08x refused\n", epn, q, s->ep[epn].tx_tail[q],
-                  header);
-    arctic_niu_set_error(s, cause, epn, q, s->ep[epn].tx_tail[q]);
+    arctic_niu_error(s, cause, epn, q, s->ep[epn].tx_tail[q],
+                     "endpoint %u queue %u slot %u header 0x%08x refused",
+                     epn, q, s->ep[epn].tx_tail[q], header);
     arctic_niu_count(s, ARCTIC_CNT_TX_ERRORS);
     s->tx_refused++;
     release_slot(s, epn, q, addr);
@@ -382,7 +391,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
     uint64_t target, source, phys;
 
     if (pci_dma_read(PCI_DEVICE(s), addr, &req, sizeof(req)) != MEMTX_OK) {
-        arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->tx_tail[q]);
+        tx_slot_dma_failed(s, epn, q, addr);
         return false;
     }
     header = le32_to_cpu(req.header);
@@ -479,9 +488,9 @@ bool arctic_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
         count != FIELD_EX32(w1, ARCTIC_W1, LENGTH) ||
         FIELD_EX32(w0, ARCTIC_W0, ZERO) != 0 ||
         FIELD_EX32(w0, ARCTIC_W0, PRIORITY) != prio || dest >= ARCTIC_S) {
-        qemu_log_mask(LOG_GUEST_ERROR, "arctic-niu: raw packet of %u words "
-                      "(0x%08x 0x%08x) refused\n", count, w0, w1);
-        arctic_niu_set_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, count);
+        arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, count,
+                         "raw packet of %u words (0x%08x 0x%08x) refused",
+                         count, w0, w1);
         arctic_niu_count(s, ARCTIC_CNT_TX_ERRORS);
         return true;
     }
@@ -537,7 +546,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             break;
         }
         if (pci_dma_read(PCI_DEVICE(s), addr, &header, 4) != MEMTX_OK) {
-            arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->tx_tail[q]);
+            tx_slot_dma_failed(s, epn, q, addr);
             break;
         }
         header = le32_to_cpu(header);
@@ -590,7 +599,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
         }
         if (pci_dma_read(PCI_DEVICE(s), addr, &slot, sizeof(slot)) !=
             MEMTX_OK) {
-            arctic_niu_set_error(s, ARCTIC_ERR_DMA, epn, q, ep->tx_tail[q]);
+            tx_slot_dma_failed(s, epn, q, addr);
             break;
         }
         build_mpi(s, line, epn, route, header,
@@ -632,7 +641,9 @@ static void send_reports(ArcticNiuState *s)
             line_fill(s, line, 0, r->node, route, w1, body, ARRAY_SIZE(body));
             line_mark(line, R_ARCTIC_E2E_FLAGS_NOTICE_MASK, r->job);
         } else {
-            arctic_niu_set_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, r->node);
+            arctic_niu_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, r->node,
+                             "no route to node %u for a DMA report",
+                             r->node);
         }
         s->report_head = (s->report_head + 1) % ARRAY_SIZE(s->reports);
         s->report_count--;
@@ -975,10 +986,9 @@ static void peer_dead(ArcticNiuState *s, uint16_t node)
     s->peer_waiting_since[node] = 0;
     s->counters[ARCTIC_CNT_PEER_DROPPED] += dropped;
     trace_arctic_niu_peer_dead(s->node_id, node, dropped, endpoints);
-    warn_report("arctic-niu: node %u: node %u answered nothing for %u ms; "
-                "%u packet(s) to it dropped", s->node_id, node,
-                s->peer_timeout_ms, dropped);
-    arctic_niu_set_error(s, ARCTIC_ERR_PEER_DEAD, 0, 0, node);
+    arctic_niu_error(s, ARCTIC_ERR_PEER_DEAD, 0, 0, node,
+                     "node %u answered nothing for %u ms; %u packet(s) to it "
+                     "dropped", node, s->peer_timeout_ms, dropped);
     for (i = 0; i < ARCTIC_ENDPOINTS; i++) {
         if (endpoints & (1u << i)) {
             arctic_rx_local_notice(s, i,
