@@ -763,15 +763,30 @@ static char *explain_wait(ArcticSwitch *sw, const struct sw_router *router,
     return g_string_free(s, FALSE);
 }
 
+/* Where the oldest packet of a priority found so far is. */
+struct oldest_candidate {
+    const struct sw_packet *p;
+    const struct sw_router *router;     /* NULL: in a delay line */
+    unsigned input;                     /* router input, or the port */
+    unsigned ahead;                     /* packets ahead of it in its queue */
+};
+
+static void consider_oldest(struct oldest_candidate *c,
+                            const struct sw_packet *p,
+                            const struct sw_router *router, unsigned input,
+                            unsigned ahead)
+{
+    if (!c->p || p->ingress_ns < c->p->ingress_ns) {
+        *c = (struct oldest_candidate) { p, router, input, ahead };
+    }
+}
+
 /* The oldest packet of each priority in the routers and delay lines. */
 void sw_find_oldest(ArcticSwitch *sw, uint64_t now_ns,
                     struct arctic_oldest_packet *oldest)
 {
     size_t n = (size_t)sw->levels * sw->routers_per_level, r;
-    const struct sw_packet *best[ARCTIC_NUM_PRIORITIES] = { NULL };
-    const struct sw_router *best_router[ARCTIC_NUM_PRIORITIES] = { NULL };
-    unsigned best_input[ARCTIC_NUM_PRIORITIES] = { 0 };
-    unsigned best_ahead[ARCTIC_NUM_PRIORITIES] = { 0 };
+    struct oldest_candidate best[ARCTIC_NUM_PRIORITIES] = { { NULL } };
     unsigned i, prio;
 
     for (r = 0; r < n; r++) {
@@ -782,12 +797,7 @@ void sw_find_oldest(ArcticSwitch *sw, uint64_t now_ns,
 
                 for (p = sw->routers[r].in[i].queue[prio].head; p;
                      p = p->next, k++) {
-                    if (!best[prio] || p->ingress_ns < best[prio]->ingress_ns) {
-                        best[prio] = p;
-                        best_router[prio] = &sw->routers[r];
-                        best_input[prio] = i;
-                        best_ahead[prio] = k;
-                    }
+                    consider_oldest(&best[prio], p, &sw->routers[r], i, k);
                 }
             }
         }
@@ -796,35 +806,31 @@ void sw_find_oldest(ArcticSwitch *sw, uint64_t now_ns,
         for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
             const struct sw_packet *p = sw->port[i].delay_line[prio].head;
 
-            if (p && (!best[prio] || p->ingress_ns < best[prio]->ingress_ns)) {
-                best[prio] = p;
-                best_router[prio] = NULL;
-                best_input[prio] = i;
+            if (p) {
+                consider_oldest(&best[prio], p, NULL, i, 0);
             }
         }
     }
     for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
-        const struct sw_packet *p = best[prio];
-        const struct sw_router *router = best_router[prio];
+        const struct oldest_candidate *c = &best[prio];
         struct arctic_oldest_packet *o = &oldest[prio];
 
         memset(o, 0, sizeof(*o));
-        if (!p) {
+        if (!c->p) {
             continue;
         }
         o->present = true;
-        o->age_ns = now_ns > p->ingress_ns ? now_ns - p->ingress_ns : 0;
-        o->src = p->src_port;
-        o->dst = p->dst_port;
-        if (!router) {
-            o->where = g_strdup_printf("delay line of port %u",
-                                       best_input[prio]);
+        o->age_ns = now_ns > c->p->ingress_ns ? now_ns - c->p->ingress_ns : 0;
+        o->src = c->p->src_port;
+        o->dst = c->p->dst_port;
+        if (!c->router) {
+            o->where = g_strdup_printf("delay line of port %u", c->input);
             o->waits_for = g_strdup("its delay");
             continue;
         }
         o->where = g_strdup_printf("router %u.%u input %u, %u packet(s) "
-                                   "ahead", router->level, router->index,
-                                   best_input[prio], best_ahead[prio]);
-        o->waits_for = explain_wait(sw, router, best_input[prio], p);
+                                   "ahead", c->router->level, c->router->index,
+                                   c->input, c->ahead);
+        o->waits_for = explain_wait(sw, c->router, c->input, c->p);
     }
 }
