@@ -106,7 +106,7 @@ void arctic_niu_irq_event(ArcticNiuState *s, uint32_t cause_mask)
 
 static G_GNUC_PRINTF(3, 0)
 void arctic_niu_log_error(ArcticNiuState *s, enum arctic_error cause,
-                                 const char *fmt, va_list ap)
+                          const char *fmt, va_list ap)
 {
     g_autofree char *what = NULL;
 
