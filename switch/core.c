@@ -15,8 +15,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -121,6 +123,23 @@ bool sw_conn_output_room(const struct sw_conn *conn, size_t bytes)
     return conn && conn->state == SW_CONN_LIVE &&
            SW_CONN_OUTPUT_BUFFER - (conn->output_end - conn->output_start) >=
            bytes;
+}
+
+/*
+ * Bytes written to @conn's NIU that it has not read: those in our output
+ * buffer and those its socket holds (SIOCOUTQ: on a UNIX socket the
+ * memory of what the peer has not taken, a few hundred bytes per write
+ * whatever its size; on TCP the bytes it has not acknowledged).  0 means
+ * the NIU has read everything.
+ */
+size_t sw_conn_unread(const struct sw_conn *conn)
+{
+    int queued = 0;
+
+    if (ioctl(conn->fd, SIOCOUTQ, &queued) < 0) {
+        queued = 0;
+    }
+    return conn->output_end - conn->output_start + MAX(queued, 0);
 }
 
 /* Caller checked the room (or is writing a handshake reply into an
@@ -510,6 +529,8 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
         welcome.credits[prio] = port->ingress_credits[prio];
     }
     port->credit_due_ns = 0;
+    port->last_frame_ns = sw->now_ns;     /* its HELLO */
+    port->last_credit_ns = 0;
     welcome.magic = ARCTIC_LINK_MAGIC;
     welcome.version_major = ARCTIC_LINK_VERSION_MAJOR;
     welcome.version_minor = ARCTIC_LINK_VERSION_MINOR;
@@ -548,6 +569,7 @@ static void handle_live_frame(ArcticSwitch *sw, struct sw_conn *conn,
 {
     struct sw_port *port = &sw->port[conn->port];
 
+    port->last_frame_ns = sw->now_ns;
     switch (h->type) {
     case ARCTIC_FRAME_PACKET: {
         /* The frame, not the packet, says whose credit it uses. */
@@ -570,6 +592,7 @@ static void handle_live_frame(ArcticSwitch *sw, struct sw_conn *conn,
         unsigned low = arctic_get_le16(body);
         unsigned high = arctic_get_le16(body + 2);
 
+        port->last_credit_ns = sw->now_ns;
         port->egress_credits[ARCTIC_PRIORITY_LOW] += low;
         port->egress_credits[ARCTIC_PRIORITY_HIGH] += high;
         if (port->egress_credits[ARCTIC_PRIORITY_LOW] > ARCTIC_LINK_MAX_CREDITS ||

@@ -705,12 +705,27 @@ static void append_step(GString *s, const char *fmt, ...)
     va_end(ap);
 }
 
+/* ", WHAT T ms ago" for a time of the loop's clock (0: "WHAT never"). */
+static void append_age(GString *s, const ArcticSwitch *sw, const char *what,
+                       uint64_t when_ns)
+{
+    if (!when_ns) {
+        g_string_append_printf(s, ", %s never", what);
+    } else {
+        g_string_append_printf(s, ", %s %.1f ms ago", what,
+                               (sw->now_ns - when_ns) / 1e6);
+    }
+}
+
 /*
  * Why @p, at input @i of @router, has not moved on: from the head of its
  * queue to the output the head wants and, while that leads to a full
  * router input, on to the head packet there, until what holds the chain
  * up: an NIU without credit or whose socket is full, or a buffer with room
  * (the packet then only waits for the next pass or the timing model).
+ * For an NIU, when it last returned credit and last sent anything, and
+ * how many bytes sent to it it has not read, tell a stalled NIU (nothing
+ * read) from one that reads but keeps its credits.
  */
 static char *explain_wait(ArcticSwitch *sw, const struct sw_router *router,
                           unsigned i, const struct sw_packet *p)
@@ -733,12 +748,21 @@ static char *explain_wait(ArcticSwitch *sw, const struct sw_router *router,
             struct sw_port *port = &sw->port[out->node];
             size_t frame = ARCTIC_LINK_HEADER_SIZE + p->size + SW_CREDIT_FRAME;
 
-            append_step(s, "port %d: %u credit(s), %s, delay line %u",
-                        out->node, port->egress_credits[p->priority],
-                        !port->conn ? "not connected" :
-                        sw_conn_output_room(port->conn, frame) ?
-                        "socket has room" : "socket output full",
-                        port->delay_line[p->priority].count);
+            append_step(s, "port %d: %u credit(s)", out->node,
+                        port->egress_credits[p->priority]);
+            if (!port->conn) {
+                g_string_append(s, ", not connected");
+            } else {
+                append_age(s, sw, "last credit", port->last_credit_ns);
+                append_age(s, sw, "last frame", port->last_frame_ns);
+                g_string_append_printf(s, ", %zu byte(s) unread, %s",
+                                       sw_conn_unread(port->conn),
+                                       sw_conn_output_room(port->conn, frame) ?
+                                       "socket has room" :
+                                       "socket output full");
+            }
+            g_string_append_printf(s, ", delay line %u",
+                                   port->delay_line[p->priority].count);
             break;
         }
         if (!out->next) {

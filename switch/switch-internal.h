@@ -149,6 +149,9 @@ struct sw_port {
     unsigned ingress_credits[ARCTIC_NUM_PRIORITIES];
     unsigned credit_return_pending[ARCTIC_NUM_PRIORITIES];
     uint64_t credit_due_ns;     /* pending credits go alone then; 0 none */
+    /* When the NIU last sent a frame and a CREDIT frame (0: not since it
+     * attached), for the stats' account of what a packet waits for. */
+    uint64_t last_frame_ns, last_credit_ns;
     struct sw_queue delay_line[ARCTIC_NUM_PRIORITIES];
     struct sw_fault_state fault[ARCTIC_NUM_PRIORITIES];
     struct arctic_port_stats stats;
@@ -206,6 +209,7 @@ uint64_t sw_clock_ns(void);
 void sw_conn_queue_flush(ArcticSwitch *sw, struct sw_conn *conn);
 bool sw_conn_output_room(const struct sw_conn *conn, size_t bytes);
 uint8_t *sw_conn_output_reserve(struct sw_conn *conn, size_t bytes);
+size_t sw_conn_unread(const struct sw_conn *conn);
 void sw_conn_input(ArcticSwitch *sw, struct sw_conn *conn);
 void sw_conn_feed(ArcticSwitch *sw, struct sw_conn *conn, const uint8_t *data,
                   size_t len);
