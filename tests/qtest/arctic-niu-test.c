@@ -618,10 +618,8 @@ static bool link_thread(void)
     return g_strcmp0(g_getenv("ARCTIC_NIU_TEST_LINK"), "thread") == 0;
 }
 
-/* Extra "-device arctic-niu" properties for the next niu_start*(). */
-static const char *niu_props = "";
-
-static Niu *niu_start_node(const char *link, unsigned node)
+/* @props: extra "-device arctic-niu" properties, or "". */
+static Niu *niu_start_node(const char *link, unsigned node, const char *props)
 {
     Niu *n = g_new0(Niu, 1);
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
@@ -669,7 +667,7 @@ static Niu *niu_start_node(const char *link, unsigned node)
         g_string_append(args, "-device arctic-niu,");
     }
     g_string_append_printf(args, "id=niu,node-id=%u,addr=04.0%s%s", node,
-                           *niu_props ? "," : "", niu_props);
+                           *props ? "," : "", props);
     n->qts = qtest_init(args->str);
     g_string_free(args, true);
 
@@ -684,7 +682,7 @@ static Niu *niu_start_node(const char *link, unsigned node)
 
 static Niu *niu_start(bool with_link)
 {
-    return niu_start_node(with_link ? "listen" : NULL, NIU_NODE);
+    return niu_start_node(with_link ? "listen" : NULL, NIU_NODE, "");
 }
 
 /* What a driver does: queues, route table, Rx then Tx on. */
@@ -710,13 +708,20 @@ static void niu_setup(Niu *n)
     g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
 }
 
-static Niu *niu_start_linked(uint16_t hi_credits, uint16_t lo_credits)
+/* A set-up NIU with properties @props, its link up with these credits. */
+static Niu *niu_start_linked_props(const char *props, uint16_t hi_credits,
+                                   uint16_t lo_credits)
 {
-    Niu *n = niu_start(true);
+    Niu *n = niu_start_node("listen", NIU_NODE, props);
 
     niu_setup(n);
     link_handshake(n, hi_credits, lo_credits);
     return n;
+}
+
+static Niu *niu_start_linked(uint16_t hi_credits, uint16_t lo_credits)
+{
+    return niu_start_linked_props("", hi_credits, lo_credits);
 }
 
 static void niu_stop(Niu *n)
@@ -1093,9 +1098,7 @@ static void test_tx_doorbell_keeps_poll_interval(void)
     uint32_t v = 1;
     uint32_t epoch;
 
-    niu_props = "poll-max-ns=100000000";          /* 100 ms */
-    n = niu_start_linked(8, 8);
-    niu_props = "";
+    n = niu_start_linked_props("poll-max-ns=100000000", 8, 8);   /* 100 ms */
     qtest_clock_step(n->qts, 1000ull * 1000 * 1000);  /* idle: at max */
     guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v, 1);
     doorbell(n);
@@ -1138,9 +1141,8 @@ static void test_tx_poll_announced_work(void)
     uint32_t epoch;
 
     /* Polls every 100 ms at most; no retransmission in a 100 ms step. */
-    niu_props = "poll-max-ns=100000000,retry-timeout-ns=1000000000";
-    n = niu_start_linked(8, 8);
-    niu_props = "";
+    n = niu_start_linked_props("poll-max-ns=100000000,"
+                               "retry-timeout-ns=1000000000", 8, 8);
     qtest_clock_step(n->qts, 1000ull * 1000 * 1000);  /* idle: at max */
     guest_send(n, ARCTIC_TXQ_LO, 2, 0, 0, 0, &v[0], 1);
     doorbell(n);
@@ -1188,9 +1190,8 @@ static void test_ack_waits_for_reply(void)
     Niu *n;
     unsigned i;
 
-    niu_props = "retry-timeout-ns=8000000000,ack-delay-ns=2000000000";
-    n = niu_start_linked(8, 8);
-    niu_props = "";
+    n = niu_start_linked_props("retry-timeout-ns=8000000000,"
+                               "ack-delay-ns=2000000000", 8, 8);
     mark_rx_slots(n);
 
     size = peer_data(n, wire, PEER, hi, n->peer_epoch, 0, 3, 1, 2, &v, 1);
@@ -1234,9 +1235,8 @@ static void test_tx_doorbell_posted(void)
     unsigned i;
     Niu *n;
 
-    niu_props = "x-doorbell-posted=on,poll-max-ns=100000000";
-    n = niu_start_linked(8, 8);
-    niu_props = "";
+    n = niu_start_linked_props("x-doorbell-posted=on,poll-max-ns=100000000",
+                               8, 8);
     qtest_clock_step(n->qts, 1000ull * 1000 * 1000);  /* polls are rare */
     for (i = 0; i < 3; i++) {
         guest_send(n, ARCTIC_TXQ_HI, 2, 1, i, 0, &v[i], 1);
@@ -1469,9 +1469,7 @@ static void test_link_busy_poll(void)
     g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
     niu_stop(n);
 
-    niu_props = "x-link-busy-poll-ns=60000000000";
-    n = niu_start_linked(8, 8);
-    niu_props = "";
+    n = niu_start_linked_props("x-link-busy-poll-ns=60000000000", 8, 8);
     mark_rx_slots(n);
     if (!link_thread()) {
         g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==,
@@ -2182,9 +2180,7 @@ static void test_dma_share_leaves_mpi_lines(void)
     unsigned data = 0, other = 0;
     Niu *n;
 
-    niu_props = "lines=64";
-    n = niu_start_linked(128, 8);
-    niu_props = "";
+    n = niu_start_linked_props("lines=64", 128, 8);
     set_window_and_job(n, WIN_PHYS, WIN_VIRT, WIN_MASK, 0);
     fill_block(n, WIN_PHYS, block, 1);
     fill_block(n, WIN_PHYS + ARCTIC_D, block, 2);
@@ -3023,9 +3019,7 @@ static void check_high_lines_reserved(const char *props, unsigned lines)
     uint32_t v, elo = 0, ehi, caps;
     unsigned i;
 
-    niu_props = props;
-    n = niu_start_linked(lines * 2, lines * 2);
-    niu_props = "";
+    n = niu_start_linked_props(props, lines * 2, lines * 2);
     caps = reg_r(n, A_NIU_CAPS);
     g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, LINES), ==, lines);
     g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, HI_LINES), ==, 4);
@@ -3156,9 +3150,7 @@ static void test_link_send_order_kept(void)
     uint32_t v;
     unsigned i;
 
-    niu_props = "lines=32";
-    n = niu_start_linked(0, 0);
-    niu_props = "";
+    n = niu_start_linked_props("lines=32", 0, 0);
     for (i = 0; i < MSGS; i++) {
         v = 1000 + i;
         guest_send(n, ARCTIC_TXQ_HI, 2, 1, i, 0, &v, 1);
@@ -3560,7 +3552,7 @@ static void cluster_start_on(Cluster *c, unsigned nodes, const char *fault,
     }
     g_assert_true(g_file_test(c->sock, G_FILE_TEST_EXISTS));
     for (i = 0; i < nodes; i++) {
-        c->node[i] = niu_start_node(tcp ? c->tcp : c->sock, i);
+        c->node[i] = niu_start_node(tcp ? c->tcp : c->sock, i, "");
     }
 }
 
