@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * arctic-niu qtests: bad input from the guest, the network and the command
+ * line.
+ */
+
+#include "qemu/osdep.h"
+#include "arctic-niu-test.h"
+
+static void test_bad_slots_refused(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t v[ARCTIC_MAX_PAYLOAD + 1] = { 0 };
+    uint32_t header, epoch;
+
+    /* 21 payload words: refused, released, the queue moves on. */
+    header = mpi_header(2, 1, 0);
+    header = FIELD_DP32(header, MPI_HEADER, LENGTH, ARCTIC_MAX_PAYLOAD + 1);
+    guest_send_raw(n, ARCTIC_TXQ_HI, header, 0, 0, v, ARCTIC_MAX_PAYLOAD);
+    /* No route to node 3 at low priority. */
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    reg_w(n, ARCTIC_ROUTE_OFFSET(ARCTIC_ROUTE_TABLE_LOW, 3), 0);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    guest_send(n, ARCTIC_TXQ_LO, 3, 1, 0, 0, v, 1);
+    /* A DMA request in LoTx, where none may be (seed 002 §2.2.1). */
+    header = FIELD_DP32(mpi_header(2, 1, 0), MPI_HEADER, MODE, 1);
+    guest_send_raw(n, ARCTIC_TXQ_LO, header, 0, 0, v, 0);
+    /* A good one after them still goes. */
+    v[0] = 77;
+    guest_send(n, ARCTIC_TXQ_HI, 2, 3, 4, 5, v, 1);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 3, 4, 5, v, 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    link_expect_silence(n);
+    g_assert_cmphex(qtest_readl(n->qts, tx_slot_addr(ARCTIC_TXQ_HI, 0)), ==, 0);
+    g_assert_cmphex(qtest_readl(n->qts, tx_slot_addr(ARCTIC_TXQ_LO, 0)), ==, 0);
+    g_assert_cmphex(qtest_readl(n->qts, tx_slot_addr(ARCTIC_TXQ_LO, 1)), ==, 0);
+    g_assert_cmpint(ep_r(n, 0, A_EP_HI_TX_TL), ==, 2);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_TX_TL), ==, 2);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_ERRORS), ==, 3);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_LENGTH | 1u << ARCTIC_ERR_NO_ROUTE |
+                  1u << ARCTIC_ERR_BAD_MODE);
+    niu_stop(n);
+}
+
+/* Queues that point at no memory: errors, never a crash. */
+static void test_bad_queue_memory(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    size_t size;
+
+    reg_w(n, A_NIU_RX_CTRL, 0);
+    ep_w(n, 0, A_EP_RX_QBASE_LO, 0);
+    ep_w(n, 0, A_EP_RX_QBASE_HI, 0xfff00000);    /* far beyond RAM */
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0, 1,
+                     1, 1, NULL, 0);
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, 0, ARCTIC_NACK_RX_ERROR);
+    expect_errors(n, 1u << ARCTIC_ERR_DMA);
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    ep_w(n, 0, A_EP_TX_QBASE_HI, 0xfff00000);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    doorbell(n);
+    link_expect_silence(n);
+    expect_errors(n, 1u << ARCTIC_ERR_DMA);
+    niu_stop(n);
+}
+
+static void test_bad_packets_from_network(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    size_t size;
+
+    mark_rx_slots(n);
+    /* Corrupted in flight: CRC mismatch, dropped without an answer. */
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0, 1,
+                     2, 3, NULL, 0);
+    wire[ARCTIC_WIRE_WORDS_OFFSET + 9] ^= 0x40;
+    link_send_packet(n, wire, size);
+    /* Misrouted: meant for node 2. */
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0, 1,
+                     2, 3, NULL, 0);
+    wire[4] = 2;
+    arctic_wire_seal(wire, size);
+    link_send_packet(n, wire, size);
+    /* Length field disagreeing with the frame. */
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0, 1,
+                     2, 3, NULL, 0);
+    wire[ARCTIC_WIRE_WORDS_OFFSET + 4] += 1;
+    arctic_wire_seal(wire, size);
+    link_send_packet(n, wire, size);
+    /* An MPI packet claiming 21 payload words is dropped but acked. */
+    {
+        uint32_t big[ARCTIC_MAX_PAYLOAD + 1] = { 0 };
+        size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch,
+                         0, 1, 2, 3, big, ARCTIC_MAX_PAYLOAD + 1);
+        link_send_packet(n, wire, size);
+        expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                       n->peer_epoch, 0, 0);
+    }
+    g_assert_cmpint(counter(n, ARCTIC_CNT_BAD_PACKETS), ==, 4);
+    g_assert_cmpint(qtest_readl(n->qts, rx_slot_addr(ARCTIC_RXQ_HI, 0)), ==,
+                    0);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_PACKET);
+    /* The link is still good. */
+    n->peer_seq[ARCTIC_PRIORITY_HIGH] = 1;
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 1, 2, 3, NULL, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 1, 2, 3, NULL, 0);
+    niu_stop(n);
+}
+
+static void test_bad_frames_reset_link(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t junk[ARCTIC_LINK_HEADER_SIZE + 4];
+    uint8_t buf[ARCTIC_LINK_MAX_BODY];
+    uint16_t type;
+    uint32_t len;
+
+    /* An unknown frame type: the device drops the connection. */
+    arctic_frame_header_encode(junk, 77, 4);
+    g_assert_cmpint(send(n->fd, junk, sizeof(junk), MSG_NOSIGNAL), ==,
+                    sizeof(junk));
+    g_assert_cmpint(link_read(n, &type, buf, &len, WAIT_MS), ==, -1);
+    link_close(n);
+    expect_errors(n, 1u << ARCTIC_ERR_LINK_PROTOCOL);
+    /* It comes back; now a frame too large for any buffer. */
+    link_handshake(n, 8, 8);
+    arctic_frame_header_encode(junk, ARCTIC_FRAME_PACKET, 1u << 30);
+    g_assert_cmpint(send(n->fd, junk, ARCTIC_LINK_HEADER_SIZE, MSG_NOSIGNAL),
+                    ==, ARCTIC_LINK_HEADER_SIZE);
+    g_assert_cmpint(link_read(n, &type, buf, &len, WAIT_MS), ==, -1);
+    link_close(n);
+    expect_errors(n, 1u << ARCTIC_ERR_LINK_PROTOCOL);
+    /* More packets than the credits granted, in one burst so the device
+     * has no chance to return credits in between. */
+    link_handshake(n, 8, 8);
+    {
+        enum { BURST = 3 * ARCTIC_LINK_DEFAULT_CREDITS };
+        uint8_t burst[BURST * (ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE)];
+        size_t off = 0;
+
+        for (unsigned i = 0; i < BURST; i++) {
+            uint8_t *frame = burst + off;
+            size_t size = peer_data(n, frame + ARCTIC_LINK_HEADER_SIZE, PEER,
+                                    ARCTIC_PRIORITY_LOW, 1, 9, 0, 0, 0,
+                                    NULL, -1);
+            frame[ARCTIC_LINK_HEADER_SIZE + size - 1] ^= 1;   /* bad CRC */
+            arctic_frame_header_encode(frame, ARCTIC_FRAME_PACKET, size);
+            off += ARCTIC_LINK_HEADER_SIZE + size;
+        }
+        g_assert_cmpint(send(n->fd, burst, off, MSG_NOSIGNAL), ==, off);
+    }
+    while (link_read(n, &type, buf, &len, WAIT_MS) == 1) {
+        g_assert_cmpint(type, ==, ARCTIC_FRAME_CREDIT);
+    }
+    link_close(n);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_BAD_PACKETS), ==,
+                    ARCTIC_LINK_DEFAULT_CREDITS);
+    expect_errors(n, 1u << ARCTIC_ERR_LINK_PROTOCOL |
+                  1u << ARCTIC_ERR_BAD_PACKET);
+    link_handshake(n, 8, 8);
+    niu_stop(n);
+}
+
+/*
+ * Hostile guest and hostile network, at random (seeded by the test run):
+ * every register of both BARs written with random values, the queues
+ * filled with random slots, random bytes on the link.  QEMU must survive,
+ * and a reset must bring back a device that carries a message end to end.
+ */
+static void test_random_input_survives(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint8_t junk[512];
+    uint32_t v = 0x77, epoch;
+    unsigned i, round;
+
+    for (round = 0; round < 3; round++) {
+        for (i = 0; i < 4000; i++) {
+            uint64_t off = g_test_rand_int_range(0, ARCTIC_BAR_CONTROL_SIZE /
+                                                    4) * 4;
+            uint32_t val = g_test_rand_int();
+
+            if (off == A_NIU_TX_CTRL || off == A_NIU_RX_CTRL) {
+                val &= ~R_NIU_CTRL_RESET_MASK;  /* keep the chaos going */
+            }
+            reg_w(n, off, val);
+            if (i % 4 == 0) {
+                qpci_io_writel(n->dev, n->user,
+                               g_test_rand_int_range(0, ARCTIC_BAR_USER_SIZE /
+                                                        4) * 4,
+                               g_test_rand_int());
+            }
+            if (i % 8 == 0) {
+                /* A random slot in the queues the driver set up. */
+                uint64_t slot = TX_BASE + g_test_rand_int_range(0,
+                                    ARCTIC_TX_REGION_SIZE / ARCTIC_SLOT_SIZE) *
+                                ARCTIC_SLOT_SIZE;
+                unsigned w;
+
+                for (w = 0; w < ARCTIC_SLOT_SIZE / 4; w++) {
+                    qtest_writel(n->qts, slot + 4 * w, g_test_rand_int());
+                }
+            }
+        }
+        qtest_clock_step(n->qts, 10 * RETRY_NS);
+        g_assert_cmphex(reg_r(n, A_NIU_ID), ==, ARCTIC_NIU_ID_VALUE);
+    }
+    /* Garbage from the "switch": the device drops the link, reconnects. */
+    for (i = 0; i < sizeof(junk); i++) {
+        junk[i] = g_test_rand_int();
+    }
+    send(n->fd, junk, sizeof(junk), MSG_NOSIGNAL);
+    link_close(n);
+    wait_link_status(n, R_NIU_LINK_STATUS_CONNECTED_MASK, false);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_RESET_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    n->tx_head[0] = n->tx_head[1] = 0;
+    niu_setup(n);
+    link_handshake(n, 8, 8);
+    guest_send(n, ARCTIC_TXQ_HI, 2, 1, 2, 3, &v, 1);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 1, 2, 3, &v, 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    niu_stop(n);
+}
+
+/* Properties are checked when the device is created. */
+static void test_bad_properties(void)
+{
+    const char *qemu = g_getenv("QTEST_QEMU_BINARY");
+    const char *bad[] = { "node-id=256", "rx-credits=0",
+                          "poll-min-ns=10,poll-max-ns=5", "lines=7",
+                          "lines=256", "ack-delay-ns=600000",
+                          /* one link, not two */
+                          "chardev=c,link-socket=/nonexistent/switch.sock",
+                          /* TCP wants HOST:PORT */
+                          "link-socket=tcp:localhost", "link-socket=tcp:",
+                          NULL /* a link-socket= path too long for UNIX */ };
+    g_autofree char *long_path = g_strdup_printf(
+        "link-socket=/%0200d", 0);
+    unsigned i;
+
+    g_assert_nonnull(qemu);
+    for (i = 0; i < ARRAY_SIZE(bad); i++) {
+        g_autofree char *dev = g_strdup_printf("arctic-niu,%s",
+                                               bad[i] ? bad[i] : long_path);
+        g_autofree char *err = NULL;
+        const char *argv[] = { qemu, "-M", "q35", "-nodefaults", "-display",
+                               "none", "-S", "-chardev",
+                               "socket,id=c,path=/nonexistent/switch.sock,"
+                               "reconnect-ms=1000",
+                               "-device", dev, NULL };
+        int status = 0;
+
+        g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL,
+                                   G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
+                                   NULL, &err, &status, NULL));
+        g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+        g_assert_nonnull(strstr(err, "arctic-niu"));
+    }
+}
+
+void niu_test_add_bad(void)
+{
+    qtest_add_func("/arctic-niu/bad/slots", test_bad_slots_refused);
+    qtest_add_func("/arctic-niu/bad/queue-memory", test_bad_queue_memory);
+    qtest_add_func("/arctic-niu/bad/packets", test_bad_packets_from_network);
+    qtest_add_func("/arctic-niu/bad/frames", test_bad_frames_reset_link);
+    qtest_add_func("/arctic-niu/bad/properties", test_bad_properties);
+    qtest_add_func("/arctic-niu/bad/random-input", test_random_input_survives);
+}

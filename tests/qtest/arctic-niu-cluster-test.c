@@ -1,0 +1,411 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * arctic-niu qtests: several QEMU instances joined by the real arctic-switch.
+ */
+
+#include "qemu/osdep.h"
+#include <sys/socket.h>
+#include <glib/gstdio.h>
+#include "arctic-niu-test.h"
+
+#define CLUSTER_MSGS    12      /* per (source, destination, priority) */
+#define CLUSTER_STEP_NS 200000  /* virtual time given per round */
+#define CLUSTER_ROUNDS  20000
+
+typedef struct Cluster {
+    unsigned nodes;
+    Niu *node[4];
+    GPid switch_pid;
+    char *dir;
+    char *sock;
+    char *tcp;                  /* tcp:HOST:PORT the NIUs join, or NULL */
+    /* next expected message index per [receiver][source][priority] */
+    unsigned next[4][4][2];
+    bool dma_seen[4][4];
+    unsigned received, expected;
+} Cluster;
+
+static uint32_t cluster_word(unsigned s, unsigned d, unsigned p, unsigned k,
+                             unsigned i)
+{
+    return (s << 28) ^ (d << 24) ^ (p << 20) ^ (k << 8) ^ i ^ 0x5a5a5;
+}
+
+/* A TCP port of 127.0.0.1 that nobody listens on now. */
+static unsigned free_tcp_port(void)
+{
+    struct sockaddr_in addr = {
+        .sin_family = AF_INET,
+        .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+    };
+    socklen_t len = sizeof(addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), ==, 0);
+    g_assert_cmpint(getsockname(fd, (struct sockaddr *)&addr, &len), ==, 0);
+    close(fd);
+    return ntohs(addr.sin_port);
+}
+
+/*
+ * Start the switch and @nodes NIUs.  @tcp: the NIUs join it over TCP on
+ * 127.0.0.1 (as the nodes of another host would), else on its UNIX socket.
+ */
+static void cluster_start_on(Cluster *c, unsigned nodes, const char *fault,
+                             bool tcp)
+{
+    const char *sw = g_getenv("ARCTIC_SWITCH_BINARY");
+    g_autofree char *ports = g_strdup_printf("%u", nodes);
+    g_autofree char *tcp_address = NULL;
+    const char *argv[14];
+    unsigned i = 0, t;
+
+    memset(c, 0, sizeof(*c));
+    c->nodes = nodes;
+    c->dir = g_dir_make_tmp("arctic-cluster-XXXXXX", NULL);
+    c->sock = g_build_filename(c->dir, "switch.sock", NULL);
+    argv[i++] = sw;
+    argv[i++] = "-s";
+    argv[i++] = c->sock;
+    argv[i++] = "-n";
+    argv[i++] = ports;
+    argv[i++] = "--seed";
+    argv[i++] = "7";
+    argv[i++] = "--no-stats";
+    if (fault) {
+        argv[i++] = "-f";
+        argv[i++] = fault;
+    }
+    if (tcp) {
+        tcp_address = g_strdup_printf("127.0.0.1:%u", free_tcp_port());
+        c->tcp = g_strdup_printf("tcp:%s", tcp_address);
+        argv[i++] = "--tcp";
+        argv[i++] = tcp_address;
+    }
+    argv[i] = NULL;
+    g_assert_true(g_spawn_async(NULL, (char **)argv, NULL,
+                                G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
+                                &c->switch_pid, NULL));
+    for (t = 0; t < 5000 && !g_file_test(c->sock, G_FILE_TEST_EXISTS); t++) {
+        g_usleep(1000);
+    }
+    g_assert_true(g_file_test(c->sock, G_FILE_TEST_EXISTS));
+    for (i = 0; i < nodes; i++) {
+        c->node[i] = niu_start_node(tcp ? c->tcp : c->sock, i, "");
+    }
+}
+
+static void cluster_start(Cluster *c, unsigned nodes, const char *fault)
+{
+    cluster_start_on(c, nodes, fault, false);
+}
+
+static void cluster_stop(Cluster *c)
+{
+    unsigned i;
+    int status;
+
+    for (i = 0; i < c->nodes; i++) {
+        niu_stop(c->node[i]);
+    }
+    kill(c->switch_pid, SIGTERM);
+    g_assert_cmpint(waitpid(c->switch_pid, &status, 0), ==, c->switch_pid);
+    g_spawn_close_pid(c->switch_pid);
+    /* The switch shuts down cleanly on SIGTERM. */
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    g_rmdir(c->dir);
+    g_free(c->sock);
+    g_free(c->tcp);
+    g_free(c->dir);
+}
+
+/* A driver's bring-up, with the route table for the node's place. */
+static void cluster_setup_node(Cluster *c, unsigned me)
+{
+    Niu *n = c->node[me];
+    uint32_t table[2 * 4];
+    unsigned t, d;
+
+    wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
+    g_assert_cmpint(reg_r(n, A_NIU_NUM_NODES), ==, c->nodes);
+    qtest_memset(n->qts, TX_BASE, 0, ARCTIC_TX_REGION_SIZE);
+    qtest_memset(n->qts, RX_BASE, 0, ARCTIC_RX_REGION_SIZE);
+    ep_w(n, 0, A_EP_TX_QBASE_LO, (uint32_t)TX_BASE);
+    ep_w(n, 0, A_EP_RX_QBASE_LO, (uint32_t)RX_BASE);
+    arctic_route_table_fill(table, me, c->nodes);
+    for (t = 0; t < 2; t++) {
+        for (d = 0; d < c->nodes; d++) {
+            reg_w(n, ARCTIC_ROUTE_OFFSET(t, d), table[t * c->nodes + d]);
+        }
+    }
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, (uint32_t)WIN_PHYS);
+    ep_w(n, 0, A_EP_DMA_BASE_VIR_LO, (uint32_t)WIN_VIRT);
+    ep_w(n, 0, A_EP_DMA_BASE_VIR_HI, WIN_VIRT >> 32);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, (uint32_t)WIN_MASK);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+}
+
+/* Where node s's block for node d lives: source at s, target at d. */
+#define CLUSTER_SRC_OFF(d)  (0x100000ull + (d) * ARCTIC_D)
+#define CLUSTER_DST_OFF(s)  (0x200000ull + (s) * ARCTIC_D)
+
+/* Every node sends CLUSTER_MSGS messages of every size class at both
+ * priorities, and one DMA block, to every other node. */
+static void cluster_send_all(Cluster *c, unsigned s)
+{
+    Niu *n = c->node[s];
+    uint32_t payload[ARCTIC_MAX_PAYLOAD];
+    unsigned d, p, k, i;
+
+    for (d = 0; d < c->nodes; d++) {
+        if (d == s) {
+            continue;
+        }
+        for (i = 0; i < ARCTIC_D / 4; i++) {
+            qtest_writel(n->qts, WIN_PHYS + CLUSTER_SRC_OFF(d) + 4 * i,
+                         cluster_word(s, d, 2, 0, i));
+        }
+        guest_dma(n, ARCTIC_TXQ_DMA, d, 3, 0xd0000000 | s << 8 | d,
+                  WIN_VIRT + CLUSTER_DST_OFF(s), WIN_VIRT + CLUSTER_SRC_OFF(d),
+                  NULL, 0);
+        c->expected++;
+        for (k = 0; k < CLUSTER_MSGS; k++) {
+            for (p = 0; p < 2; p++) {
+                unsigned len = (k * 7 + s + d) % (ARCTIC_MAX_PAYLOAD + 1);
+
+                for (i = 0; i < len; i++) {
+                    payload[i] = cluster_word(s, d, p, k, i);
+                }
+                guest_send(n, p ? ARCTIC_TXQ_HI : ARCTIC_TXQ_LO, d, k & 0x7f,
+                           s << 24 | d << 16 | p << 8 | k, ~k, payload, len);
+                c->expected++;
+            }
+        }
+    }
+    doorbell(n);
+}
+
+/* Take what arrived at node @me, checking each message against what its
+ * sender sent: right destination, in order, once, byte for byte. */
+static void cluster_receive(Cluster *c, unsigned me)
+{
+    Niu *n = c->node[me];
+    unsigned q;
+
+    for (q = 0; q < 2; q++) {
+        for (;;) {
+            uint64_t slot = rx_tail_slot(n, q);
+            uint32_t w[ARCTIC_SLOT_SIZE / 4];
+            unsigned src, len, i;
+
+            qtest_memread(n->qts, slot, w, sizeof(w));
+            if (!FIELD_EX32(le32_to_cpu(w[0]), MPI_HEADER, VALID)) {
+                break;
+            }
+            g_assert_cmpint(FIELD_EX32(le32_to_cpu(w[0]), MPI_HEADER, LAP),
+                            ==, FIELD_EX32(n->rx_tail[q], EP_RX_HD, LAP));
+            src = FIELD_EX32(le32_to_cpu(w[0]), MPI_HEADER, DEST);
+            len = FIELD_EX32(le32_to_cpu(w[0]), MPI_HEADER, LENGTH);
+            g_assert_cmpint(src, <, c->nodes);
+            if ((le32_to_cpu(w[1]) >> 28) == 0xd) {
+                /* A DMA notification: its block must be all there. */
+                g_assert_cmpint(q, ==, ARCTIC_RXQ_HI);
+                g_assert_cmphex(le32_to_cpu(w[1]), ==,
+                                0xd0000000 | src << 8 | me);
+                g_assert_false(c->dma_seen[me][src]);
+                c->dma_seen[me][src] = true;
+                for (i = 0; i < ARCTIC_D / 4; i++) {
+                    g_assert_cmphex(qtest_readl(n->qts, WIN_PHYS +
+                                                CLUSTER_DST_OFF(src) + 4 * i),
+                                    ==, cluster_word(src, me, 2, 0, i));
+                }
+            } else {
+                uint32_t cmd0 = le32_to_cpu(w[1]);
+                unsigned p = (cmd0 >> 8) & 1, k = cmd0 & 0xff;
+
+                g_assert_cmpint(cmd0 >> 24, ==, src);
+                g_assert_cmpint((cmd0 >> 16) & 0xff, ==, me);
+                g_assert_cmpint(p, ==, q == ARCTIC_RXQ_HI);
+                /* In order and exactly once per (source, priority). */
+                g_assert_cmpint(k, ==, c->next[me][src][p]);
+                c->next[me][src][p]++;
+                g_assert_cmphex(le32_to_cpu(w[2]), ==, ~k);
+                g_assert_cmpint(len, ==,
+                                (k * 7 + src + me) % (ARCTIC_MAX_PAYLOAD + 1));
+                for (i = 0; i < len; i++) {
+                    g_assert_cmphex(le32_to_cpu(w[4 + i]), ==,
+                                    cluster_word(src, me, p, k, i));
+                }
+            }
+            c->received++;
+            qtest_writel(n->qts, slot, 0);
+            rx_tail_advance(n, q);
+        }
+    }
+}
+
+static void cluster_exchange_on(unsigned nodes, const char *fault, bool tcp)
+{
+    Cluster c;
+    unsigned i, round;
+    uint32_t retransmits = 0;
+
+    if (!g_getenv("ARCTIC_SWITCH_BINARY")) {
+        g_test_skip("ARCTIC_SWITCH_BINARY is not set (scripts/check sets it)");
+        return;
+    }
+    cluster_start_on(&c, nodes, fault, tcp);
+    for (i = 0; i < nodes; i++) {
+        cluster_setup_node(&c, i);
+    }
+    for (i = 0; i < nodes; i++) {
+        cluster_send_all(&c, i);
+    }
+    for (round = 0; round < CLUSTER_ROUNDS && c.received < c.expected;
+         round++) {
+        for (i = 0; i < nodes; i++) {
+            /* Virtual time moves only when the test says: it drives the
+             * retransmit timers of each node. */
+            qtest_clock_step(c.node[i]->qts, CLUSTER_STEP_NS);
+            cluster_receive(&c, i);
+        }
+    }
+    g_assert_cmpint(c.received, ==, c.expected);
+    /* Nothing more arrives: no duplicate after the last message. */
+    for (round = 0; round < 50; round++) {
+        for (i = 0; i < nodes; i++) {
+            qtest_clock_step(c.node[i]->qts, 10 * CLUSTER_STEP_NS);
+            cluster_receive(&c, i);
+        }
+    }
+    g_assert_cmpint(c.received, ==, c.expected);
+    for (i = 0; i < nodes; i++) {
+        g_assert_cmphex(reg_r(c.node[i], A_NIU_ERROR_CAUSE) &
+                        ~(1u << ARCTIC_ERR_BAD_PACKET), ==, 0);
+        retransmits += counter(c.node[i], ARCTIC_CNT_RETRANSMITS);
+        g_assert_cmpint(counter(c.node[i], ARCTIC_CNT_DMA_REQUESTS), ==,
+                        nodes - 1);
+    }
+    if (fault) {
+        /* The faults did happen, and the NIUs recovered from them. */
+        g_assert_cmpint(retransmits, >, 0);
+    }
+    g_test_message("%u nodes, %u messages and DMA blocks, %u retransmits",
+                   nodes, c.expected, retransmits);
+    cluster_stop(&c);
+}
+
+static void cluster_exchange(unsigned nodes, const char *fault)
+{
+    cluster_exchange_on(nodes, fault, false);
+}
+
+/*
+ * A long one-way stream through the real switch, many laps of the queues,
+ * with a consumer slower than the producer so the receive queue fills,
+ * packets are refused and sent again: every message must arrive once, in
+ * order, with its own contents (never a slot's contents from a lap ago).
+ */
+static void test_cluster_stream(void)
+{
+    enum { MESSAGES = 3000, TAKE_PER_ROUND = 3 };
+    Cluster c;
+    Niu *tx, *rx;
+    unsigned sent = 0, got = 0, round, i;
+
+    if (!g_getenv("ARCTIC_SWITCH_BINARY")) {
+        g_test_skip("ARCTIC_SWITCH_BINARY is not set (scripts/check sets it)");
+        return;
+    }
+    cluster_start(&c, 2, NULL);
+    cluster_setup_node(&c, 0);
+    cluster_setup_node(&c, 1);
+    tx = c.node[0];
+    rx = c.node[1];
+    for (round = 0; round < 200000 && got < MESSAGES; round++) {
+        /* Producer: fill every free slot (seed 002 §3.2.1 step 1). */
+        while (sent < MESSAGES &&
+               qtest_readl(tx->qts, tx_slot_addr(ARCTIC_TXQ_LO,
+                                                 tx->tx_head[1])) == 0) {
+            uint32_t payload[ARCTIC_MAX_PAYLOAD];
+            unsigned len = sent % (ARCTIC_MAX_PAYLOAD + 1);
+
+            for (i = 0; i < len; i++) {
+                payload[i] = sent * 0x10001u + i;
+            }
+            guest_send(tx, ARCTIC_TXQ_LO, 1, sent & 0x7f, sent, ~sent,
+                       payload, len);
+            sent++;
+        }
+        doorbell(tx);
+        qtest_clock_step(tx->qts, CLUSTER_STEP_NS);
+        qtest_clock_step(rx->qts, CLUSTER_STEP_NS);
+        /* Consumer: a few per round, checking each one whole. */
+        for (i = 0; i < TAKE_PER_ROUND; i++) {
+            uint64_t slot = rx_tail_slot(rx, ARCTIC_RXQ_LO);
+            uint32_t w[ARCTIC_SLOT_SIZE / 4];
+            unsigned len, k;
+
+            qtest_memread(rx->qts, slot, w, sizeof(w));
+            if (!(le32_to_cpu(w[0]) & ARCTIC_MPI_VALID)) {
+                break;
+            }
+            len = got % (ARCTIC_MAX_PAYLOAD + 1);
+            g_assert_cmphex(le32_to_cpu(w[0]), ==,
+                            rx_tail_header(rx, ARCTIC_RXQ_LO,
+                                           mpi_header(0, got & 0x7f, len)));
+            g_assert_cmphex(le32_to_cpu(w[1]), ==, got);
+            g_assert_cmphex(le32_to_cpu(w[2]), ==, ~got);
+            for (k = 0; k < len; k++) {
+                g_assert_cmphex(le32_to_cpu(w[4 + k]), ==,
+                                got * 0x10001u + k);
+            }
+            qtest_writel(rx->qts, slot, 0);
+            rx_tail_advance(rx, ARCTIC_RXQ_LO);
+            got++;
+        }
+    }
+    g_assert_cmpint(got, ==, MESSAGES);
+    g_assert_cmpint(counter(rx, ARCTIC_CNT_NACKS_SENT), >, 0);
+    g_assert_cmpint(counter(rx, ARCTIC_CNT_RX_LO_PACKETS), ==, MESSAGES);
+    g_test_message("%u messages, %u nacks, %u retransmits", MESSAGES,
+                   counter(rx, ARCTIC_CNT_NACKS_SENT),
+                   counter(tx, ARCTIC_CNT_RETRANSMITS));
+    cluster_stop(&c);
+}
+
+static void test_cluster_2(void)
+{
+    cluster_exchange(2, NULL);
+}
+
+/* NIUs that reach the switch over TCP, as the nodes of other hosts do. */
+static void test_cluster_2_tcp(void)
+{
+    cluster_exchange_on(2, NULL, true);
+}
+
+static void test_cluster_4(void)
+{
+    cluster_exchange(4, NULL);
+}
+
+static void test_cluster_4_faults(void)
+{
+    cluster_exchange(4, "*:both:drop=0.05,dup=0.05,corrupt=0.02,delay=0.05,"
+                        "delay-us=300");
+}
+
+void niu_test_add_cluster(void)
+{
+    qtest_add_func("/arctic-niu/cluster/2-nodes", test_cluster_2);
+    qtest_add_func("/arctic-niu/cluster/2-nodes-stream", test_cluster_stream);
+    qtest_add_func("/arctic-niu/cluster/2-nodes-tcp", test_cluster_2_tcp);
+    qtest_add_func("/arctic-niu/cluster/4-nodes", test_cluster_4);
+    qtest_add_func("/arctic-niu/cluster/4-nodes-faults",
+                   test_cluster_4_faults);
+}

@@ -1,0 +1,780 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * What the arctic-niu qtests share (arctic-niu-test.h).
+ */
+
+#include "qemu/osdep.h"
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <glib/gstdio.h>
+#include "arctic-niu-test.h"
+
+/* ------------------------------------------------------------------------
+ * Registers and guest memory
+ */
+
+uint32_t reg_r(Niu *n, uint64_t off)
+{
+    return qpci_io_readl(n->dev, n->ctrl, off);
+}
+
+void reg_w(Niu *n, uint64_t off, uint32_t v)
+{
+    qpci_io_writel(n->dev, n->ctrl, off, v);
+}
+
+uint32_t counter(Niu *n, enum arctic_counter c)
+{
+    return reg_r(n, ARCTIC_COUNTER_OFFSET(c));
+}
+
+/* The device's state view (QMP qom-get); unref the response when done. */
+QDict *niu_state(Niu *n, QDict **rsp)
+{
+    *rsp = qtest_qmp(n->qts, "{'execute': 'qom-get', 'arguments': {"
+                     "'path': '/machine/peripheral/niu', 'property': 'state'}}");
+    g_assert_true(qdict_haskey(*rsp, "return"));
+    return qdict_get_qdict(*rsp, "return");
+}
+
+void ep_w(Niu *n, unsigned ep, uint64_t reg, uint32_t v)
+{
+    reg_w(n, ARCTIC_EP_OFFSET(ep, reg), v);
+}
+
+uint32_t ep_r(Niu *n, unsigned ep, uint64_t reg)
+{
+    return reg_r(n, ARCTIC_EP_OFFSET(ep, reg));
+}
+
+void doorbell(Niu *n)
+{
+    qpci_io_writel(n->dev, n->user, A_USER_DOORBELL,
+                   R_USER_DOORBELL_HI_TX_MASK | R_USER_DOORBELL_LO_TX_MASK);
+}
+
+/* Take and clear the error causes, checking that exactly @want are set. */
+void expect_errors(Niu *n, uint32_t want)
+{
+    uint32_t got = reg_r(n, A_NIU_ERROR_CAUSE);
+
+    g_assert_cmphex(got, ==, want);
+    reg_w(n, A_NIU_ERROR_CAUSE, got);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+}
+
+uint64_t tx_slot_addr(unsigned q, uint32_t idx)
+{
+    return TX_BASE + (q == ARCTIC_TXQ_HI ? ARCTIC_HI_TX_OFFSET
+                                         : ARCTIC_LO_TX_OFFSET) +
+           (uint64_t)idx * ARCTIC_SLOT_SIZE;
+}
+
+uint64_t rx_slot_addr(unsigned q, uint32_t idx)
+{
+    return RX_BASE + (q == ARCTIC_RXQ_HI ? ARCTIC_HI_RX_OFFSET
+                                         : ARCTIC_LO_RX_OFFSET) +
+           (uint64_t)idx * ARCTIC_SLOT_SIZE;
+}
+
+/* The guest's next Rx slot of queue @q, the LAP its header must carry,
+ * and the step past it (INDEX and LAP together, as the NIU counts). */
+uint64_t rx_tail_slot(Niu *n, unsigned q)
+{
+    return rx_slot_addr(q, FIELD_EX32(n->rx_tail[q], EP_RX_HD, INDEX));
+}
+
+uint32_t rx_tail_header(Niu *n, unsigned q, uint32_t header)
+{
+    header = FIELD_DP32(header, MPI_HEADER, LAP,
+                        FIELD_EX32(n->rx_tail[q], EP_RX_HD, LAP));
+    return FIELD_DP32(header, MPI_HEADER, VALID, 1);
+}
+
+void rx_tail_advance(Niu *n, unsigned q)
+{
+    n->rx_tail[q] = (n->rx_tail[q] + 1) % (2 * ARCTIC_N);
+}
+
+/* Seed 002 §3.2.1 TransmitHi/Lo, with a raw header word. */
+void guest_send_raw(Niu *n, unsigned q, uint32_t header, uint32_t cmd0,
+                    uint32_t cmd1, const uint32_t *payload,
+                    unsigned words)
+{
+    uint64_t slot = tx_slot_addr(q, n->tx_head[q]);
+    unsigned i;
+
+    g_assert_cmphex(qtest_readl(n->qts, slot), ==, 0);     /* step 1 */
+    qtest_writel(n->qts, slot + ARCTIC_SLOT_COMMAND0, cmd0);
+    qtest_writel(n->qts, slot + ARCTIC_SLOT_COMMAND1, cmd1);
+    for (i = 0; i < words; i++) {
+        qtest_writel(n->qts, slot + ARCTIC_SLOT_PAYLOAD + 4 * i, payload[i]);
+    }
+    qtest_writel(n->qts, slot, header);                     /* step 5 */
+    n->tx_head[q] = (n->tx_head[q] + 1) % ARCTIC_N;
+}
+
+uint32_t mpi_header(unsigned dest, unsigned type, unsigned len)
+{
+    uint32_t h = FIELD_DP32(0, MPI_HEADER, VALID, 1);
+
+    h = FIELD_DP32(h, MPI_HEADER, DEST, dest);
+    h = FIELD_DP32(h, MPI_HEADER, TYPE, type);
+    return FIELD_DP32(h, MPI_HEADER, LENGTH, len);
+}
+
+void guest_send(Niu *n, unsigned q, unsigned dest, unsigned type,
+                uint32_t cmd0, uint32_t cmd1, const uint32_t *payload,
+                unsigned len)
+{
+    guest_send_raw(n, q, mpi_header(dest, type, len), cmd0, cmd1, payload,
+                   len);
+}
+
+/* ------------------------------------------------------------------------
+ * The switch side of the link
+ */
+
+void link_write_flags(Niu *n, uint16_t type, uint16_t flags,
+                      const void *body, uint32_t len)
+{
+    uint8_t buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_LINK_MAX_BODY];
+
+    arctic_frame_header_encode_flags(buf, type, flags, len);
+    memcpy(buf + ARCTIC_LINK_HEADER_SIZE, body, len);
+    g_assert_cmpint(send(n->fd, buf, ARCTIC_LINK_HEADER_SIZE + len,
+                         MSG_NOSIGNAL), ==, ARCTIC_LINK_HEADER_SIZE + len);
+}
+
+void link_write(Niu *n, uint16_t type, const void *body, uint32_t len)
+{
+    link_write_flags(n, type, 0, body, len);
+}
+
+/*
+ * Read one frame; 1 when one arrived, 0 on timeout, -1 when the device
+ * closed the connection.
+ */
+int link_read(Niu *n, uint16_t *type, uint8_t *body, uint32_t *len,
+              int timeout_ms)
+{
+    for (;;) {
+        const uint8_t *p = n->in + n->in_off;
+        size_t left = n->in_len - n->in_off;
+        enum arctic_frame_status st = arctic_frame_read(&n->reader, &p, &left);
+        struct pollfd pfd = { .fd = n->fd, .events = POLLIN };
+        ssize_t got;
+
+        n->in_off = p - n->in;
+        g_assert_cmpint(st, !=, ARCTIC_FRAME_MALFORMED);
+        if (st == ARCTIC_FRAME_WHOLE) {
+            *type = n->reader.header.type;
+            *len = n->reader.header.length;
+            n->in_flags = n->reader.header.flags;
+            memcpy(body, n->reader.body, *len);
+            return 1;
+        }
+        if (poll(&pfd, 1, timeout_ms) == 0) {
+            return 0;
+        }
+        got = recv(n->fd, n->in, sizeof(n->in), 0);
+        if (got <= 0) {
+            return -1;
+        }
+        n->in_off = 0;
+        n->in_len = got;
+    }
+}
+
+void link_accept(Niu *n)
+{
+    struct pollfd pfd = { .fd = n->listen_fd, .events = POLLIN };
+
+    g_assert_cmpint(poll(&pfd, 1, 10000), ==, 1);
+    n->fd = accept(n->listen_fd, NULL, NULL);
+    g_assert_cmpint(n->fd, >=, 0);
+    n->in_off = n->in_len = 0;
+    arctic_frame_reader_reset(&n->reader);
+}
+
+void link_close(Niu *n)
+{
+    if (n->fd >= 0) {
+        close(n->fd);
+        n->fd = -1;
+    }
+}
+
+/* Wait (bounded) until a NIU_LINK_STATUS bit reads @want, and check it. */
+void wait_link_status(Niu *n, uint32_t mask, bool want)
+{
+    int i;
+
+    for (i = 0; i < WAIT_MS && !(reg_r(n, A_NIU_LINK_STATUS) & mask) == want;
+         i++) {
+        g_usleep(1000);
+    }
+    g_assert_cmpint(!!(reg_r(n, A_NIU_LINK_STATUS) & mask), ==, want);
+}
+
+void link_send_welcome(Niu *n, uint16_t hi_credits, uint16_t lo_credits)
+{
+    uint8_t body[ARCTIC_WELCOME_SIZE];
+    struct arctic_welcome w = {
+        .magic = ARCTIC_LINK_MAGIC,
+        .version_major = ARCTIC_LINK_VERSION_MAJOR,
+        .version_minor = ARCTIC_LINK_VERSION_MINOR,
+        .node_id = NIU_NODE,
+        .num_nodes = NET_NODES,
+        .levels = arctic_tree_levels(NET_NODES),
+    };
+
+    w.credits[ARCTIC_PRIORITY_HIGH] = hi_credits;
+    w.credits[ARCTIC_PRIORITY_LOW] = lo_credits;
+    arctic_welcome_encode(body, &w);
+    link_write(n, ARCTIC_FRAME_WELCOME, body, sizeof(body));
+}
+
+/* Read the device's HELLO and check every field of it. */
+void link_expect_hello(Niu *n)
+{
+    uint8_t body[ARCTIC_LINK_MAX_BODY];
+    struct arctic_hello h;
+    uint16_t type;
+    uint32_t len;
+
+    g_assert_cmpint(link_read(n, &type, body, &len, WAIT_MS), ==, 1);
+    g_assert_cmpint(type, ==, ARCTIC_FRAME_HELLO);
+    g_assert_cmpint(len, ==, ARCTIC_HELLO_SIZE);
+    arctic_hello_decode(body, &h);
+    g_assert_cmphex(h.magic, ==, ARCTIC_LINK_MAGIC);
+    g_assert_cmpint(h.version_major, ==, ARCTIC_LINK_VERSION_MAJOR);
+    g_assert_cmpint(h.node_id, ==, NIU_NODE);
+    g_assert_cmpint(h.credits[ARCTIC_PRIORITY_HIGH], ==,
+                    ARCTIC_LINK_DEFAULT_CREDITS);
+    g_assert_cmpint(h.credits[ARCTIC_PRIORITY_LOW], ==,
+                    ARCTIC_LINK_DEFAULT_CREDITS);
+    n->niu_credits[ARCTIC_PRIORITY_HIGH] = h.credits[ARCTIC_PRIORITY_HIGH];
+    n->niu_credits[ARCTIC_PRIORITY_LOW] = h.credits[ARCTIC_PRIORITY_LOW];
+}
+
+void link_handshake(Niu *n, uint16_t hi_credits, uint16_t lo_credits)
+{
+    link_accept(n);
+    link_expect_hello(n);
+    link_send_welcome(n, hi_credits, lo_credits);
+    /* The register shows the link up once the WELCOME was taken in. */
+    wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
+    g_assert_cmpint(reg_r(n, A_NIU_NUM_NODES), ==, NET_NODES);
+}
+
+/* ... within @ms milliseconds. */
+size_t link_expect_packet_within(Niu *n, uint8_t *wire, int ms)
+{
+    uint16_t type;
+    uint32_t len;
+    uint8_t prio;
+
+    for (;;) {
+        g_assert_cmpint(link_read(n, &type, wire, &len, ms), ==, 1);
+        if (type == ARCTIC_FRAME_CREDIT) {
+            n->credits_seen[ARCTIC_PRIORITY_LOW] += arctic_get_le16(wire);
+            n->credits_seen[ARCTIC_PRIORITY_HIGH] += arctic_get_le16(wire + 2);
+            continue;
+        }
+        g_assert_cmpint(type, ==, ARCTIC_FRAME_PACKET);
+        g_assert_cmpint(arctic_wire_check(wire, len), ==, ARCTIC_WIRE_OK);
+        /* The frame names the credit the packet used: its priority. */
+        prio = FIELD_EX32(arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET),
+                          ARCTIC_W0, PRIORITY);
+        g_assert_cmphex(n->in_flags, ==,
+                        FIELD_DP32(0, ARCTIC_FRAME_FLAGS, PRIORITY, prio));
+        /* As the switch does once the packet has moved on. */
+        if (!n->hold_credits[prio]) {
+            link_send_credit(n, prio == ARCTIC_PRIORITY_HIGH,
+                             prio == ARCTIC_PRIORITY_LOW);
+        }
+        return len;
+    }
+}
+
+size_t link_expect_packet(Niu *n, uint8_t *wire)
+{
+    return link_expect_packet_within(n, wire, WAIT_MS);
+}
+
+/* Check that the device sends no packet for a while (credits may come). */
+void link_expect_silence(Niu *n)
+{
+    uint8_t body[ARCTIC_LINK_MAX_BODY];
+    uint16_t type;
+    uint32_t len;
+    int r;
+
+    while ((r = link_read(n, &type, body, &len, QUIET_MS)) == 1) {
+        g_assert_cmpint(type, ==, ARCTIC_FRAME_CREDIT);
+        n->credits_seen[ARCTIC_PRIORITY_LOW] += arctic_get_le16(body);
+        n->credits_seen[ARCTIC_PRIORITY_HIGH] += arctic_get_le16(body + 2);
+    }
+    g_assert_cmpint(r, ==, 0);
+}
+
+void link_send_packet(Niu *n, const uint8_t *wire, size_t size)
+{
+    uint32_t w0 = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET);
+
+    /* The switch sends a packet on the credit of the priority it
+     * travelled at. */
+    link_write_flags(n, ARCTIC_FRAME_PACKET,
+                     ARCTIC_FIELD_PREP(ARCTIC_FRAME_FLAGS, PRIORITY,
+                                       ARCTIC_FIELD_GET(ARCTIC_W0, PRIORITY,
+                                                        w0)),
+                     wire, size);
+}
+
+void link_send_credit(Niu *n, uint16_t hi, uint16_t lo)
+{
+    uint8_t body[ARCTIC_CREDIT_SIZE];
+
+    arctic_put_le16(body, lo);
+    arctic_put_le16(body + 2, hi);
+    link_write(n, ARCTIC_FRAME_CREDIT, body, sizeof(body));
+}
+
+/*
+ * Build a wire packet the way an NIU does (the test's own encoder); @len
+ * < 0 makes an ack or nack, whose incarnation word is @cmd0.
+ */
+size_t build_wire(uint8_t *wire, const struct arctic_e2e_header *h,
+                  uint32_t route, uint32_t header_low16, uint32_t cmd0,
+                  uint32_t cmd1, const uint32_t *payload, int len)
+{
+    unsigned arctic_len = len < 0 ? ARCTIC_CONTROL_PACKET_LENGTH
+                                  : len + ARCTIC_MPI_LENGTH_EXTRA;
+    uint32_t w1 = (route & R_ROUTE_ENTRY_DOWNROUTE_MASK) | header_low16;
+    size_t size = arctic_wire_size(arctic_len);
+    int i;
+
+    w1 = FIELD_DP32(w1, ARCTIC_W1, LENGTH, arctic_len);
+    memset(wire, 0, size);
+    arctic_e2e_encode(wire, h);
+    arctic_put_le32(wire + 16, route & 0xffff);
+    arctic_put_le32(wire + 20, w1);
+    if (len >= 0) {
+        arctic_put_le32(wire + 24, cmd0);
+        arctic_put_le32(wire + 28, cmd1);
+        for (i = 0; i < len; i++) {
+            arctic_put_le32(wire + 32 + 4 * i, payload[i]);
+        }
+    } else {
+        arctic_control_set_incarnation(wire, cmd0);
+    }
+    arctic_wire_seal(wire, size);
+    return size;
+}
+
+/* A data packet from peer @src to the NIU on stream (@prio, epoch, seq). */
+size_t peer_data(Niu *n, uint8_t *wire, unsigned src, uint8_t prio,
+                 uint32_t epoch, uint32_t seq, unsigned type,
+                 uint32_t cmd0, uint32_t cmd1, const uint32_t *payload,
+                 int len)
+{
+    struct arctic_e2e_header h = {
+        .kind = ARCTIC_E2E_DATA,
+        .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, prio),
+        .src_node = src,
+        .dst_node = NIU_NODE,
+        .epoch = epoch,
+        .seq = seq,
+    };
+    uint32_t route = arctic_route_entry(src, NIU_NODE,
+                                        prio == ARCTIC_PRIORITY_HIGH, false);
+
+    return build_wire(wire, &h, route, FIELD_DP32(0, ARCTIC_W1, TYPE, type),
+                      cmd0, cmd1, payload, len);
+}
+
+/* An ack or nack from peer @src for the NIU's stream to it. */
+void peer_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
+                  uint32_t epoch, uint32_t seq, uint8_t reason)
+{
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_e2e_header h = {
+        .kind = kind,
+        .flags = ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, PRIORITY, prio) |
+                 ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, REASON, reason),
+        .src_node = src,
+        .dst_node = NIU_NODE,
+        .job = n->peer_incarnation & 0xffff,
+        .epoch = epoch,
+        .seq = seq,
+    };
+    size_t size = build_wire(wire, &h, arctic_route_entry(src, NIU_NODE, true,
+                                                          false),
+                             0, n->peer_incarnation, 0, NULL, -1);
+    enum arctic_counter seen = kind == ARCTIC_E2E_ACK
+                               ? ARCTIC_CNT_ACKS_RECEIVED
+                               : ARCTIC_CNT_NACKS_RECEIVED;
+    uint32_t before = counter(n, seen);
+    int i;
+
+    link_send_packet(n, wire, size);
+    /* Wait until the device has taken it in, so that a clock step that
+     * follows cannot overtake it on the other socket. */
+    for (i = 0; i < WAIT_MS && counter(n, seen) == before; i++) {
+        g_usleep(1000);
+    }
+    g_assert_cmpint(counter(n, seen), ==, before + 1);
+}
+
+/* Expect the NIU's answer to a data packet from @src within @ms, and
+ * check it whole. */
+void expect_control_within(Niu *n, int ms, unsigned src, uint8_t kind,
+                           uint8_t prio, uint32_t epoch, uint32_t seq,
+                           uint8_t reason)
+{
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE], want[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_e2e_header h = {
+        .kind = kind,
+        .flags = ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, PRIORITY, prio) |
+                 ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, REASON, reason),
+        .src_node = NIU_NODE,
+        .dst_node = src,
+        .epoch = epoch,
+        .seq = seq,
+    };
+    size_t size = link_expect_packet_within(n, wire, ms);
+    struct arctic_e2e_header got;
+    size_t want_size;
+
+    /* An answer carries the NIU's incarnation, constant between resets:
+     * whole in word 2, its low half in the job field. */
+    arctic_e2e_decode(wire, &got);
+    if (!n->niu_incarnation_known) {
+        n->niu_incarnation = arctic_control_incarnation(wire);
+        n->niu_incarnation_known = true;
+    }
+    h.job = n->niu_incarnation & 0xffff;
+    want_size = build_wire(want, &h, arctic_route_entry(NIU_NODE, src, true,
+                                                        false),
+                           0, n->niu_incarnation, 0, NULL, -1);
+
+    g_assert_cmpint(size, ==, want_size);
+    g_assert_cmpmem(wire, size, want, want_size);
+}
+
+void expect_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
+                    uint32_t epoch, uint32_t seq, uint8_t reason)
+{
+    expect_control_within(n, WAIT_MS, src, kind, prio, epoch, seq, reason);
+}
+
+/* Send the next data packet of the test's stream and expect an ACK. */
+void peer_send_acked(Niu *n, uint8_t prio, unsigned type, uint32_t cmd0,
+                     uint32_t cmd1, const uint32_t *payload, int len)
+{
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint32_t seq = n->peer_seq[prio]++;
+    size_t size = peer_data(n, wire, PEER, prio, n->peer_epoch, seq, type,
+                            cmd0, cmd1, payload, len);
+
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, prio, n->peer_epoch, seq, 0);
+}
+
+/*
+ * Expect the data packet the NIU builds for an MPI message, byte for byte
+ * (route words from the NIU's route table, CRC included).  Returns the
+ * epoch it carried so a test can follow the stream.
+ */
+/* The next data packet, checked whole; @flags beyond the priority
+ * (ARCTIC_E2E_FLAGS.NOTIFY on a DMA notification). */
+uint32_t expect_data_flags(Niu *n, unsigned dest, uint8_t prio,
+                           uint8_t flags, uint32_t seq, unsigned type,
+                           uint32_t cmd0, uint32_t cmd1,
+                           const uint32_t *payload, int len)
+{
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE], want[ARCTIC_WIRE_MAX_SIZE];
+    size_t size = link_expect_packet(n, wire);
+    struct arctic_e2e_header got, h = {
+        .kind = ARCTIC_E2E_DATA,
+        .flags = FIELD_DP32(flags, ARCTIC_E2E_FLAGS, PRIORITY, prio),
+        .src_node = NIU_NODE,
+        .dst_node = dest,
+        .seq = seq,
+    };
+    size_t want_size;
+
+    arctic_e2e_decode(wire, &got);
+    h.epoch = got.epoch;
+    want_size = build_wire(want, &h,
+                           arctic_route_entry(NIU_NODE, dest,
+                                              prio == ARCTIC_PRIORITY_HIGH,
+                                              false),
+                           FIELD_DP32(0, ARCTIC_W1, TYPE, type), cmd0, cmd1,
+                           payload, len);
+    g_assert_cmpint(size, ==, want_size);
+    g_assert_cmpmem(wire, size, want, want_size);
+    return got.epoch;
+}
+
+uint32_t expect_data(Niu *n, unsigned dest, uint8_t prio,
+                     uint32_t seq, unsigned type, uint32_t cmd0,
+                     uint32_t cmd1, const uint32_t *payload, int len)
+{
+    return expect_data_flags(n, dest, prio, 0, seq, type, cmd0, cmd1,
+                             payload, len);
+}
+
+/* ------------------------------------------------------------------------
+ * Set-up
+ */
+
+/*
+ * Start QEMU with the NIU as node @node.  @link: "listen" to have the test
+ * play the switch on a socket of its own, a socket path to join a real
+ * arctic-switch, or NULL for no link.
+ */
+/*
+ * The link transport under test: ARCTIC_NIU_TEST_LINK=thread joins the
+ * switch with link-socket= (the NIU's link thread), anything else or
+ * nothing with a chardev.  meson runs the suite once with each.
+ */
+bool link_thread(void)
+{
+    return g_strcmp0(g_getenv("ARCTIC_NIU_TEST_LINK"), "thread") == 0;
+}
+
+/* @props: extra "-device arctic-niu" properties, or "". */
+Niu *niu_start_node(const char *link, unsigned node, const char *props)
+{
+    Niu *n = g_new0(Niu, 1);
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    GString *args = g_string_new("-M q35 -nodefaults -m 64M ");
+
+    if (g_getenv("ARCTIC_NIU_TEST_TRACE")) {
+        /* e.g. ARCTIC_NIU_TEST_TRACE=/tmp/niu.log: trace every device event */
+        g_string_append_printf(args, "-trace arctic_niu_*,file=%s.%u ",
+                               g_getenv("ARCTIC_NIU_TEST_TRACE"), node);
+    }
+
+    n->fd = -1;
+    n->listen_fd = -1;
+    n->peer_epoch = 0x5eed0000;
+    n->peer_incarnation = 0x00011111;
+    if (link && strcmp(link, "listen") == 0) {
+        n->dir = g_dir_make_tmp("arctic-niu-test-XXXXXX", NULL);
+        g_assert_nonnull(n->dir);
+        n->sock_path = g_build_filename(n->dir, "switch.sock", NULL);
+        n->listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        g_assert_cmpint(n->listen_fd, >=, 0);
+        g_strlcpy(addr.sun_path, n->sock_path, sizeof(addr.sun_path));
+        g_assert_cmpint(bind(n->listen_fd, (struct sockaddr *)&addr,
+                             sizeof(addr)), ==, 0);
+        g_assert_cmpint(listen(n->listen_fd, 4), ==, 0);
+        link = n->sock_path;
+    }
+    if (link && link_thread()) {
+        g_string_append_printf(args, "-device arctic-niu,link-socket=%s,"
+                               "link-reconnect-ms=50,", link);
+    } else if (link && g_str_has_prefix(link, "tcp:")) {
+        g_autofree char *host = g_strdup(link + strlen("tcp:"));
+        char *port = strrchr(host, ':');
+
+        g_assert_nonnull(port);
+        *port++ = '\0';
+        g_string_append_printf(args, "-chardev socket,id=link,host=%s,"
+                               "port=%s,reconnect-ms=50 -device arctic-niu,"
+                               "chardev=link,", host, port);
+    } else if (link) {
+        g_string_append_printf(args, "-chardev socket,id=link,path=%s,"
+                               "reconnect-ms=50 -device arctic-niu,"
+                               "chardev=link,", link);
+    } else {
+        g_string_append(args, "-device arctic-niu,");
+    }
+    g_string_append_printf(args, "id=niu,node-id=%u,addr=04.0%s%s", node,
+                           *props ? "," : "", props);
+    n->qts = qtest_init(args->str);
+    g_string_free(args, true);
+
+    n->bus = qpci_new_pc(n->qts, NULL);
+    n->dev = qpci_device_find(n->bus, QPCI_DEVFN(4, 0));
+    g_assert_nonnull(n->dev);
+    qpci_device_enable(n->dev);
+    n->ctrl = qpci_iomap(n->dev, ARCTIC_BAR_CONTROL, NULL);
+    n->user = qpci_iomap(n->dev, ARCTIC_BAR_USER, NULL);
+    return n;
+}
+
+Niu *niu_start(bool with_link)
+{
+    return niu_start_node(with_link ? "listen" : NULL, NIU_NODE, "");
+}
+
+/* What a driver does: queues, route table, Rx then Tx on. */
+void niu_setup(Niu *n)
+{
+    uint32_t table[2 * NET_NODES];
+    unsigned t, d;
+
+    qtest_memset(n->qts, TX_BASE, 0, ARCTIC_TX_REGION_SIZE);
+    qtest_memset(n->qts, RX_BASE, 0, ARCTIC_RX_REGION_SIZE);
+    ep_w(n, 0, A_EP_TX_QBASE_LO, (uint32_t)TX_BASE);
+    ep_w(n, 0, A_EP_TX_QBASE_HI, TX_BASE >> 32);
+    ep_w(n, 0, A_EP_RX_QBASE_LO, (uint32_t)RX_BASE);
+    ep_w(n, 0, A_EP_RX_QBASE_HI, RX_BASE >> 32);
+    arctic_route_table_fill(table, NIU_NODE, NET_NODES);
+    for (t = 0; t < 2; t++) {
+        for (d = 0; d < NET_NODES; d++) {
+            reg_w(n, ARCTIC_ROUTE_OFFSET(t, d), table[t * NET_NODES + d]);
+        }
+    }
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+}
+
+/* A set-up NIU with properties @props, its link up with these credits. */
+Niu *niu_start_linked_props(const char *props, uint16_t hi_credits,
+                            uint16_t lo_credits)
+{
+    Niu *n = niu_start_node("listen", NIU_NODE, props);
+
+    niu_setup(n);
+    link_handshake(n, hi_credits, lo_credits);
+    return n;
+}
+
+Niu *niu_start_linked(uint16_t hi_credits, uint16_t lo_credits)
+{
+    return niu_start_linked_props("", hi_credits, lo_credits);
+}
+
+void niu_stop(Niu *n)
+{
+    link_close(n);
+    qpci_free_pc(n->bus);
+    g_free(n->dev);
+    qtest_quit(n->qts);
+    if (n->listen_fd >= 0) {
+        close(n->listen_fd);
+    }
+    if (n->sock_path) {
+        g_unlink(n->sock_path);
+        g_rmdir(n->dir);
+    }
+    g_free(n->sock_path);
+    g_free(n->dir);
+    g_free(n);
+}
+
+/* Check a receive slot byte for byte and release it (seed 002 §3.2.2). */
+void guest_expect_rx(Niu *n, unsigned q, unsigned src, unsigned type,
+                     uint32_t cmd0, uint32_t cmd1,
+                     const uint32_t *payload, unsigned len)
+{
+    uint64_t slot = rx_tail_slot(n, q);
+    uint32_t want[ARCTIC_SLOT_SIZE / 4], got[ARCTIC_SLOT_SIZE / 4];
+    unsigned i;
+
+    /* The slot was filled with a marker, so any stray write shows. */
+    for (i = 0; i < ARRAY_SIZE(want); i++) {
+        want[i] = cpu_to_le32(0xdddddddd);
+    }
+    want[0] = cpu_to_le32(rx_tail_header(n, q, mpi_header(src, type, len)));
+    want[1] = cpu_to_le32(cmd0);
+    want[2] = cpu_to_le32(cmd1);
+    for (i = 0; i < len; i++) {
+        want[4 + i] = cpu_to_le32(payload[i]);
+    }
+    qtest_memread(n->qts, slot, got, sizeof(got));
+    g_assert_cmpmem(got, sizeof(got), want, sizeof(want));
+    /* Release: step 5, then refill the marker for the next lap. */
+    qtest_memset(n->qts, slot, 0xdd, ARCTIC_SLOT_SIZE);
+    qtest_writel(n->qts, slot, 0);
+    rx_tail_advance(n, q);
+}
+
+void mark_rx_slots(Niu *n)
+{
+    unsigned q, i;
+
+    for (q = 0; q < 2; q++) {
+        for (i = 0; i < ARCTIC_N; i++) {
+            qtest_memset(n->qts, rx_slot_addr(q, i), 0xdd, ARCTIC_SLOT_SIZE);
+            qtest_writel(n->qts, rx_slot_addr(q, i), 0);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * The guest side, as more than one topic uses it
+ */
+
+/* Wait until the slot at the tail of Rx queue @q is valid. */
+void guest_wait_rx(Niu *n, unsigned q)
+{
+    gint64 deadline = g_get_monotonic_time() + WAIT_MS * 1000;
+
+    while (!FIELD_EX32(qtest_readl(n->qts, rx_tail_slot(n, q)), MPI_HEADER,
+                       VALID)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+}
+
+uint32_t user_r(Niu *n, uint64_t reg)
+{
+    return qpci_io_readl(n->dev, n->user, reg);
+}
+
+void user_w(Niu *n, uint64_t reg, uint32_t v)
+{
+    qpci_io_writel(n->dev, n->user, reg, v);
+}
+
+/* Put a DMA request in HiTx or DMATx (seed 002 §3.3, 64-bit addresses). */
+void guest_dma(Niu *n, unsigned q, unsigned dest, unsigned type,
+               uint32_t command, uint64_t target, uint64_t source,
+               const uint32_t *payload, unsigned len)
+{
+    uint32_t *head = q == ARCTIC_TXQ_HI ? &n->tx_head[ARCTIC_TXQ_HI]
+                                        : &n->dma_head;
+    uint64_t slot = TX_BASE + (q == ARCTIC_TXQ_HI ? ARCTIC_HI_TX_OFFSET
+                                                  : ARCTIC_DMA_TX_OFFSET) +
+                    (uint64_t)*head * ARCTIC_SLOT_SIZE;
+    unsigned i;
+
+    qtest_writel(n->qts, slot + ARCTIC_DMA_SLOT_COMMAND, command);
+    qtest_writeq(n->qts, slot + ARCTIC_DMA_SLOT_TARGET, target);
+    qtest_writeq(n->qts, slot + ARCTIC_DMA_SLOT_SOURCE, source);
+    for (i = 0; i < len; i++) {
+        qtest_writel(n->qts, slot + ARCTIC_DMA_SLOT_PAYLOAD + 4 * i,
+                     payload[i]);
+    }
+    qtest_writel(n->qts, slot,
+                 FIELD_DP32(mpi_header(dest, type, len), MPI_HEADER, MODE,
+                            ARCTIC_MODE_DMA));
+    *head = (*head + 1) % ARCTIC_N;
+}
+
+/* Check the error notice a refused request leaves in the own HiRx. */
+void guest_expect_notice(Niu *n, unsigned type, uint32_t command,
+                         uint32_t status)
+{
+    uint64_t slot = rx_tail_slot(n, ARCTIC_RXQ_HI);
+    uint32_t want = rx_tail_header(n, ARCTIC_RXQ_HI,
+                                   FIELD_DP32(mpi_header(NIU_NODE, type, 0),
+                                              MPI_HEADER, MODE,
+                                              ARCTIC_MODE_DMA));
+
+    g_assert_cmphex(qtest_readl(n->qts, slot), ==, want);
+    g_assert_cmphex(qtest_readl(n->qts, slot + ARCTIC_SLOT_COMMAND0), ==,
+                    command);
+    g_assert_cmphex(qtest_readl(n->qts, slot + ARCTIC_SLOT_COMMAND1), ==,
+                    status);
+    qtest_writel(n->qts, slot, 0);
+    rx_tail_advance(n, ARCTIC_RXQ_HI);
+}

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * arctic-niu qtests: the link session: going down and up, the send order,
+ * rejection, busy polling.
+ */
+
+#include "qemu/osdep.h"
+#include "arctic-niu-test.h"
+
+/*
+ * USER_LINK_POLL: with the link thread, a read takes the input in the
+ * reader's time, and the thread leaves input to the reader for
+ * x-link-busy-poll-ns (60 s here): a packet stays in the socket until
+ * the next read, which says it took something and delivers it.  A
+ * chardev link and no link read NONE, and a chardev still delivers.
+ */
+static void test_link_busy_poll(void)
+{
+    const uint8_t hi = ARCTIC_PRIORITY_HIGH;
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint32_t v = 0xb5b5, val = 0;
+    size_t size;
+    unsigned i;
+    Niu *n;
+
+    n = niu_start(false);
+    g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==,
+                    R_USER_LINK_POLL_NONE_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    niu_stop(n);
+
+    n = niu_start_linked_props("x-link-busy-poll-ns=60000000000", 8, 8);
+    mark_rx_slots(n);
+    if (!link_thread()) {
+        g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==,
+                        R_USER_LINK_POLL_NONE_MASK);
+        size = peer_data(n, wire, PEER, hi, n->peer_epoch, 0, 3, 1, 2, &v, 1);
+        link_send_packet(n, wire, size);
+        guest_wait_rx(n, ARCTIC_RXQ_HI);
+        guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
+        niu_stop(n);
+        return;
+    }
+    /* Nothing waits yet; the read starts the busy polling. */
+    g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==, 0);
+    g_usleep(100 * 1000);               /* the thread stops reading */
+    size = peer_data(n, wire, PEER, hi, n->peer_epoch, 0, 3, 1, 2, &v, 1);
+    link_send_packet(n, wire, size);
+    g_usleep(QUIET_MS * 1000);
+    g_assert_false(FIELD_EX32(qtest_readl(n->qts, rx_tail_slot(n,
+                                                   ARCTIC_RXQ_HI)),
+                              MPI_HEADER, VALID));
+    for (i = 0; i < 100 && !FIELD_EX32(val, USER_LINK_POLL, TOOK); i++) {
+        val = user_r(n, A_USER_LINK_POLL);  /* the bytes may come in parts */
+    }
+    g_assert_cmphex(val, ==, R_USER_LINK_POLL_TOOK_MASK);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RX_HI_PACKETS), ==, 1);
+    /*
+     * Its ack waited ack-delay-ns for company; with the thread asleep,
+     * the next poll after that sends it.
+     */
+    g_usleep(10 * 1000);
+    g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==, 0);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, hi, n->peer_epoch, 0, 0);
+
+    /*
+     * Arming the receive interrupt ends the polling: the thread takes
+     * the next packet by itself, and the interrupt says so.
+     */
+    user_w(n, A_USER_IRQ_ARM, R_USER_IRQ_ARM_RX_MASK);
+    size = peer_data(n, wire, PEER, hi, n->peer_epoch, 1, 3, 1, 2, &v, 1);
+    link_send_packet(n, wire, size);
+    guest_wait_rx(n, ARCTIC_RXQ_HI);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
+    g_assert_cmphex(reg_r(n, A_NIU_IRQ_STATUS), ==, 1u << R_NIU_IRQ_RX_SHIFT);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    niu_stop(n);
+}
+
+static void test_link_down_up_loses_nothing(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t v[5] = { 50, 51, 52, 53, 54 };
+    uint32_t epoch = 0;
+    unsigned i;
+
+    mark_rx_slots(n);
+    for (i = 0; i < 3; i++) {
+        guest_send(n, ARCTIC_TXQ_HI, 2, 1, i, 0, &v[i], 1);
+    }
+    doorbell(n);
+    for (i = 0; i < 3; i++) {
+        epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, i, 1, i, 0, &v[i], 1);
+    }
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    /* An incoming packet is acked too, then the cable is pulled. */
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 9, 9, 9, NULL, 0);
+    link_close(n);
+    for (i = 3; i < 5; i++) {
+        guest_send(n, ARCTIC_TXQ_HI, 2, 1, i, 0, &v[i], 1);
+    }
+    doorbell(n);
+    wait_link_status(n, R_NIU_LINK_STATUS_CONNECTED_MASK, false);
+    g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
+                               UP), ==, 0);
+    /* The device reconnects; 1 and 2 were never acked, 3 and 4 never
+     * sent: all four go out, in order, on the new session. */
+    link_handshake(n, 8, 8);
+    for (i = 1; i < 5; i++) {
+        expect_data(n, 2, ARCTIC_PRIORITY_HIGH, i, 1, i, 0, &v[i], 1);
+    }
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 4, 0);
+    qtest_clock_step(n->qts, 100 * RETRY_NS);
+    link_expect_silence(n);
+    /* The receive stream survived too: its next packet is taken. */
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 9, 10, 10, NULL, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 9, 9, 9, NULL, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 9, 10, 10, NULL, 0);
+    g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
+                               UP_COUNT), ==, 2);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_LINK_DOWNS), ==, 1);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_HI_PACKETS), ==, 5);
+    niu_stop(n);
+}
+
+/*
+ * The send order survives many sessions without credit: every link-up
+ * queues every waiting line again (the old entries of the send order go
+ * stale), far more often than the ring of the send order holds, so it is
+ * rebuilt; the packets still go out once each, in order.
+ */
+static void test_link_send_order_kept(void)
+{
+    enum { MSGS = 28, CYCLES = 40 };
+    Niu *n;
+    uint32_t v;
+    unsigned i;
+
+    n = niu_start_linked_props("lines=32", 0, 0);
+    for (i = 0; i < MSGS; i++) {
+        v = 1000 + i;
+        guest_send(n, ARCTIC_TXQ_HI, 2, 1, i, 0, &v, 1);
+    }
+    doorbell(n);
+    link_expect_silence(n);             /* no credit: all 28 wait */
+    for (i = 0; i < CYCLES; i++) {
+        link_close(n);
+        wait_link_status(n, R_NIU_LINK_STATUS_CONNECTED_MASK, false);
+        link_handshake(n, 0, 0);
+    }
+    link_send_credit(n, 64, 0);
+    for (i = 0; i < MSGS; i++) {
+        v = 1000 + i;
+        expect_data(n, 2, ARCTIC_PRIORITY_HIGH, i, 1, i, 0, &v, 1);
+    }
+    link_expect_silence(n);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_HI_PACKETS), ==, MSGS);
+    niu_stop(n);
+}
+
+static void test_link_rejected_then_accepted(void)
+{
+    Niu *n = niu_start(true);
+    uint8_t body[ARCTIC_REJECT_SIZE] = { 0 };
+    uint16_t type;
+    uint32_t len;
+    uint8_t buf[ARCTIC_LINK_MAX_BODY];
+
+    niu_setup(n);
+    link_accept(n);
+    link_expect_hello(n);
+    arctic_put_le32(body, ARCTIC_REJECT_NODE_BUSY);
+    strcpy((char *)body + 4, "node 1 is taken");
+    link_write(n, ARCTIC_FRAME_REJECT, body, sizeof(body));
+    g_assert_cmpint(link_read(n, &type, buf, &len, WAIT_MS), ==, -1);
+    link_close(n);
+    g_assert_true(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
+                             REJECTED));
+    g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_ERROR_INFO), NIU_ERROR_INFO,
+                               DETAIL), ==, ARCTIC_REJECT_NODE_BUSY);
+    expect_errors(n, 1u << ARCTIC_ERR_LINK_REJECTED);
+    link_handshake(n, 8, 8);
+    g_assert_false(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
+                              REJECTED));
+    niu_stop(n);
+}
+
+void niu_test_add_link(void)
+{
+    qtest_add_func("/arctic-niu/link/busy-poll", test_link_busy_poll);
+    qtest_add_func("/arctic-niu/link/down-up", test_link_down_up_loses_nothing);
+    qtest_add_func("/arctic-niu/link/send-order-kept",
+                   test_link_send_order_kept);
+    qtest_add_func("/arctic-niu/link/rejected",
+                   test_link_rejected_then_accepted);
+}

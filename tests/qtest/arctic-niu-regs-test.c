@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * arctic-niu qtests: the register file, interrupts and the "state"
+ * introspection.
+ */
+
+#include "qemu/osdep.h"
+#include "arctic-niu-test.h"
+
+static void test_identity_and_reset_values(void)
+{
+    Niu *n = niu_start(false);
+    uint32_t caps = reg_r(n, A_NIU_CAPS);
+    unsigned ep;
+
+    g_assert_cmphex(qpci_config_readw(n->dev, PCI_VENDOR_ID), ==,
+                    ARCTIC_NIU_PCI_VENDOR_ID);
+    g_assert_cmphex(qpci_config_readw(n->dev, PCI_DEVICE_ID), ==,
+                    ARCTIC_NIU_PCI_DEVICE_ID);
+    g_assert_cmphex(reg_r(n, A_NIU_ID), ==, ARCTIC_NIU_ID_VALUE);
+    g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_VERSION), NIU_VERSION, MAJOR),
+                    ==, ARCTIC_NIU_VERSION_MAJOR);
+    g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, ENDPOINTS), ==,
+                    ARCTIC_ENDPOINTS);
+    g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, LOG2_N), ==, ARCTIC_LOG2_N);
+    g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, LINES), ==, 16);
+    g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, HI_LINES), ==, 4);
+    g_assert_cmpint(reg_r(n, A_NIU_NODE_ID), ==, NIU_NODE);
+    g_assert_cmpint(reg_r(n, A_NIU_NUM_NODES), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_LINK_STATUS), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_RX_CTRL), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_VMASK), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    for (ep = 0; ep < ARCTIC_ENDPOINTS; ep++) {
+        g_assert_cmpint(ep_r(n, ep, A_EP_TX_QBASE_LO), ==, 0);
+        g_assert_cmpint(ep_r(n, ep, A_EP_HI_RX_HD), ==, 0);
+    }
+    for (unsigned c = 0; c < ARCTIC_NUM_COUNTERS; c++) {
+        g_assert_cmpint(counter(n, c), ==, 0);
+    }
+    niu_stop(n);
+}
+
+static void test_register_semantics(void)
+{
+    Niu *n = niu_start(false);
+
+    /* Scratch reads back what was written. */
+    reg_w(n, A_NIU_SCRATCH, 0xdeadbeef);
+    g_assert_cmphex(reg_r(n, A_NIU_SCRATCH), ==, 0xdeadbeef);
+
+    /* Read-only registers refuse writes and say which one. */
+    reg_w(n, A_NIU_ID, 0);
+    g_assert_cmphex(reg_r(n, A_NIU_ID), ==, ARCTIC_NIU_ID_VALUE);
+    g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_ERROR_INFO), NIU_ERROR_INFO,
+                               CAUSE), ==, ARCTIC_ERR_RO_WRITE);
+    g_assert_cmphex(FIELD_EX32(reg_r(n, A_NIU_ERROR_INFO), NIU_ERROR_INFO,
+                               DETAIL), ==, A_NIU_ID);
+    expect_errors(n, 1u << ARCTIC_ERR_RO_WRITE);
+    reg_w(n, ARCTIC_COUNTER_OFFSET(ARCTIC_CNT_RETRANSMITS), 7);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RETRANSMITS), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_RO_WRITE);
+
+    /* Nothing lives at an unassigned offset. */
+    g_assert_cmpint(reg_r(n, 0x0f0), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_REGISTER);
+    reg_w(n, 0x3ffc, 1);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_REGISTER);
+
+    /* Queue bases keep their alignment (seed 002 §4.2). */
+    ep_w(n, 0, A_EP_TX_QBASE_LO, TX_BASE + ARCTIC_TX_REGION_ALIGN / 2);
+    g_assert_cmphex(ep_r(n, 0, A_EP_TX_QBASE_LO), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_ALIGN);
+    ep_w(n, 0, A_EP_TX_QBASE_LO, TX_BASE);
+    ep_w(n, 0, A_EP_TX_QBASE_HI, 0x1);
+    g_assert_cmphex(ep_r(n, 0, A_EP_TX_QBASE_LO), ==, TX_BASE);
+    g_assert_cmphex(ep_r(n, 0, A_EP_TX_QBASE_HI), ==, 0x1);
+    ep_w(n, 0, A_EP_TX_QBASE_HI, 0);
+    ep_w(n, 3, A_EP_RX_QBASE_LO, RX_BASE + ARCTIC_RX_REGION_ALIGN / 2);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_ALIGN);
+    ep_w(n, 3, A_EP_RX_QBASE_LO, RX_BASE + ARCTIC_RX_REGION_ALIGN);
+    g_assert_cmphex(ep_r(n, 3, A_EP_RX_QBASE_LO), ==,
+                    RX_BASE + ARCTIC_RX_REGION_ALIGN);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+
+    /* Indices: only 0..N-1. */
+    ep_w(n, 0, A_EP_LO_TX_TL, ARCTIC_N);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_TX_TL), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_INDEX);
+    ep_w(n, 0, A_EP_LO_TX_TL, ARCTIC_N - 1);
+    ep_w(n, 0, A_EP_HI_RX_HD, 17);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_TX_TL), ==, ARCTIC_N - 1);
+    g_assert_cmpint(ep_r(n, 0, A_EP_HI_RX_HD), ==, 17);
+    /* An Rx head carries its lap bit (INDEX 0..N-1, LAP), nothing more. */
+    ep_w(n, 0, A_EP_HI_RX_HD, R_EP_RX_HD_LAP_MASK | 3);
+    g_assert_cmphex(ep_r(n, 0, A_EP_HI_RX_HD), ==, R_EP_RX_HD_LAP_MASK | 3);
+    ep_w(n, 0, A_EP_HI_RX_HD, R_EP_RX_HD_LAP_MASK << 1);
+    g_assert_cmphex(ep_r(n, 0, A_EP_HI_RX_HD), ==, R_EP_RX_HD_LAP_MASK | 3);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_INDEX);
+    ep_w(n, 0, A_EP_HI_RX_HD, 17);
+
+    /* DMA window: 4 MiB aligned bases, power-of-two mask >= 4 MiB - 1. */
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, 0x00400000);
+    ep_w(n, 0, A_EP_DMA_BASE_VIR_LO, 0x00801000);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_ALIGN);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, 0x002fffff);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_ALIGN);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, 0x005fffff);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_ALIGN);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, 0x00ffffff);
+    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_BASE_PHY_LO), ==, 0x00400000);
+    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_BASE_VIR_LO), ==, 0);
+    g_assert_cmphex(ep_r(n, 0, A_EP_DMA_RANGE_MASK_LO), ==, 0x00ffffff);
+
+    /* A job tag is 16 bits: wider values are refused, not cut. */
+    ep_w(n, 2, A_EP_JOB, 0x10001);
+    g_assert_cmpint(ep_r(n, 2, A_EP_JOB), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    ep_w(n, 2, A_EP_JOB, 0xbeef);
+    g_assert_cmphex(ep_r(n, 2, A_EP_JOB), ==, 0xbeef);
+
+    /* VMASK is three bits. */
+    reg_w(n, A_NIU_VMASK, 8);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    reg_w(n, A_NIU_VMASK, 3);
+    g_assert_cmpint(reg_r(n, A_NIU_VMASK), ==, 3);
+
+    /* Reserved control bits are refused. */
+    reg_w(n, A_NIU_TX_CTRL, 0x4 | R_NIU_CTRL_ENABLE_MASK);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+
+    /* While on, Tx state is frozen (seed 002 §4.1.2); Rx state is not. */
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, R_NIU_CTRL_ENABLE_MASK);
+    ep_w(n, 0, A_EP_HI_TX_TL, 5);
+    g_assert_cmpint(ep_r(n, 0, A_EP_HI_TX_TL), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BUSY);
+    reg_w(n, ARCTIC_ROUTE_OFFSET(0, 2), 0x1234);
+    g_assert_cmphex(reg_r(n, ARCTIC_ROUTE_OFFSET(0, 2)), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BUSY);
+    ep_w(n, 0, A_EP_LO_RX_HD, 9);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_RX_HD), ==, 9);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    ep_w(n, 0, A_EP_LO_RX_HD, 10);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_RX_HD), ==, 9);
+    expect_errors(n, 1u << ARCTIC_ERR_BUSY);
+    ep_w(n, 6, A_EP_HI_RX_HD, 1);       /* the error names endpoint 6 */
+    g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_ERROR_INFO), NIU_ERROR_INFO,
+                               ENDPOINT), ==, 6);
+    expect_errors(n, 1u << ARCTIC_ERR_BUSY);
+    /* Nothing in flight: OFF reads back at once. */
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_CTRL), ==, 0);
+    reg_w(n, ARCTIC_ROUTE_OFFSET(1, 255), 0xabcd1234);
+    g_assert_cmphex(reg_r(n, ARCTIC_ROUTE_OFFSET(1, 255)), ==, 0xabcd1234);
+
+    /* Reset through RxCtrl: everything back to power-on values. */
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_RESET_MASK);
+    g_assert_cmpint(reg_r(n, A_NIU_RX_CTRL), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_SCRATCH), ==, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_VMASK), ==, 0);
+    g_assert_cmphex(ep_r(n, 0, A_EP_TX_QBASE_LO), ==, 0);
+    g_assert_cmpint(ep_r(n, 0, A_EP_LO_RX_HD), ==, 0);
+    g_assert_cmphex(reg_r(n, ARCTIC_ROUTE_OFFSET(1, 255)), ==, 0);
+    niu_stop(n);
+}
+
+/* Run a test DMA command and wait for DONE. */
+static uint32_t test_dma_run(Niu *n, uint32_t cmd)
+{
+    uint32_t status = 0;
+    int i;
+
+    reg_w(n, A_NIU_TEST_DMA_CTRL, cmd);
+    for (i = 0; i < WAIT_MS; i++) {
+        status = reg_r(n, A_NIU_TEST_DMA_STATUS);
+        if (status & R_NIU_TEST_DMA_STATUS_DONE_MASK) {
+            break;
+        }
+        g_usleep(1000);
+    }
+    return status;
+}
+
+static void test_dma_self_test(void)
+{
+    Niu *n = niu_start(false);
+    uint32_t words[64];
+    unsigned i;
+
+    reg_w(n, A_NIU_TEST_DMA_ADDR_LO, (uint32_t)SCRATCH_MEM);
+    reg_w(n, A_NIU_TEST_DMA_ADDR_HI, SCRATCH_MEM >> 32);
+    reg_w(n, A_NIU_TEST_DMA_SIZE, sizeof(words));
+    reg_w(n, A_NIU_TEST_DMA_SEED, 0x1234);
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_FILL), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK);
+    qtest_memread(n->qts, SCRATCH_MEM, words, sizeof(words));
+    for (i = 0; i < ARRAY_SIZE(words); i++) {
+        g_assert_cmphex(le32_to_cpu(words[i]), ==,
+                        arctic_test_pattern(0x1234, i));
+    }
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_CHECK), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK);
+    qtest_writel(n->qts, SCRATCH_MEM + 4 * 40, 0);
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_CHECK), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK |
+                    R_NIU_TEST_DMA_STATUS_MISMATCH_MASK);
+    reg_w(n, A_NIU_TEST_DMA_SIZE, 6);
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_FILL), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK |
+                    R_NIU_TEST_DMA_STATUS_BAD_ARGS_MASK);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    /* 64 KiB from 4 KiB below 2^64 would wrap on to address 0: refused
+     * before a byte moves (the first 64 KiB of RAM keep their words). */
+    for (i = 0; i < ARRAY_SIZE(words); i++) {
+        words[i] = cpu_to_le32(0xfeed0000 + i);
+    }
+    qtest_memwrite(n->qts, 0, words, sizeof(words));
+    qtest_memwrite(n->qts, 0xf000, words, sizeof(words));
+    reg_w(n, A_NIU_TEST_DMA_ADDR_LO, (uint32_t)(UINT64_MAX - 0xfff));
+    reg_w(n, A_NIU_TEST_DMA_ADDR_HI, UINT32_MAX);
+    reg_w(n, A_NIU_TEST_DMA_SIZE, ARCTIC_TEST_DMA_MAX_SIZE);
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_FILL), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK |
+                    R_NIU_TEST_DMA_STATUS_BAD_ARGS_MASK);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    qtest_memread(n->qts, 0, words, sizeof(words));
+    for (i = 0; i < ARRAY_SIZE(words); i++) {
+        g_assert_cmphex(le32_to_cpu(words[i]), ==, 0xfeed0000 + i);
+    }
+    qtest_memread(n->qts, 0xf000, words, sizeof(words));
+    for (i = 0; i < ARRAY_SIZE(words); i++) {
+        g_assert_cmphex(le32_to_cpu(words[i]), ==, 0xfeed0000 + i);
+    }
+    /* The last 4 bytes below 2^64 do not wrap: taken (and fail as DMA
+     * to no memory, which is another matter). */
+    reg_w(n, A_NIU_TEST_DMA_ADDR_LO, (uint32_t)(UINT64_MAX - 3));
+    reg_w(n, A_NIU_TEST_DMA_SIZE, 4);
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_FILL) &
+                    R_NIU_TEST_DMA_STATUS_BAD_ARGS_MASK, ==, 0);
+    reg_w(n, A_NIU_ERROR_CAUSE, reg_r(n, A_NIU_ERROR_CAUSE));
+    /* The user page's doorbell takes any value; reads there are errors. */
+    qpci_io_writel(n->dev, n->user, A_USER_DOORBELL, 0xffffffff);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    g_assert_cmpint(qpci_io_readl(n->dev, n->user, A_USER_DOORBELL), ==, 0);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_REGISTER);
+    niu_stop(n);
+}
+
+static bool intx_asserted(Niu *n)
+{
+    return qpci_config_readw(n->dev, PCI_STATUS) & PCI_STATUS_INTERRUPT;
+}
+
+static void arm(Niu *n, unsigned ep, uint32_t what)
+{
+    qpci_io_writel(n->dev, n->user, ep * ARCTIC_USER_PAGE_SIZE +
+                   A_USER_IRQ_ARM, what);
+}
+
+/* INTx: a one-shot receive interrupt, so a busy poller takes none. */
+static void test_irq_intx_one_shot(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+
+    mark_rx_slots(n);
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 1, 0, 0, NULL, 0);
+    g_assert_cmphex(reg_r(n, A_NIU_IRQ_STATUS), ==, 0);   /* not armed */
+    g_assert_false(intx_asserted(n));
+    arm(n, 0, R_USER_IRQ_ARM_RX_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_IRQ_ENABLE), ==, 1u << R_NIU_IRQ_RX_SHIFT);
+    peer_send_acked(n, ARCTIC_PRIORITY_LOW, 2, 0, 0, NULL, 0);
+    g_assert_cmphex(reg_r(n, A_NIU_IRQ_STATUS), ==, 1u << R_NIU_IRQ_RX_SHIFT);
+    g_assert_cmphex(reg_r(n, A_NIU_IRQ_ENABLE), ==, 0);   /* disarmed */
+    g_assert_true(intx_asserted(n));
+    reg_w(n, A_NIU_IRQ_STATUS, 1u << R_NIU_IRQ_RX_SHIFT);
+    g_assert_false(intx_asserted(n));
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 3, 0, 0, NULL, 0);
+    g_assert_cmphex(reg_r(n, A_NIU_IRQ_STATUS), ==, 0);
+    g_assert_false(intx_asserted(n));
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 1, 0, 0, NULL, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_LO, PEER, 2, 0, 0, NULL, 0);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 0, 0, NULL, 0);
+    niu_stop(n);
+}
+
+/* MSI-X: each cause has its vector (entries start masked, so a fired
+ * vector shows as pending). */
+static void test_irq_msix_vectors(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t v = 1, epoch;
+    unsigned vec;
+
+    qpci_msix_enable(n->dev);
+    g_assert_cmpint(qpci_msix_table_size(n->dev), ==, ARCTIC_MSIX_VECTORS);
+    mark_rx_slots(n);
+    /* Endpoint 2 armed but a message for endpoint 0 arrives: nothing. */
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    reg_w(n, A_NIU_RX_CTRL, 0);
+    reg_w(n, A_NIU_VMASK, 3);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    arm(n, 2, R_USER_IRQ_ARM_RX_MASK);
+    arm(n, 0, R_USER_IRQ_ARM_TX_MASK);
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 1, 0, 0, NULL, 0);
+    for (vec = 0; vec < ARCTIC_MSIX_VECTORS; vec++) {
+        g_assert_false(qpci_msix_pending(n->dev, vec));
+    }
+    /* Endpoint 0 sends: its transmit vector fires once the slot is free. */
+    guest_send(n, ARCTIC_TXQ_HI, 2, 1, 0, 0, &v, 1);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 1, 0, 0, &v, 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    g_assert_true(qpci_msix_pending(n->dev, ARCTIC_MSIX_TX + 0));
+    g_assert_false(qpci_msix_pending(n->dev, ARCTIC_MSIX_RX + 2));
+    g_assert_false(intx_asserted(n));       /* MSI-X replaces INTx */
+    /* Errors: persistent enable, set by the driver. */
+    reg_w(n, A_NIU_IRQ_ENABLE, reg_r(n, A_NIU_IRQ_ENABLE) |
+          R_NIU_IRQ_ERROR_MASK);
+    reg_w(n, A_NIU_ID, 0);
+    g_assert_true(qpci_msix_pending(n->dev, ARCTIC_MSIX_ERROR));
+    g_assert_true(reg_r(n, A_NIU_IRQ_ENABLE) & R_NIU_IRQ_ERROR_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_IRQ_STATUS), ==,
+                    R_NIU_IRQ_ERROR_MASK | 1u << (R_NIU_IRQ_TX_SHIFT + 0));
+    /* MSI-X off: the pending causes show on INTx at once. */
+    g_assert_false(intx_asserted(n));
+    qpci_msix_disable(n->dev);
+    g_assert_true(intx_asserted(n));
+    niu_stop(n);
+}
+
+/* QMP and HMP `qom-get .../niu state`: link, datapaths, last error,
+ * counters and each endpoint's queues. */
+static void test_state_introspection(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t v = 1, epoch;
+    QDict *rsp, *state, *counters, *ep0;
+    QList *eps;
+    g_autofree char *hmp = NULL;
+
+    guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v, 1);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 0, 0, &v, 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 0, 0);
+    reg_w(n, A_NIU_ID, 0);          /* leave an error behind */
+
+    state = niu_state(n, &rsp);
+    g_assert_cmpint(qdict_get_int(state, "node-id"), ==, NIU_NODE);
+    g_assert_cmpint(qdict_get_int(state, "num-nodes"), ==, NET_NODES);
+    g_assert_cmpstr(qdict_get_str(state, "link"), ==, "up");
+    g_assert_cmpstr(qdict_get_str(state, "link-transport"), ==,
+                    link_thread() ? "thread" : "chardev");
+    g_assert_cmpstr(qdict_get_str(state, "tx"), ==, "on");
+    g_assert_cmpstr(qdict_get_str(state, "last-error"), ==,
+                    "read-only register");
+    g_assert_cmpint(qdict_get_int(state, "tx-pending"), ==, 0);
+    counters = qdict_get_qdict(state, "counters");
+    g_assert_cmpint(qdict_get_int(counters, "tx-lo-packets"), ==, 1);
+    g_assert_cmpint(qdict_get_int(counters, "acks-received"), ==, 1);
+    eps = qdict_get_qlist(state, "endpoints");
+    g_assert_cmpint(qlist_size(eps), ==, ARCTIC_ENDPOINTS);
+    ep0 = qobject_to(QDict, qlist_peek(eps));
+    g_assert_cmpint(qdict_get_int(ep0, "lo-tx-tl"), ==, 1);
+    g_assert_cmpint(qdict_get_int(ep0, "tx-qbase"), ==, TX_BASE);
+    g_assert_cmpstr(qdict_get_str(ep0, "served"), ==, "yes");
+    qobject_unref(rsp);
+
+    hmp = qtest_hmp(n->qts, "qom-get /machine/peripheral/niu state");
+    g_assert_nonnull(strstr(hmp, "\"tx-lo-packets\": 1"));
+    g_assert_nonnull(strstr(hmp, "\"lo-tx-tl\": 1"));
+    niu_stop(n);
+}
+
+void niu_test_add_regs(void)
+{
+    qtest_add_func("/arctic-niu/registers/reset-values",
+                   test_identity_and_reset_values);
+    qtest_add_func("/arctic-niu/registers/semantics", test_register_semantics);
+    qtest_add_func("/arctic-niu/registers/test-dma", test_dma_self_test);
+    qtest_add_func("/arctic-niu/irq/intx-one-shot", test_irq_intx_one_shot);
+    qtest_add_func("/arctic-niu/irq/msix-vectors", test_irq_msix_vectors);
+    qtest_add_func("/arctic-niu/state", test_state_introspection);
+}
