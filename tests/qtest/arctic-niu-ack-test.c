@@ -119,8 +119,10 @@ static void test_rx_off_nack(void)
     niu_stop(n);
 }
 
-/* The ack was lost: the receiver sees the packet again and must not
- * deliver it twice. */
+/*
+ * The ack was lost: the receiver sees the packet again and must not
+ * deliver it twice.
+ */
 static void test_rx_duplicate_not_delivered(void)
 {
     Niu *n = niu_start_linked(8, 8);
@@ -223,8 +225,10 @@ static void test_rx_unknown_stream_resync(void)
     niu_stop(n);
 }
 
-/* The ack is lost: the sender times out, sends again, and stops once
- * acked. */
+/*
+ * The ack is lost: the sender times out, sends again, and stops once
+ * acked.
+ */
 static void test_tx_timeout_retransmit(void)
 {
     Niu *n = niu_start_linked(8, 8);
@@ -359,8 +363,10 @@ static void test_tx_timeout_counts_progress(void)
     niu_stop(n);
 }
 
-/* The receiver lost its state: the stream starts over in a newer epoch,
- * renumbered from 0, with nothing lost. */
+/*
+ * The receiver lost its state: the stream starts over in a newer epoch,
+ * renumbered from 0, with nothing lost.
+ */
 static void test_tx_resync_renumbers(void)
 {
     Niu *n = niu_start_linked(8, 8);
@@ -378,9 +384,11 @@ static void test_tx_resync_renumbers(void)
     peer_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH, epoch,
                  epoch + 100, ARCTIC_NACK_RESYNC);
     link_expect_silence(n);
-    /* A reset receiver (another incarnation, here one whose low 16 bits,
+    /*
+     * A reset receiver (another incarnation, here one whose low 16 bits,
      * all an answer carried once, are those of the first): start over,
-     * renumbered. */
+     * renumbered.
+     */
     n->peer_incarnation += 0x10000;
     peer_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH, epoch,
                  epoch + 100, ARCTIC_NACK_RESYNC);

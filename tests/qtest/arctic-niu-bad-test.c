@@ -136,8 +136,10 @@ static void test_bad_frames_reset_link(void)
     g_assert_cmpint(link_read(n, &type, buf, &len, WAIT_MS), ==, -1);
     link_close(n);
     expect_errors(n, 1u << ARCTIC_ERR_LINK_PROTOCOL);
-    /* More packets than the credits granted, in one burst so the device
-     * has no chance to return credits in between. */
+    /*
+     * More packets than the credits granted, in one burst so the device
+     * has no chance to return credits in between.
+     */
     link_handshake(n, 8, 8);
     {
         enum { BURST = 3 * ARCTIC_LINK_DEFAULT_CREDITS };

@@ -153,8 +153,10 @@ static void cluster_setup_node(Cluster *c, unsigned me)
 #define CLUSTER_SRC_OFF(d)  (0x100000ull + (d) * ARCTIC_D)
 #define CLUSTER_DST_OFF(s)  (0x200000ull + (s) * ARCTIC_D)
 
-/* Every node sends CLUSTER_MSGS messages of every size class at both
- * priorities, and one DMA block, to every other node. */
+/*
+ * Every node sends CLUSTER_MSGS messages of every size class at both
+ * priorities, and one DMA block, to every other node.
+ */
 static void cluster_send_all(Cluster *c, unsigned s)
 {
     Niu *n = c->node[s];
@@ -189,8 +191,10 @@ static void cluster_send_all(Cluster *c, unsigned s)
     doorbell(n);
 }
 
-/* Take what arrived at node @me, checking each message against what its
- * sender sent: right destination, in order, once, byte for byte. */
+/*
+ * Take what arrived at node @me, checking each message against what its
+ * sender sent: right destination, in order, once, byte for byte.
+ */
 static void cluster_receive(Cluster *c, unsigned me)
 {
     Niu *n = c->node[me];
@@ -268,8 +272,10 @@ static void cluster_exchange_on(unsigned nodes, const char *fault, bool tcp)
     for (round = 0; round < CLUSTER_ROUNDS && c.received < c.expected;
          round++) {
         for (i = 0; i < nodes; i++) {
-            /* Virtual time moves only when the test says: it drives the
-             * retransmit timers of each node. */
+            /*
+             * Virtual time moves only when the test says: it drives the
+             * retransmit timers of each node.
+             */
             qtest_clock_step(c.node[i]->qts, CLUSTER_STEP_NS);
             cluster_receive(&c, i);
         }

@@ -10,7 +10,8 @@
 #include <glib/gstdio.h>
 #include "arctic-niu-test.h"
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * Registers and guest memory
  */
 
@@ -78,8 +79,10 @@ uint64_t rx_slot_addr(unsigned q, uint32_t idx)
            (uint64_t)idx * ARCTIC_SLOT_SIZE;
 }
 
-/* The guest's next Rx slot of queue @q, the LAP its header must carry,
- * and the step past it (INDEX and LAP together, as the NIU counts). */
+/*
+ * The guest's next Rx slot of queue @q, the LAP its header must carry,
+ * and the step past it (INDEX and LAP together, as the NIU counts).
+ */
 uint64_t rx_tail_slot(Niu *n, unsigned q)
 {
     return rx_slot_addr(q, FIELD_EX32(n->rx_tail[q], EP_RX_HD, INDEX));
@@ -132,7 +135,8 @@ void guest_send(Niu *n, unsigned q, unsigned dest, unsigned type,
                    len);
 }
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * The switch side of the link
  */
 
@@ -324,8 +328,10 @@ void link_send_packet(Niu *n, const uint8_t *wire, size_t size)
 {
     uint32_t w0 = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET);
 
-    /* The switch sends a packet on the credit of the priority it
-     * travelled at. */
+    /*
+     * The switch sends a packet on the credit of the priority it
+     * travelled at.
+     */
     link_write_flags(n, ARCTIC_FRAME_PACKET,
                      ARCTIC_FIELD_PREP(ARCTIC_FRAME_FLAGS, PRIORITY,
                                        ARCTIC_FIELD_GET(ARCTIC_W0, PRIORITY,
@@ -420,16 +426,20 @@ void peer_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
     int i;
 
     link_send_packet(n, wire, size);
-    /* Wait until the device has taken it in, so that a clock step that
-     * follows cannot overtake it on the other socket. */
+    /*
+     * Wait until the device has taken it in, so that a clock step that
+     * follows cannot overtake it on the other socket.
+     */
     for (i = 0; i < WAIT_MS && counter(n, seen) == before; i++) {
         g_usleep(1000);
     }
     g_assert_cmpint(counter(n, seen), ==, before + 1);
 }
 
-/* Expect the NIU's answer to a data packet from @src within @ms, and
- * check it whole. */
+/*
+ * Expect the NIU's answer to a data packet from @src within @ms, and
+ * check it whole.
+ */
 void expect_control_within(Niu *n, int ms, unsigned src, uint8_t kind,
                            uint8_t prio, uint32_t epoch, uint32_t seq,
                            uint8_t reason)
@@ -448,8 +458,10 @@ void expect_control_within(Niu *n, int ms, unsigned src, uint8_t kind,
     struct arctic_e2e_header got;
     size_t want_size;
 
-    /* An answer carries the NIU's incarnation, constant between resets:
-     * whole in word 2, its low half in the job field. */
+    /*
+     * An answer carries the NIU's incarnation, constant between resets:
+     * whole in word 2, its low half in the job field.
+     */
     arctic_e2e_decode(wire, &got);
     if (!n->niu_incarnation_known) {
         n->niu_incarnation = arctic_control_incarnation(wire);
@@ -488,8 +500,10 @@ void peer_send_acked(Niu *n, uint8_t prio, unsigned type, uint32_t cmd0,
  * (route words from the NIU's route table, CRC included).  Returns the
  * epoch it carried so a test can follow the stream.
  */
-/* The next data packet, checked whole; @flags beyond the priority
- * (ARCTIC_E2E_FLAGS.NOTIFY on a DMA notification). */
+/*
+ * The next data packet, checked whole; @flags beyond the priority
+ * (ARCTIC_E2E_FLAGS.NOTIFY on a DMA notification).
+ */
 uint32_t expect_data_flags(Niu *n, unsigned dest, uint8_t prio,
                            uint8_t flags, uint32_t seq, unsigned type,
                            uint32_t cmd0, uint32_t cmd1,
@@ -527,7 +541,8 @@ uint32_t expect_data(Niu *n, unsigned dest, uint8_t prio,
                              payload, len);
 }
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * Set-up
  */
 
@@ -709,7 +724,8 @@ void mark_rx_slots(Niu *n)
     }
 }
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * The guest side, as more than one topic uses it
  */
 

@@ -33,8 +33,10 @@ static void set_window_and_job(Niu *n, uint64_t phys, uint64_t virt,
     g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
 }
 
-/* Expect the 32 data packets and the notification of one DMA request,
- * acking as they come so the engine never runs out of lines. */
+/*
+ * Expect the 32 data packets and the notification of one DMA request,
+ * acking as they come so the engine never runs out of lines.
+ */
 static void expect_dma(Niu *n, unsigned dest, uint32_t first_seq,
                        unsigned type, uint32_t command, uint64_t target,
                        const uint32_t *block, const uint32_t *payload,
@@ -68,8 +70,10 @@ static void expect_dma(Niu *n, unsigned dest, uint32_t first_seq,
         peer_control(n, dest, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, got.epoch,
                      got.seq, 0);
     }
-    /* The notification: command, target's low word, payload; mode 0,
-     * marked as a notification in the e2e flags. */
+    /*
+     * The notification: command, target's low word, payload; mode 0,
+     * marked as a notification in the e2e flags.
+     */
     peer_control(n, dest, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
                  expect_data_flags(n, dest, ARCTIC_PRIORITY_HIGH,
                                    R_ARCTIC_E2E_FLAGS_NOTIFY_MASK,
@@ -158,8 +162,10 @@ static void test_dma_share_leaves_mpi_lines(void)
     niu_stop(n);
 }
 
-/* A DMA request in HiTx holds back the HiTx messages behind it, while
- * LoTx traffic goes on (seed 002 §2.2.2). */
+/*
+ * A DMA request in HiTx holds back the HiTx messages behind it, while
+ * LoTx traffic goes on (seed 002 §2.2.2).
+ */
 static void test_dma_in_hitx_blocks_hitx(void)
 {
     Niu *n = niu_start_linked(8, 8);
@@ -208,8 +214,10 @@ static void test_dma_in_hitx_blocks_hitx(void)
     niu_stop(n);
 }
 
-/* A context switch that moves the DMATx tail restarts the request there
- * from its first packet; the state view shows the progress. */
+/*
+ * A context switch that moves the DMATx tail restarts the request there
+ * from its first packet; the state view shows the progress.
+ */
 static void test_dma_progress_and_context_switch(void)
 {
     Niu *n = niu_start_linked(8, 8);
@@ -324,8 +332,10 @@ static void test_dma_receive(void)
                     payload, 1);
     g_assert_cmpint(counter(n, ARCTIC_CNT_DMA_RX_PACKETS), ==, 32);
 
-    /* Outside the window (one byte past its end): dropped, acked, and
-     * nothing written anywhere. */
+    /*
+     * Outside the window (one byte past its end): dropped, acked, and
+     * nothing written anywhere.
+     */
     before = qtest_readl(n->qts, WIN_PHYS + WIN_MASK + 1);
     {
         uint64_t t = WIN_VIRT + WIN_MASK + 1;
@@ -358,8 +368,10 @@ static void test_dma_receive(void)
         peer_flagged_to_hirx(n, R_ARCTIC_E2E_FLAGS_NOTIFY_MASK, 4, 0xbad0 + i,
                              (uint32_t)target, payload, 1, i == 0);
         if (i == 0) {
-            /* The requester (endpoint 0, job 0) is told too, reliably:
-             * a data packet it will take as a notice. */
+            /*
+             * The requester (endpoint 0, job 0) is told too, reliably:
+             * a data packet it will take as a notice.
+             */
             uint32_t epoch = expect_data_flags(n, PEER, ARCTIC_PRIORITY_HIGH,
                                                R_ARCTIC_E2E_FLAGS_NOTICE_MASK,
                                                0, 4, 0xbad0,
@@ -371,8 +383,10 @@ static void test_dma_receive(void)
     }
     link_expect_silence(n);
 
-    /* Such a report from another NIU arrives here as a notice: MODE 1,
-     * DEST the node that refused, command[1] ARCTIC_DMA_ERR_TARGET. */
+    /*
+     * Such a report from another NIU arrives here as a notice: MODE 1,
+     * DEST the node that refused, command[1] ARCTIC_DMA_ERR_TARGET.
+     */
     peer_flagged_to_hirx(n, R_ARCTIC_E2E_FLAGS_NOTICE_MASK, 6, 0x77,
                          ARCTIC_DMA_ERR_TARGET, NULL, 0, ARCTIC_MODE_DMA);
     niu_stop(n);
@@ -392,8 +406,10 @@ static void test_dma_refused(void)
     guest_expect_notice(n, 1, 0xa1, ARCTIC_DMA_ERR_RANGE);
     expect_errors(n, 1u << ARCTIC_ERR_DMA_RANGE);
     set_window_and_job(n, WIN_PHYS, WIN_VIRT, WIN_MASK, 0);
-    /* Unaligned source, unaligned target, source past the window,
-     * a source block straddling the window's end, no route. */
+    /*
+     * Unaligned source, unaligned target, source past the window,
+     * a source block straddling the window's end, no route.
+     */
     guest_dma(n, ARCTIC_TXQ_DMA, 2, 2, 0xa2, REMOTE_TARGET, WIN_VIRT + 64,
               NULL, 0);
     guest_dma(n, ARCTIC_TXQ_DMA, 2, 3, 0xa3, REMOTE_TARGET + 8, WIN_VIRT,
@@ -472,9 +488,11 @@ static void test_tx_refusals_bounded(void)
     niu_stop(n);
 }
 
-/* A window whose memory would wrap past 2^64 is refused when it is
+/*
+ * A window whose memory would wrap past 2^64 is refused when it is
  * loaded, in whichever order its registers are written, and the window
- * the registers held stays. */
+ * the registers held stays.
+ */
 static void test_dma_window_wrap_refused(void)
 {
     Niu *n = niu_start(false);
@@ -506,8 +524,10 @@ static void test_dma_window_wrap_refused(void)
     niu_stop(n);
 }
 
-/* Job tags (GID): stamped on every packet; data for another job is
- * refused and retried until that job runs. */
+/*
+ * Job tags (GID): stamped on every packet; data for another job is
+ * refused and retried until that job runs.
+ */
 static void test_job_tags(void)
 {
     Niu *n = niu_start_linked(8, 8);

@@ -104,8 +104,10 @@ static void test_link_down_up_loses_nothing(void)
     wait_link_status(n, R_NIU_LINK_STATUS_CONNECTED_MASK, false);
     g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
                                UP), ==, 0);
-    /* The device reconnects; 1 and 2 were never acked, 3 and 4 never
-     * sent: all four go out, in order, on the new session. */
+    /*
+     * The device reconnects; 1 and 2 were never acked, 3 and 4 never
+     * sent: all four go out, in order, on the new session.
+     */
     link_handshake(n, 8, 8);
     for (i = 1; i < 5; i++) {
         expect_data(n, 2, ARCTIC_PRIORITY_HIGH, i, 1, i, 0, &v[i], 1);

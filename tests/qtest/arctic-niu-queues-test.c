@@ -95,8 +95,10 @@ static void test_tx_doorbell_keeps_poll_interval(void)
     niu_stop(n);
 }
 
-/* Step virtual time from deadline to deadline until the NIU has taken
- * the slot last written to Tx queue @q. */
+/*
+ * Step virtual time from deadline to deadline until the NIU has taken
+ * the slot last written to Tx queue @q.
+ */
 static void step_until_taken(Niu *n, unsigned q)
 {
     uint64_t slot = tx_slot_addr(q, (n->tx_head[q] + ARCTIC_N - 1) %
@@ -253,8 +255,10 @@ static void test_wraparound(void)
         guest_expect_rx(n, ARCTIC_RXQ_LO, PEER, m & 0x7f, m, ~m, payload, 4);
     }
     g_assert_cmpint(ep_r(n, 0, A_EP_HI_TX_TL), ==, LAPS_MESSAGES % ARCTIC_N);
-    /* Three laps and a bit: the head's LAP, like every header's on the
-     * way (guest_expect_rx), has flipped three times. */
+    /*
+     * Three laps and a bit: the head's LAP, like every header's on the
+     * way (guest_expect_rx), has flipped three times.
+     */
     g_assert_cmphex(ep_r(n, 0, A_EP_LO_RX_HD), ==,
                     R_EP_RX_HD_LAP_MASK | LAPS_MESSAGES % ARCTIC_N);
     g_assert_cmpint(counter(n, ARCTIC_CNT_RETRANSMITS), ==, 0);
@@ -290,9 +294,11 @@ static void test_rx_queue_on_own_bar_refused(void)
     ep_w(n, 0, q == ARCTIC_RXQ_HI ? A_EP_HI_RX_HD : A_EP_LO_RX_HD, idx);
     reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
     g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
-    /* Slot idx is the register block: payload word i would land on the
+    /*
+     * Slot idx is the register block: payload word i would land on the
      * register at ARCTIC_SLOT_PAYLOAD + 4 i, and program a FILL of 64
-     * bytes at SCRATCH_MEM. */
+     * bytes at SCRATCH_MEM.
+     */
 #define PAYLOAD_AT(reg) payload[((reg) - ARCTIC_SLOT_PAYLOAD) / 4]
     PAYLOAD_AT(A_NIU_TEST_DMA_ADDR_LO) = (uint32_t)SCRATCH_MEM;
     PAYLOAD_AT(A_NIU_TEST_DMA_ADDR_HI) = SCRATCH_MEM >> 32;
@@ -533,8 +539,10 @@ static void test_tx_lines_property(void)
     check_high_lines_reserved("lines=8", 8);
 }
 
-/* Writing OFF completes only once what was taken has entered the network
- * (seed 002 §4.1.2). */
+/*
+ * Writing OFF completes only once what was taken has entered the network
+ * (seed 002 §4.1.2).
+ */
 static void test_tx_off_drains(void)
 {
     Niu *n = niu_start_linked(1, 8);

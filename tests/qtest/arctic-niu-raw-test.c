@@ -122,16 +122,20 @@ static void test_raw_transmit(void)
     user_w(n, A_USER_LO_TX_FIFO_LAST, 7);
     link_expect_silence(n);
     expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
-    /* Route bits climbing 15 levels name node 0xffff, which no network
-     * of 256 nodes has: refused, nothing sent, nothing else touched. */
+    /*
+     * Route bits climbing 15 levels name node 0xffff, which no network
+     * of 256 nodes has: refused, nothing sent, nothing else touched.
+     */
     user_w(n, A_USER_HI_TX_FIFO, 0x8000 | ARCTIC_FIELD_PREP(UPROUTE, HOPS, 15));
     user_w(n, A_USER_HI_TX_FIFO_LAST, 0xffff0000 | 2);
     user_w(n, A_USER_HI_TX_FIFO, 0x8000 | ARCTIC_FIELD_PREP(UPROUTE, HOPS, 8));
     user_w(n, A_USER_HI_TX_FIFO_LAST, 0x01ff0000 | 2);
     link_expect_silence(n);
     expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
-    /* A packet longer than 31 words is discarded whole, up to its last
-     * word; the next one starts clean. */
+    /*
+     * A packet longer than 31 words is discarded whole, up to its last
+     * word; the next one starts clean.
+     */
     for (i = 0; i < 40; i++) {
         user_w(n, A_USER_HI_TX_FIFO, i);
     }
@@ -153,8 +157,10 @@ static void test_raw_transmit(void)
     niu_stop(n);
 }
 
-/* Raw packets that wait for link credit hold nothing else up: later
- * packets are taken, and TxCtrl still reads OFF. */
+/*
+ * Raw packets that wait for link credit hold nothing else up: later
+ * packets are taken, and TxCtrl still reads OFF.
+ */
 static void test_raw_transmit_waits_for_credit(void)
 {
     Niu *n = niu_start_linked(1, 8);

@@ -212,8 +212,10 @@ static void test_dma_self_test(void)
                     R_NIU_TEST_DMA_STATUS_DONE_MASK |
                     R_NIU_TEST_DMA_STATUS_BAD_ARGS_MASK);
     expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
-    /* 64 KiB from 4 KiB below 2^64 would wrap on to address 0: refused
-     * before a byte moves (the first 64 KiB of RAM keep their words). */
+    /*
+     * 64 KiB from 4 KiB below 2^64 would wrap on to address 0: refused
+     * before a byte moves (the first 64 KiB of RAM keep their words).
+     */
     for (i = 0; i < ARRAY_SIZE(words); i++) {
         words[i] = cpu_to_le32(0xfeed0000 + i);
     }
@@ -234,8 +236,10 @@ static void test_dma_self_test(void)
     for (i = 0; i < ARRAY_SIZE(words); i++) {
         g_assert_cmphex(le32_to_cpu(words[i]), ==, 0xfeed0000 + i);
     }
-    /* The last 4 bytes below 2^64 do not wrap: taken (and fail as DMA
-     * to no memory, which is another matter). */
+    /*
+     * The last 4 bytes below 2^64 do not wrap: taken (and fail as DMA
+     * to no memory, which is another matter).
+     */
     reg_w(n, A_NIU_TEST_DMA_ADDR_LO, (uint32_t)(UINT64_MAX - 3));
     reg_w(n, A_NIU_TEST_DMA_SIZE, 4);
     g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_FILL) &
@@ -286,8 +290,10 @@ static void test_irq_intx_one_shot(void)
     niu_stop(n);
 }
 
-/* MSI-X: each cause has its vector (entries start masked, so a fired
- * vector shows as pending). */
+/*
+ * MSI-X: each cause has its vector (entries start masked, so a fired
+ * vector shows as pending).
+ */
 static void test_irq_msix_vectors(void)
 {
     Niu *n = niu_start_linked(8, 8);
@@ -332,8 +338,10 @@ static void test_irq_msix_vectors(void)
     niu_stop(n);
 }
 
-/* QMP and HMP `qom-get .../niu state`: link, datapaths, last error,
- * counters and each endpoint's queues. */
+/*
+ * QMP and HMP `qom-get .../niu state`: link, datapaths, last error,
+ * counters and each endpoint's queues.
+ */
 static void test_state_introspection(void)
 {
     Niu *n = niu_start_linked(8, 8);

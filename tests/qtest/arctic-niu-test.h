@@ -53,8 +53,8 @@ typedef struct Niu {
     uint32_t credits_seen[2];       /* CREDIT frames received, summed */
     bool hold_credits[2];           /* play a congested switch */
     uint32_t tx_head[2];            /* guest producer indices: HiTx, LoTx */
-    uint32_t rx_tail[2];            /* guest consumer, HiRx and LoRx: the
-                                       index and its lap, as EP_RX_HD */
+    /* guest consumer, HiRx and LoRx: the index and its lap, as EP_RX_HD */
+    uint32_t rx_tail[2];
     uint32_t dma_head;              /* guest producer index: DMATx */
     uint32_t peer_epoch;            /* epoch the test uses as a sender */
     uint32_t peer_seq[2];
