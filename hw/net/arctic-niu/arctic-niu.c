@@ -25,7 +25,8 @@
 
 #include "arctic-niu.h"
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * Errors and counters
  */
 
@@ -164,7 +165,8 @@ void arctic_niu_count(ArcticNiuState *s, enum arctic_counter c)
     s->counters[c]++;
 }
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * Control BAR
  */
 
@@ -251,8 +253,10 @@ static void arctic_write_qbase(ArcticNiuState *s, unsigned epn, hwaddr addr,
     *base = next;
 }
 
-/* A queue index below @limit: N for a Tx tail, 2N for an Rx head, whose
- * LAP bit sits just above INDEX (niu-hw.h, EP_RX_HD). */
+/*
+ * A queue index below @limit: N for a Tx tail, 2N for an Rx head, whose
+ * LAP bit sits just above INDEX (niu-hw.h, EP_RX_HD).
+ */
 static void arctic_write_index(ArcticNiuState *s, unsigned epn,
                                uint32_t *index, uint32_t value, uint32_t limit)
 {
@@ -265,9 +269,11 @@ static void arctic_write_index(ArcticNiuState *s, unsigned epn,
     *index = value;
 }
 
-/* DMA window registers (seed 002 §4.3): bases 4 MiB aligned, the mask a
+/*
+ * DMA window registers (seed 002 §4.3): bases 4 MiB aligned, the mask a
  * power of two minus one, at least 4 MiB - 1, or 0 for no window.  Each
- * half is checked as part of the whole 64-bit value it makes. */
+ * half is checked as part of the whole 64-bit value it makes.
+ */
 static void arctic_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
                                  uint64_t *reg, bool high, uint32_t value,
                                  bool is_mask)
@@ -517,8 +523,10 @@ static void arctic_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
         return;
     }
     if (FIELD_EX32(value, NIU_CTRL, RESET)) {
-        /* Seed 002 §4.1.1: a complete low-level reset, restarting
-         * disabled; the ENABLE bit of the same write is ignored. */
+        /*
+         * Seed 002 §4.1.1: a complete low-level reset, restarting
+         * disabled; the ENABLE bit of the same write is ignored.
+         */
         trace_arctic_niu_ctrl_reset(s->node_id, tx);
         arctic_niu_full_reset(s);
         return;
@@ -658,7 +666,8 @@ static const MemoryRegionOps arctic_control_ops = {
     },
 };
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * User pages
  */
 
@@ -697,8 +706,10 @@ static void arctic_user_write(void *opaque, hwaddr addr, uint64_t val,
 
     trace_arctic_niu_user_write(s->node_id, epn, reg, val);
     if (reg == A_USER_DOORBELL) {
-        /* A doorbell is a hint: any value is accepted and a spurious
-         * ring costs one pass over the queues. */
+        /*
+         * A doorbell is a hint: any value is accepted and a spurious
+         * ring costs one pass over the queues.
+         */
         arctic_tx_doorbell(s, 1u << epn);
         return;
     }
@@ -735,12 +746,15 @@ static const MemoryRegionOps arctic_user_ops = {
     },
 };
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * Test DMA engine (driver self-test, rocker style)
  */
 
-/* A size the engine takes, over addresses that do not wrap past 2^64
- * (a wrapping transfer would go on at address 0). */
+/*
+ * A size the engine takes, over addresses that do not wrap past 2^64
+ * (a wrapping transfer would go on at address 0).
+ */
 static bool test_dma_args_valid(const ArcticNiuState *s)
 {
     uint32_t size = s->test_dma_size;
@@ -749,8 +763,10 @@ static bool test_dma_args_valid(const ArcticNiuState *s)
            s->test_dma_addr <= UINT64_MAX - (size - 1);
 }
 
-/* The MMIO write only checks and schedules; the DMA runs in a bottom half
- * (as hw/misc/edu.c does), and STATUS.DONE says when it is over. */
+/*
+ * The MMIO write only checks and schedules; the DMA runs in a bottom half
+ * (as hw/misc/edu.c does), and STATUS.DONE says when it is over.
+ */
 static void arctic_start_test_dma(ArcticNiuState *s, uint32_t cmd)
 {
     uint32_t size = s->test_dma_size;
@@ -810,7 +826,8 @@ static void arctic_test_dma_bh(void *opaque)
                               s->test_dma_status);
 }
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * Introspection: the read-only QOM property "state", for QMP and HMP
  * `qom-get <device path> state`: link, datapaths, last error, counters and
  * every endpoint's queue state, as a structure.
@@ -927,12 +944,15 @@ static void arctic_niu_get_state(Object *obj, Visitor *v, const char *name,
     error_propagate(errp, err);
 }
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * Reset, realize, class
  */
 
-/* Everything the guest programs, and every datapath state, back to the
- * power-on values; the link stays connected (it is the cable). */
+/*
+ * Everything the guest programs, and every datapath state, back to the
+ * power-on values; the link stays connected (it is the cable).
+ */
 void arctic_niu_full_reset(ArcticNiuState *s)
 {
     s->tx_enabled = false;
@@ -972,7 +992,8 @@ static void arctic_niu_reset_hold(Object *obj, ResetType type)
     arctic_niu_full_reset(ARCTIC_NIU(obj));
 }
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * What the link reports (niu-link.h), handed to the end-to-end protocol
  * under the device's re-entrancy guard: a queue the guest points at the
  * NIU's own BARs then fails as a DMA error instead of running register

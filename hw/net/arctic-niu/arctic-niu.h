@@ -34,14 +34,16 @@
 #define TYPE_ARCTIC_NIU "arctic-niu"
 OBJECT_DECLARE_SIMPLE_TYPE(ArcticNiuState, ARCTIC_NIU)
 
-/* Retransmit buffer: lines hold packets until acknowledged (seed 003
+/*
+ * Retransmit buffer: lines hold packets until acknowledged (seed 003
  * §3.2.2); some lines are kept for high priority so low-priority traffic
  * can never take them all.  The seeds call it "small" without a size:
  * the "lines" property picks it (NIU_CAPS.LINES tells the driver).
  * Remote-DMA data leaves MPI messages at least ARCTIC_MPI_MIN_LINES or
  * an eighth of them, so MPI messages of both priorities pass a long DMA
  * operation (seed 002 §2.2.2) while DMA gets the window it needs: the
- * lines bound its bandwidth (arctic_dma_lines()). */
+ * lines bound its bandwidth (arctic_dma_lines()).
+ */
 enum {
     ARCTIC_DEFAULT_LINES = 16,
     ARCTIC_MAX_LINES = R_NIU_CAPS_LINES_MASK >> R_NIU_CAPS_LINES_SHIFT,
@@ -50,15 +52,21 @@ enum {
     ARCTIC_MPI_MIN_LINES = 8,
     /* Slots MPFSM takes from one queue before letting the main loop run. */
     ARCTIC_TX_BATCH = 32,
-    /* Entries of a priority's send order, queued lines and stale ones
-     * together (rebuilt when full). */
+    /*
+     * Entries of a priority's send order, queued lines and stale ones
+     * together (rebuilt when full).
+     */
     ARCTIC_SENDQ_SIZE = 4 * ARCTIC_MAX_LINES,
-    /* Deliveries whose acks may wait for data going back (ack-delay-ns)
-     * before they go at once. */
+    /*
+     * Deliveries whose acks may wait for data going back (ack-delay-ns)
+     * before they go at once.
+     */
     ARCTIC_ACK_EVERY = 4,
-    /* Packets the receive FIFO of each priority holds in dMPI mode
+    /*
+     * Packets the receive FIFO of each priority holds in dMPI mode
      * (RxCtrl OFF) before the NIU refuses more (seed 002 §4.1.2: they
-     * "back up into the network"). */
+     * "back up into the network").
+     */
     ARCTIC_RAW_RX_PACKETS = 8,
 };
 
@@ -104,8 +112,10 @@ typedef struct ArcticTxStream {
     uint32_t next_seq;
     bool acked;                 /* an ack of this epoch has arrived */
     uint32_t peer_incarnation;  /* the receiver that sent it */
-    /* Refused: only the probe (the refused packet) goes again until it is
-     * acked; the rest of the stream is parked (niu-tx.c). */
+    /*
+     * Refused: only the probe (the refused packet) goes again until it is
+     * acked; the rest of the stream is parked (niu-tx.c).
+     */
     bool paused;
     uint32_t probe_seq;
 } ArcticTxStream;
@@ -119,9 +129,11 @@ typedef struct ArcticReport {
     uint32_t command;
 } ArcticReport;
 
-/* Receiver side of one (source, priority) stream, and what it owes the
+/*
+ * Receiver side of one (source, priority) stream, and what it owes the
  * sender: at most one ack and one nack are pending per stream, so the
- * control traffic the NIU owes is bounded however the network behaves. */
+ * control traffic the NIU owes is bounded however the network behaves.
+ */
 typedef struct ArcticRxStream {
     bool known;
     bool ack_due;
@@ -143,9 +155,11 @@ typedef struct ArcticEndpoint {
     uint64_t dma_base_vir;
     uint64_t dma_range_mask;
     uint32_t job;
-    /* Packets of the DMA request at the tail already built, for the two
+    /*
+     * Packets of the DMA request at the tail already built, for the two
      * queues that can hold one: [0] HiTx, [1] DMATx (32 data packets,
-     * then the notification). */
+     * then the notification).
+     */
     uint32_t dma_progress[2];
 } ArcticEndpoint;
 
@@ -209,8 +223,10 @@ struct ArcticNiuState {
     QEMUTimer *retry_timer;
     uint64_t queue_counter;
     uint32_t epoch_base;        /* first epoch of every stream after reset */
-    /* Per destination: virtual ns since which packets to it have waited
-     * for any answer (0: none waits); see arctic_tx_peer_answered(). */
+    /*
+     * Per destination: virtual ns since which packets to it have waited
+     * for any answer (0: none waits); see arctic_tx_peer_answered().
+     */
     int64_t peer_waiting_since[ARCTIC_S];
 
     /* dMPI raw mode (niu-raw.c), indexed by priority */
@@ -228,8 +244,10 @@ struct ArcticNiuState {
 
     /* RCVFSM */
     ArcticRxStream rx_stream[ARCTIC_NUM_PRIORITIES][ARCTIC_S];
-    /* Per source: endpoints whose DMA data from it was refused since
-     * their last notification from it (which then says so). */
+    /*
+     * Per source: endpoints whose DMA data from it was refused since
+     * their last notification from it (which then says so).
+     */
     uint8_t rx_dma_failed[ARCTIC_S];
     /* Reports owed to requesters (FIFO; sent by niu-tx.c) */
     ArcticReport reports[16];

@@ -38,8 +38,10 @@
 #include "niu-link.h"
 
 enum {
-    /* Bytes taken from the socket per hold of the BQL: enough for the
-     * packets of a whole credit window of both priorities. */
+    /*
+     * Bytes taken from the socket per hold of the BQL: enough for the
+     * packets of a whole credit window of both priorities.
+     */
     NIU_LINK_THREAD_READ = 16 * 1024,
 };
 
@@ -348,8 +350,10 @@ static void thread_disconnect(NiuLink *link)
     }
 }
 
-/* Under the BQL.  From another thread, kick the link thread so that it
- * sleeps no longer than the new deadline. */
+/*
+ * Under the BQL.  From another thread, kick the link thread so that it
+ * sleeps no longer than the new deadline.
+ */
 static void thread_defer(NiuLink *link, int64_t delay_ns)
 {
     NiuLinkThread *t = link->thread;

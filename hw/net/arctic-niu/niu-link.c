@@ -211,8 +211,10 @@ static void link_handle_welcome(NiuLink *link, const uint8_t *body)
         return;
     }
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
-        /* 0 is fine: credits can follow in CREDIT frames (a switch
-         * whose buffers still hold packets of our last session). */
+        /*
+         * 0 is fine: credits can follow in CREDIT frames (a switch
+         * whose buffers still hold packets of our last session).
+         */
         if (w.credits[p] > ARCTIC_LINK_MAX_CREDITS) {
             link_protocol_error(link, "WELCOME with bad credits",
                                 w.credits[p]);
@@ -301,8 +303,10 @@ static void link_dispatch(NiuLink *link, uint16_t type, uint16_t flags,
     }
 }
 
-/* How much input the session takes now: none while its answers cannot be
- * written, so the transport pushes back on the switch. */
+/*
+ * How much input the session takes now: none while its answers cannot be
+ * written, so the transport pushes back on the switch.
+ */
 size_t niu_link_input_room(const NiuLink *link)
 {
     if (link->state == NIU_LINK_DOWN ||

@@ -53,8 +53,10 @@ typedef struct NiuLinkOps {
     /* A packet arrived; its credit goes back to the switch by itself. */
     void (*packet)(NiuLink *link, uint8_t prio, const uint8_t *wire,
                    size_t size);
-    /* Credits or output room came back, or a batch of input was
-     * dispatched: the owner may send again. */
+    /*
+     * Credits or output room came back, or a batch of input was
+     * dispatched: the owner may send again.
+     */
     void (*ready)(NiuLink *link);
     /* What the owner held back (niu_link_defer()) must go now. */
     void (*deferred)(NiuLink *link);
@@ -71,20 +73,28 @@ typedef struct NiuLinkOps {
 /* What a transport does for the session. */
 typedef struct NiuTransportOps {
     const char *name;
-    /* Write up to @len bytes; returns how many were taken.  Fewer than
+    /*
+     * Write up to @len bytes; returns how many were taken.  Fewer than
      * @len means the transport is full: it calls niu_link_writable()
-     * when it has room again. */
+     * when it has room again.
+     */
     size_t (*write)(NiuLink *link, const uint8_t *buf, size_t len);
     /* The session takes input again after holding it back. */
     void (*accept_input)(NiuLink *link);
-    /* Drop the connection (a protocol error or a refusal); the session
-     * is already down and ignores what still arrives. */
+    /*
+     * Drop the connection (a protocol error or a refusal); the session
+     * is already down and ignores what still arrives.
+     */
     void (*disconnect)(NiuLink *link);
-    /* Call niu_link_deferred_due() in @delay_ns (host time) or sooner;
-     * a pending call is not put off. */
+    /*
+     * Call niu_link_deferred_due() in @delay_ns (host time) or sooner;
+     * a pending call is not put off.
+     */
     void (*defer)(NiuLink *link, int64_t delay_ns);
-    /* Call niu_link_posted_due() from the transport's own thread soon;
-     * false if the transport has no thread (the owner does the work). */
+    /*
+     * Call niu_link_posted_due() from the transport's own thread soon;
+     * false if the transport has no thread (the owner does the work).
+     */
     bool (*post)(NiuLink *link);
     /*
      * Hand the input waiting now to the session, in the caller's thread,
@@ -129,9 +139,11 @@ struct NiuLink {
 };
 
 enum {
-    /* Bytes waiting for the transport beyond which the owner stops
+    /*
+     * Bytes waiting for the transport beyond which the owner stops
      * sending and the session stops taking input (every packet may owe
-     * an answer). */
+     * an answer).
+     */
     NIU_LINK_OUT_LIMIT = 16 * 1024,
 };
 

@@ -118,8 +118,10 @@ static bool raw_tx_push(ArcticNiuState *s, uint8_t prio, uint32_t val,
     }
     if (s->raw_tx_overrun[prio] ||
         s->raw_tx_len[prio] == ARCTIC_MAX_PACKET_WORDS) {
-        /* Longer than any packet: the whole packet is discarded, up to
-         * and including its *Last word, so the next one starts clean. */
+        /*
+         * Longer than any packet: the whole packet is discarded, up to
+         * and including its *Last word, so the next one starts clean.
+         */
         if (!s->raw_tx_overrun[prio]) {
             arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
                              "raw packet longer than %d words discarded",

@@ -110,9 +110,11 @@ static unsigned deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
 
     if (target % sizeof(data) ||
         !arctic_dma_translate(ep, target, sizeof(data), &phys)) {
-        /* The sender named memory this endpoint never registered: no byte
+        /*
+         * The sender named memory this endpoint never registered: no byte
          * is written, and retrying cannot help, so the packet is dropped
-         * (and acked); the receiver's ERROR_CAUSE says why. */
+         * (and acked); the receiver's ERROR_CAUSE says why.
+         */
         arctic_niu_error(s, ARCTIC_ERR_DMA_RANGE, epn, ARCTIC_RXQ_HI,
                          (uint32_t)target >> 6,
                          "endpoint %u refused DMA to 0x%" PRIx64
@@ -148,8 +150,10 @@ static unsigned rx_slot_dma_failed(ArcticNiuState *s, unsigned epn,
     return ARCTIC_NACK_RX_ERROR;
 }
 
-/* Write a whole receive slot, body before the header that makes it valid
- * (§6.3.1 steps 4-6).  Returns 0 or a nack reason. */
+/*
+ * Write a whole receive slot, body before the header that makes it valid
+ * (§6.3.1 steps 4-6).  Returns 0 or a nack reason.
+ */
 static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                               uint32_t header, const uint32_t *body,
                               unsigned payload_words)
@@ -207,16 +211,20 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     int i;
 
     if (!s->rx_enabled) {
-        /* dMPI mode, when asked for: the raw receive FIFO takes any packet
-         * (§6.1).  Otherwise nothing is taken that a reset would lose. */
+        /*
+         * dMPI mode, when asked for: the raw receive FIFO takes any packet
+         * (§6.1).  Otherwise nothing is taken that a reset would lose.
+         */
         return s->rx_raw && arctic_raw_rx_push(s, prio, pkt, size)
                ? DELIVERED : ARCTIC_NACK_RX_OFF;
     }
     if (dma ? arctic_len != ARCTIC_DMA_PACKET_LENGTH
             : (len < 0 || len > ARCTIC_MAX_PAYLOAD)) {
-        /* A packet of a shape no slot or DMA block holds is the sender's
+        /*
+         * A packet of a shape no slot or DMA block holds is the sender's
          * error; it can never be delivered, so it is acked and dropped
-         * rather than retried forever. */
+         * rather than retried forever.
+         */
         arctic_niu_error(s, ARCTIC_ERR_BAD_PACKET, epn, q, w1 & 0xffff,
                          "%s packet of length %u from node %u dropped",
                          dma ? "DMA" : "MPI", arctic_len, src);
@@ -227,8 +235,10 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
         return ARCTIC_NACK_BAD_ENDPOINT;
     }
     if (job != s->ep[epn].job) {
-        /* Seeds 000 Ch. 4, 003 §3.2.1: the packet belongs to a job that
-         * is not running on this endpoint now; it is retried until it is. */
+        /*
+         * Seeds 000 Ch. 4, 003 §3.2.1: the packet belongs to a job that
+         * is not running on this endpoint now; it is retried until it is.
+         */
         arctic_niu_count(s, ARCTIC_CNT_WRONG_JOB);
         return ARCTIC_NACK_WRONG_JOB;
     }
@@ -238,17 +248,21 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     for (i = 0; i < ARCTIC_COMMAND_WORDS + len; i++) {
         body[i] = cpu_to_le32(arctic_get_le32(words + 8 + 4 * i));
     }
-    /* In a receive slot the dest field (unused by the seed there, §3.2.2
-     * step 3) holds the source node. */
+    /*
+     * In a receive slot the dest field (unused by the seed there, §3.2.2
+     * step 3) holds the source node.
+     */
     header = w1 & ARCTIC_MPI_HEADER_WIRE_MASK;
     header = FIELD_DP32(header, MPI_HEADER, LENGTH, len);
     header = FIELD_DP32(header, MPI_HEADER, DEST, src);
     failed = FIELD_EX32(flags, ARCTIC_E2E_FLAGS, NOTIFY) &&
              (s->rx_dma_failed[src] & (1u << epn));
     if (failed || FIELD_EX32(flags, ARCTIC_E2E_FLAGS, NOTICE)) {
-        /* The notification of a transfer whose data this NIU refused
+        /*
+         * The notification of a transfer whose data this NIU refused
          * (some of it, at least), or another NIU's report that it refused
-         * ours: MODE 1 tells the program it is no plain message. */
+         * ours: MODE 1 tells the program it is no plain message.
+         */
         header = FIELD_DP32(header, MPI_HEADER, MODE, ARCTIC_MODE_DMA);
     }
     verdict = write_rx_slot(s, epn, q, header, body, len);
@@ -268,8 +282,10 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     return verdict;
 }
 
-/* The error notice for a refused DMA request (niu-hw.h, enum
- * arctic_dma_status), in the requester's own HiRx when there is room. */
+/*
+ * The error notice for a refused DMA request (niu-hw.h, enum
+ * arctic_dma_status), in the requester's own HiRx when there is room.
+ */
 bool arctic_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
                             uint32_t command, uint32_t status)
 {
@@ -296,8 +312,10 @@ static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
     unsigned verdict;
 
     if (!st->known || h->epoch != st->epoch) {
-        /* A new session starts at seq 0 with a newer epoch; anything else
-         * from an epoch we do not hold asks the sender to start one. */
+        /*
+         * A new session starts at seq 0 with a newer epoch; anything else
+         * from an epoch we do not hold asks the sender to start one.
+         */
         if (h->seq == 0 && (!st->known || seq_after(h->epoch, st->epoch))) {
             st->known = true;
             st->epoch = h->epoch;
@@ -352,8 +370,10 @@ void arctic_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
         } else if (h.kind == ARCTIC_E2E_DATA &&
                    FIELD_EX32(h.flags, ARCTIC_E2E_FLAGS, PRIORITY) !=
                    FIELD_EX32(arctic_get_le32(words), ARCTIC_W0, PRIORITY)) {
-            /* Data travels on the network of its stream's priority; acks
-             * and nacks always travel high. */
+            /*
+             * Data travels on the network of its stream's priority; acks
+             * and nacks always travel high.
+             */
             err = ARCTIC_WIRE_BAD_KIND;
         }
     }
@@ -399,9 +419,11 @@ bool arctic_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
             .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, prio),
             .src_node = s->node_id,
             .dst_node = src,
-            /* Which incarnation of this receiver answers (all of it in
+            /*
+             * Which incarnation of this receiver answers (all of it in
              * word 2): a sender tells a reset receiver from a reordered
-             * answer by it. */
+             * answer by it.
+             */
             .job = s->epoch_base & 0xffff,
         };
         uint32_t w1;

@@ -137,8 +137,10 @@ static void line_queue(ArcticNiuState *s, ArcticLine *line)
     sendq_push(s, line);
 }
 
-/* Out of the send order until its stream's probe is acked: it would only
- * be refused, as out of order, behind the packet the receiver refused. */
+/*
+ * Out of the send order until its stream's probe is acked: it would only
+ * be refused, as out of order, behind the packet the receiver refused.
+ */
 static void line_park(ArcticLine *line)
 {
     line->queued = false;
@@ -170,8 +172,10 @@ static void retry_timer_rearm(ArcticNiuState *s)
     }
 }
 
-/* Packets taken in and not yet acknowledged: what a node must wait for
- * before it powers off if it wants them delivered. */
+/*
+ * Packets taken in and not yet acknowledged: what a node must wait for
+ * before it powers off if it wants them delivered.
+ */
 unsigned arctic_tx_pending(ArcticNiuState *s)
 {
     return lines_busy(s, -1);
@@ -184,8 +188,10 @@ bool arctic_tx_draining(ArcticNiuState *s)
     if (s->tx_enabled) {
         return false;
     }
-    /* Seed 002 §4.1.2: OFF reads back only once every packet taken from
-     * the queues has entered the network. */
+    /*
+     * Seed 002 §4.1.2: OFF reads back only once every packet taken from
+     * the queues has entered the network.
+     */
     for (i = 0; i < s->num_lines; i++) {
         if (s->lines[i].busy && !s->lines[i].sent_once && !s->lines[i].raw) {
             return true;
@@ -194,7 +200,8 @@ bool arctic_tx_draining(ArcticNiuState *s)
     return false;
 }
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * MPFSM
  */
 
@@ -208,9 +215,11 @@ static void tx_slot_dma_failed(ArcticNiuState *s, unsigned epn, unsigned q,
                      (uint64_t)addr);
 }
 
-/* Release a slot by clearing its header (seed 002 §6.2.1 step 8).  The
+/*
+ * Release a slot by clearing its header (seed 002 §6.2.1 step 8).  The
  * tail moves on even if the write fails: the slot's packet is already in
- * a line, and sending it again would deliver it twice. */
+ * a line, and sending it again would deliver it twice.
+ */
 static void release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                          dma_addr_t addr)
 {
@@ -260,8 +269,10 @@ static void line_fill(ArcticNiuState *s, ArcticLine *line, unsigned epn,
     uint8_t *words = line->wire + ARCTIC_WIRE_WORDS_OFFSET;
     unsigned i;
 
-    /* Every caller checked the destination; a wrong one here would write
-     * outside the stream table. */
+    /*
+     * Every caller checked the destination; a wrong one here would write
+     * outside the stream table.
+     */
     assert(dest < ARCTIC_S);
     st = &s->tx_stream[prio][dest];
     h.epoch = st->epoch;
@@ -315,8 +326,10 @@ static void line_mark(ArcticLine *line, uint8_t flags, uint16_t job)
     arctic_wire_seal(line->wire, line->size);
 }
 
-/* An MPI packet (§6.2.1 steps 5-7), or a DMA notification (§6.2.2 step 8,
- * with the mode cleared and the target's low word as command 1). */
+/*
+ * An MPI packet (§6.2.1 steps 5-7), or a DMA notification (§6.2.2 step 8,
+ * with the mode cleared and the target's low word as command 1).
+ */
 static void build_mpi(ArcticNiuState *s, ArcticLine *line, unsigned epn,
                       uint32_t route, uint32_t header, uint32_t cmd0,
                       uint32_t cmd1, const uint32_t *payload_le)
@@ -345,16 +358,20 @@ bool arctic_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
     if (ep->dma_range_mask == 0 || len == 0 || vaddr < ep->dma_base_vir ||
         off > ep->dma_range_mask || len - 1 > ep->dma_range_mask - off ||
         off + (len - 1) > UINT64_MAX - ep->dma_base_phy) {
-        /* The last check never fails for a window the registers took
-         * (they refuse one that wraps); it keeps the sum below honest. */
+        /*
+         * The last check never fails for a window the registers took
+         * (they refuse one that wraps); it keeps the sum below honest.
+         */
         return false;
     }
     *phys = ep->dma_base_phy + off;
     return true;
 }
 
-/* A line for the next DMA data packet, within the DMA share
- * (arctic_dma_lines()). */
+/*
+ * A line for the next DMA data packet, within the DMA share
+ * (arctic_dma_lines()).
+ */
 static bool dma_line_available(ArcticNiuState *s)
 {
     if (s->dma_lines_busy >= arctic_dma_lines(s->num_lines)) {
@@ -455,8 +472,10 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
         } else {
             build_mpi(s, line, epn, route, header, command, (uint32_t)target,
                       req.payload);
-            /* Marked, so that a receiver that refused some of the data
-             * can tell both programs (niu-rx.c). */
+            /*
+             * Marked, so that a receiver that refused some of the data
+             * can tell both programs (niu-rx.c).
+             */
             line_mark(line, FIELD_DP32(R_ARCTIC_E2E_FLAGS_NOTIFY_MASK,
                                        ARCTIC_E2E_FLAGS, SOURCE_ENDPOINT,
                                        epn), s->ep[epn].job);
@@ -482,8 +501,10 @@ bool arctic_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
     unsigned dest = arctic_route_destination(s->node_id, w0, w1);
     ArcticLine *line;
 
-    /* Route bits can name nodes no network of S nodes has (up to 15 hops):
-     * such a destination has no stream, and would index past them. */
+    /*
+     * Route bits can name nodes no network of S nodes has (up to 15 hops):
+     * such a destination has no stream, and would index past them.
+     */
     if (count < ARCTIC_MIN_PACKET_WORDS ||
         count != FIELD_EX32(w1, ARCTIC_W1, LENGTH) ||
         FIELD_EX32(w0, ARCTIC_W0, ZERO) != 0 ||
@@ -502,8 +523,8 @@ bool arctic_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
               (w1 & R_ROUTE_ENTRY_DOWNROUTE_MASK) | (w0 & 0xffff), w1,
               words + ARCTIC_ROUTE_WORDS, count - ARCTIC_ROUTE_WORDS);
     line->raw = true;
-    arctic_niu_count(s, prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_CNT_TX_HI_PACKETS
-                                                     : ARCTIC_CNT_TX_LO_PACKETS);
+    arctic_niu_count(s, prio == ARCTIC_PRIORITY_HIGH ?
+                        ARCTIC_CNT_TX_HI_PACKETS : ARCTIC_CNT_TX_LO_PACKETS);
     arctic_tx_pump(s, false);
     return true;
 }
@@ -520,8 +541,10 @@ static hwaddr tx_queue_offset(unsigned q)
     }
 }
 
-/* Serve one Tx queue of one endpoint; returns the slots taken.  *@left:
- * it stopped with work still in the queue (no line, or the batch done). */
+/*
+ * Serve one Tx queue of one endpoint; returns the slots taken.  *@left:
+ * it stopped with work still in the queue (no line, or the batch done).
+ */
 static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
                               bool *left)
 {
@@ -554,8 +577,10 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             *left = false;
             break;
         }
-        /* The producer wrote the body before setting valid (seed §3.2.1
-         * step 4): read it only after seeing the header. */
+        /*
+         * The producer wrote the body before setting valid (seed §3.2.1
+         * step 4): read it only after seeing the header.
+         */
         smp_rmb();
         dma = FIELD_EX32(header, MPI_HEADER, MODE) == ARCTIC_MODE_DMA;
         if (dma != (q == ARCTIC_TXQ_DMA) && q != ARCTIC_TXQ_HI) {
@@ -572,8 +597,10 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             continue;
         }
         if (dma) {
-            /* A request in HiTx holds back later HiTx traffic until all
-             * of it is sent (§2.2.2). */
+            /*
+             * A request in HiTx holds back later HiTx traffic until all
+             * of it is sent (§2.2.2).
+             */
             if (!dma_step(s, epn, q, addr)) {
                 break;
             }
@@ -590,8 +617,10 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             refuse_slot(s, epn, q, addr, ARCTIC_ERR_NO_ROUTE, header);
             continue;
         }
-        /* The route entry decides the network priority (§4.4); it can
-         * differ from the queue's if the driver loaded it so. */
+        /*
+         * The route entry decides the network priority (§4.4); it can
+         * differ from the queue's if the driver loaded it so.
+         */
         line = line_alloc(s, FIELD_EX32(route, ROUTE_ENTRY, PRIORITY));
         if (!line) {
             taken--;
@@ -775,9 +804,11 @@ static void tx_service(ArcticNiuState *s, bool polled)
         send_reports(s);
         s->tx_refused = 0;
         n = served_endpoints(s, order);
-        /* High before low across every endpoint, so low-priority work of
+        /*
+         * High before low across every endpoint, so low-priority work of
          * one endpoint never delays another's high-priority slots; DMATx
-         * last: MPI traffic bypasses long DMA operations (§2.2.2). */
+         * last: MPI traffic bypasses long DMA operations (§2.2.2).
+         */
         taken += serve_queues(s, order, n, ARCTIC_TXQ_HI, &more,
                               &unannounced, &waiting);
         taken += serve_queues(s, order, n, ARCTIC_TXQ_LO, &more,
@@ -887,7 +918,8 @@ void arctic_tx_enable_changed(ArcticNiuState *s)
     }
 }
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * Sending lines, acks, nacks, timeouts
  */
 
@@ -925,9 +957,11 @@ void arctic_tx_line_sent(ArcticNiuState *s, ArcticLine *line)
     if (!s->peer_waiting_since[line->dst]) {
         s->peer_waiting_since[line->dst] = now;
     }
-    /* The retry timer is never later than any deadline (see
+    /*
+     * The retry timer is never later than any deadline (see
      * retry_timer_rearm()), so only this new one can move it: no scan of
-     * the lines per packet sent. */
+     * the lines per packet sent.
+     */
     timer_mod_anticipate(s->retry_timer, line->deadline);
 }
 
@@ -1165,9 +1199,11 @@ void arctic_tx_link_up(ArcticNiuState *s)
     ArcticLine *all[ARCTIC_MAX_LINES];
     unsigned i, n = 0;
 
-    /* Unacked and never-sent lines alike, so each stream resumes in
+    /*
+     * Unacked and never-sent lines alike, so each stream resumes in
      * sequence order on the new session.  Time with the link down is not
-     * the peers' silence: they wait for an answer from now on. */
+     * the peers' silence: they wait for an answer from now on.
+     */
     memset(s->peer_waiting_since, 0, sizeof(s->peer_waiting_since));
     for (i = 0; i < s->num_lines; i++) {
         if (s->lines[i].busy) {
@@ -1237,12 +1273,16 @@ void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
         requeue_sorted(s, rest, n, false);
     }
     trace_arctic_niu_tx_ack(s->node_id, h->src_node, prio, h->seq, freed);
-    /* What waited for these lines goes on in arctic_tx_resume(), when
-     * the link has dispatched the whole batch the ack came in. */
+    /*
+     * What waited for these lines goes on in arctic_tx_resume(), when
+     * the link has dispatched the whole batch the ack came in.
+     */
 }
 
-/* The receiver lost its state for our epoch: number the stream's unacked
- * packets again from 0 in an epoch newer than both sides have seen. */
+/*
+ * The receiver lost its state for our epoch: number the stream's unacked
+ * packets again from 0 in an epoch newer than both sides have seen.
+ */
 static void tx_resync(ArcticNiuState *s, uint8_t prio, uint16_t dst,
                       uint32_t receiver_epoch)
 {
@@ -1293,29 +1333,37 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
     trace_arctic_niu_tx_nack(s->node_id, h->src_node, prio, h->seq, reason);
     if (reason == ARCTIC_NACK_RESYNC) {
         if (!st->acked && (int32_t)(h->seq - st->epoch) >= 0) {
-            /* The receiver holds an epoch of ours at least as new (from
+            /*
+             * The receiver holds an epoch of ours at least as new (from
              * before this NIU's reset): it can never adopt this one, and
-             * never took any of it, so renumbering is safe. */
+             * never took any of it, so renumbering is safe.
+             */
             tx_resync(s, prio, h->src_node, h->seq);
             arctic_tx_pump(s, false);
             return;
         }
         if (!st->acked) {
-            /* Nothing of this epoch was acked, so every packet of it is
+            /*
+             * Nothing of this epoch was acked, so every packet of it is
              * still in a line: sending again from seq 0 lets the receiver
              * adopt the epoch, and cannot deliver anything twice (a seq 0
-             * it already took is a duplicate to it). */
+             * it already took is a duplicate to it).
+             */
             go_back_from = 0;
         } else if (incarnation != st->peer_incarnation) {
-            /* A receiver that acked this epoch was reset since: its old
+            /*
+             * A receiver that acked this epoch was reset since: its old
              * deliveries went to a guest that is gone, so number what is
-             * left again in a new epoch. */
+             * left again in a new epoch.
+             */
             tx_resync(s, prio, h->src_node, h->seq);
             arctic_tx_pump(s, false);
             return;
         } else {
-            /* The receiver that acked this epoch still holds it: this
-             * refusal was overtaken by the ack (reordering) and is stale. */
+            /*
+             * The receiver that acked this epoch still holds it: this
+             * refusal was overtaken by the ack (reordering) and is stale.
+             */
             trace_arctic_niu_tx_stale(s->node_id, "resync", h->src_node,
                                       h->epoch);
             return;
@@ -1364,7 +1412,8 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
     retry_timer_rearm(s);
 }
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * Life cycle
  */
 
@@ -1409,9 +1458,11 @@ void arctic_tx_reset(ArcticNiuState *s)
     s->tx_poll_interval_ns = s->poll_min_ns;
     s->tx_poll_parked = false;
     s->tx_rung = 0;
-    /* A new epoch for every stream, later than any this NIU used before,
+    /*
+     * A new epoch for every stream, later than any this NIU used before,
      * and (from the host clock) most likely later than any a receiver
-     * remembers from an earlier run of this node. */
+     * remembers from an earlier run of this node.
+     */
     epoch = (uint32_t)qemu_clock_get_ms(QEMU_CLOCK_HOST);
     if ((int32_t)(epoch - s->epoch_base) <= 0) {
         epoch = s->epoch_base + 1;
