@@ -30,7 +30,9 @@
 #           all-to-all, broadcast from every root, reduce and allreduce,
 #           active messages and a block transfer, every value checked
 #   collectives-16  the same on 16 nodes (more than the host's cores):
-#           every node booted before the program starts, all values right
+#           every node booted before the program starts, all values right,
+#           every guest given the host's TSC frequency and its clock
+#           within the run's wall time
 #   hosts-4  niu-coll-test on 4 nodes placed on two "hosts"
 #           (--hosts, with tests/integration/local-rsh as the remote
 #           shell): the guest image copied once to each, the NIUs on TCP,
@@ -179,7 +181,22 @@ suite-4)
 collectives-16)
     # More nodes than host cores: the launcher's start barrier and idle
     # sleep (-I, 1000 us by default here) keep the waiting nodes halted.
-    run_cluster -n 16 -m 128 -- niu-coll-test
+    # loglevel=6: the guest kernels' command lines on the consoles.
+    start=$SECONDS
+    run_cluster -n 16 -m 128 -A loglevel=6 -- niu-coll-test
+    wall=$((SECONDS - start))
+    expect "every guest told the host's TSC frequency" '^\[node [0-9]+\] \[ *[0-9.]+\] Kernel command line: .* tsc_early_khz=[0-9]+$' 16
+    # A guest that calibrated its TSC wrong on the busy cores ran its
+    # clock 30 times too fast (docs/scale.md): no console time stamp may
+    # pass the run's wall time.
+    late=$(grep -aoE '^\[node [0-9]+\] \[ *[0-9]+' "$out" | tr -d '[]' |
+           awk -v wall="$wall" '$3 > wall + 5 { print $2 }' | sort -u | tr '\n' ' ')
+    if [ -z "$late" ]; then
+        echo "ok: every guest clock within the run's $wall s"
+    else
+        echo "FAIL: guest clocks ahead of the run's $wall s on node(s) $late"
+        failures=$((failures + 1))
+    fi
     expect "every node booted before the start" '^==> all 16 nodes booted in [0-9]+s; starting the program on every node$'
     expect "16 nodes take part" '^\[node 0\] niu-coll-test: 16 nodes, 3 rounds, 50 words per all-to-all block$'
     expect "no wrong value in any primitive" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
