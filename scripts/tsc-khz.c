@@ -7,9 +7,9 @@
  * are all taken (64 nodes booting on 2 cores) that calibration can fail,
  * and Linux then believes the PIT's figure even when the PM timer
  * disagrees ("tsc: PIT calibration deviates from PMTIMER: 63676
- * 2096030"): the guest's clock runs 30 times too fast.  scripts/
- * niu-cluster-host measures the frequency here, where it is cheap, and
- * gives it to the guests as tsc_early_khz=.
+ * 2096030"): the guest's clock runs 30 times too fast.  The launcher
+ * (scripts/niu-cluster-host) measures the frequency here, where it is
+ * cheap, and gives it to the guests as tsc_early_khz=.
  *
  * The TSC is read around CLOCK_MONOTONIC over 100 ms, five times; the
  * median is printed.  Exit status 1 if the CPU has no usable TSC.

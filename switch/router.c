@@ -705,15 +705,15 @@ static void append_step(GString *s, const char *fmt, ...)
     va_end(ap);
 }
 
-/* ", WHAT T ms ago" for a time of the loop's clock (0: "WHAT never"). */
-static void append_age(GString *s, const ArcticSwitch *sw, const char *what,
+/* ", WHAT T ms ago" at @now_ns for a time @when_ns (0: "WHAT never"). */
+static void append_age(GString *s, uint64_t now_ns, const char *what,
                        uint64_t when_ns)
 {
     if (!when_ns) {
         g_string_append_printf(s, ", %s never", what);
     } else {
         g_string_append_printf(s, ", %s %.1f ms ago", what,
-                               (sw->now_ns - when_ns) / 1e6);
+                               (now_ns - when_ns) / 1e6);
     }
 }
 
@@ -727,8 +727,9 @@ static void append_age(GString *s, const ArcticSwitch *sw, const char *what,
  * how many bytes sent to it it has not read, tell a stalled NIU (nothing
  * read) from one that reads but keeps its credits.
  */
-static char *explain_wait(ArcticSwitch *sw, const struct sw_router *router,
-                          unsigned i, const struct sw_packet *p)
+static char *explain_wait(ArcticSwitch *sw, uint64_t now_ns,
+                          const struct sw_router *router, unsigned i,
+                          const struct sw_packet *p)
 {
     GString *s = g_string_new(NULL);
     unsigned step;
@@ -753,8 +754,8 @@ static char *explain_wait(ArcticSwitch *sw, const struct sw_router *router,
             if (!port->conn) {
                 g_string_append(s, ", not connected");
             } else {
-                append_age(s, sw, "last credit", port->last_credit_ns);
-                append_age(s, sw, "last frame", port->last_frame_ns);
+                append_age(s, now_ns, "last credit", port->last_credit_ns);
+                append_age(s, now_ns, "last frame", port->last_frame_ns);
                 g_string_append_printf(s, ", %zu byte(s) unread, %s",
                                        sw_conn_unread(port->conn),
                                        sw_conn_output_room(port->conn, frame) ?
@@ -855,6 +856,6 @@ void sw_find_oldest(ArcticSwitch *sw, uint64_t now_ns,
         o->where = g_strdup_printf("router %u.%u input %u, %u packet(s) "
                                    "ahead", c->router->level, c->router->index,
                                    c->input, c->ahead);
-        o->waits_for = explain_wait(sw, c->router, c->input, c->p);
+        o->waits_for = explain_wait(sw, now_ns, c->router, c->input, c->p);
     }
 }

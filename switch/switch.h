@@ -124,7 +124,8 @@ struct arctic_oldest_packet {
     uint64_t age_ns;            /* since it entered the switch */
     unsigned src, dst;
     char *where;                /* "router 2.5 input 3, 2 packet(s) ahead" */
-    char *waits_for;            /* "router 3.5 input 0 full (...); ..." */
+    /* "router 1.8 input 3: 4 high + 0 low of 4; port 16: 0 credit(s), ..." */
+    char *waits_for;
 };
 
 typedef struct {
