@@ -34,26 +34,25 @@ struct sw_control_client {
     bool closing;       /* close once the output is written */
 };
 
+static void control_accept(ArcticSwitch *sw, void *object, uint32_t events);
+static void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st);
+static void control_event(ArcticSwitch *sw, void *object, uint32_t events);
+
 bool sw_control_listen(ArcticSwitch *sw, GError **errp)
 {
     sw->control_listen_fd = sw_unix_listen(sw->control_path, errp);
     if (sw->control_listen_fd < 0) {
         return false;
     }
-    sw->control_watch.kind = SW_WATCH_CONTROL_LISTENER;
-    {
-        struct epoll_event ev = { .events = EPOLLIN,
-                                  .data.ptr = &sw->control_watch };
-
-        epoll_ctl(sw->epoll_fd, EPOLL_CTL_ADD, sw->control_listen_fd, &ev);
-    }
+    sw->control_watch.ready = control_accept;
+    sw_loop_watch(sw, sw->control_listen_fd, &sw->control_watch, EPOLLIN);
     return true;
 }
 
 static void client_free(ArcticSwitch *sw, struct sw_control_client *c)
 {
     sw->control_clients = g_list_remove(sw->control_clients, c);
-    epoll_ctl(sw->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    sw_loop_unwatch(sw, c->fd);
     close(c->fd);
     g_string_free(c->input, TRUE);
     g_string_free(c->output, TRUE);
@@ -67,13 +66,12 @@ void sw_control_close_all(ArcticSwitch *sw)
     }
 }
 
-void sw_control_accept(ArcticSwitch *sw)
+static void control_accept(ArcticSwitch *sw, void *object, uint32_t events)
 {
     for (;;) {
         int fd = accept4(sw->control_listen_fd, NULL, NULL,
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
         struct sw_control_client *c;
-        struct epoll_event ev = { .events = EPOLLIN };
 
         if (fd < 0) {
             return;
@@ -83,16 +81,40 @@ void sw_control_accept(ArcticSwitch *sw)
             continue;
         }
         c = g_new0(struct sw_control_client, 1);
-        c->watch.kind = SW_WATCH_CONTROL_CLIENT;
+        c->watch.ready = control_event;
         c->watch.object = c;
         c->fd = fd;
         c->input = g_string_new(NULL);
         c->output = g_string_new(NULL);
         c->registered_events = EPOLLIN;
-        ev.data.ptr = &c->watch;
-        epoll_ctl(sw->epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+        sw_loop_watch(sw, fd, &c->watch, EPOLLIN);
         sw->control_clients = g_list_prepend(sw->control_clients, c);
     }
+}
+
+/* One named member of the object being built. */
+static void sw_json_int(JsonBuilder *b, const char *name, gint64 value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, value);
+}
+
+static void sw_json_double(JsonBuilder *b, const char *name, double value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_double_value(b, value);
+}
+
+static void sw_json_string(JsonBuilder *b, const char *name, const char *value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_string_value(b, value);
+}
+
+static void sw_json_bool(JsonBuilder *b, const char *name, bool value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_boolean_value(b, value);
 }
 
 /* --- replies ---------------------------------------------------------- */
@@ -177,7 +199,7 @@ static void cmd_info(ArcticSwitch *sw, struct sw_control_client *c)
     json_builder_set_member_name(b, "connected");
     json_builder_begin_array(b);
     for (i = 0; i < sw->ports; i++) {
-        if (sw->port[i].conn && sw->port[i].conn->state == SW_CONN_LIVE) {
+        if (sw_port_live(sw, i)) {
             json_builder_add_int_value(b, i);
         }
     }
@@ -509,19 +531,16 @@ static bool client_write(ArcticSwitch *sw, struct sw_control_client *c)
                           (c->output->len ? EPOLLOUT : 0);
 
         if (wanted != c->registered_events) {
-            struct epoll_event ev = { .events = wanted,
-                                      .data.ptr = &c->watch };
-
             c->registered_events = wanted;
-            epoll_ctl(sw->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
+            sw_loop_rewatch(sw, c->fd, &c->watch, wanted);
         }
     }
     return !(c->closing && c->output->len == 0 && c->input->len == 0);
 }
 
-void sw_control_event(ArcticSwitch *sw, struct sw_control_client *c,
-                      uint32_t events)
+static void control_event(ArcticSwitch *sw, void *object, uint32_t events)
 {
+    struct sw_control_client *c = object;
     char buf[4096];
     char *newline;
 
@@ -563,4 +582,125 @@ void sw_control_event(ArcticSwitch *sw, struct sw_control_client *c,
     } while (!client_backlogged(c) &&
              (memchr(c->input->str, '\n', c->input->len) ||
               (c->closing && c->input->len)));
+}
+
+/* --- the stats as JSON --------------------------------------------- */
+
+static void json_prio(JsonBuilder *b, const struct arctic_port_prio_stats *q)
+{
+    unsigned r;
+
+    json_builder_begin_object(b);
+#define MEMBER(name) sw_json_int(b, #name, (gint64)q->name)
+    MEMBER(rx_packets);
+    MEMBER(rx_bytes);
+    MEMBER(tx_packets);
+    MEMBER(tx_bytes);
+    MEMBER(tx_credit_stalls);
+    MEMBER(rx_credit_exhausted);
+    MEMBER(network_stalls);
+    MEMBER(duplicated);
+    MEMBER(corrupted);
+    MEMBER(delayed);
+    MEMBER(ingress_depth);
+    MEMBER(ingress_depth_max);
+    MEMBER(egress_depth);
+#undef MEMBER
+    json_builder_set_member_name(b, "drops");
+    json_builder_begin_object(b);
+    for (r = 0; r < ARCTIC_DROP_REASONS; r++) {
+        sw_json_int(b, arctic_drop_reason_name(r), (gint64)q->drops[r]);
+    }
+    json_builder_end_object(b);
+    json_builder_end_object(b);
+}
+
+static void json_disconnects(JsonBuilder *b, const uint64_t *counts)
+{
+    unsigned r;
+
+    json_builder_begin_object(b);
+    for (r = 0; r < ARCTIC_DISCONNECT_REASONS; r++) {
+        sw_json_int(b, arctic_disconnect_reason_name(r), (gint64)counts[r]);
+    }
+    json_builder_end_object(b);
+}
+
+/* Fill the "stats" object of a control reply into @b. */
+static void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st)
+{
+    unsigned i, prio, bucket;
+
+    json_builder_begin_object(b);
+    sw_json_int(b, "ports", st->ports);
+    sw_json_int(b, "levels", st->levels);
+    sw_json_int(b, "routers", st->routers);
+    sw_json_int(b, "uptime_ns", (gint64)st->uptime_ns);
+    sw_json_int(b, "router_stalls", (gint64)st->router_stalls);
+    sw_json_int(b, "packets_in_use", (gint64)st->packets_in_use);
+    sw_json_int(b, "packets_in_use_max", (gint64)st->packets_in_use_max);
+    sw_json_int(b, "packet_bound", (gint64)st->packet_bound);
+    json_builder_set_member_name(b, "unattached_disconnects");
+    json_disconnects(b, st->unattached_disconnects);
+    json_builder_set_member_name(b, "latency_us_log2");
+    json_builder_begin_object(b);
+    for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
+        json_builder_set_member_name(b, sw_priority_name(prio));
+        json_builder_begin_array(b);
+        for (bucket = 0; bucket < ARCTIC_LATENCY_BUCKETS; bucket++) {
+            json_builder_add_int_value(b, (gint64)st->latency[prio][bucket]);
+        }
+        json_builder_end_array(b);
+    }
+    json_builder_end_object(b);
+    json_builder_set_member_name(b, "oldest");
+    json_builder_begin_object(b);
+    for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
+        const struct arctic_oldest_packet *o = &st->oldest[prio];
+
+        json_builder_set_member_name(b, sw_priority_name(prio));
+        if (!o->present) {
+            json_builder_add_null_value(b);
+            continue;
+        }
+        json_builder_begin_object(b);
+        sw_json_int(b, "age_us", (gint64)(o->age_ns / 1000));
+        sw_json_int(b, "src", o->src);
+        sw_json_int(b, "dst", o->dst);
+        sw_json_string(b, "where", o->where);
+        sw_json_string(b, "waits_for", o->waits_for);
+        json_builder_end_object(b);
+    }
+    json_builder_end_object(b);
+    json_builder_set_member_name(b, "port");
+    json_builder_begin_array(b);
+    for (i = 0; i < st->ports; i++) {
+        const struct arctic_port_stats *p = &st->port[i];
+
+        json_builder_begin_object(b);
+        sw_json_int(b, "port", i);
+        sw_json_bool(b, "connected", p->connected);
+        sw_json_int(b, "connects", (gint64)p->connects);
+        json_builder_set_member_name(b, "disconnects");
+        json_disconnects(b, p->disconnects);
+        for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
+            json_builder_set_member_name(b, sw_priority_name(prio));
+            json_prio(b, &p->prio[prio]);
+        }
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+}
+
+char *arctic_switch_stats_to_json(const ArcticSwitchStats *st)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = NULL;
+
+    sw_stats_build_json(b, st);
+    root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    return json_generator_to_data(gen, NULL);
 }

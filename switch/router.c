@@ -221,13 +221,6 @@ static enum arctic_drop_reason wire_error_reason(enum arctic_wire_error e)
     }
 }
 
-static bool port_live(const ArcticSwitch *sw, unsigned port_no)
-{
-    const struct sw_conn *conn = sw->port[port_no].conn;
-
-    return conn && conn->state == SW_CONN_LIVE;
-}
-
 /* A buffer of @input became free: tell whoever fills it. */
 static void input_released(ArcticSwitch *sw, struct sw_router *router,
                            unsigned input, unsigned prio)
@@ -235,12 +228,7 @@ static void input_released(ArcticSwitch *sw, struct sw_router *router,
     struct sw_input *in = &router->in[input];
 
     if (in->node >= 0) {
-        struct sw_port *port = &sw->port[in->node];
-
-        port->credit_return_pending[prio]++;
-        if (port->conn) {
-            sw_conn_queue_flush(sw, port->conn);
-        }
+        sw_port_credit_freed(sw, in->node, prio);
     } else if (in->upstream) {
         struct sw_output *out = &in->upstream->out[in->upstream_output];
 
@@ -256,8 +244,8 @@ static void input_released(ArcticSwitch *sw, struct sw_router *router,
  * Valid packets enter the leaf router's input; the others are counted,
  * captured and their credit returned at once.
  */
-void sw_ingress(ArcticSwitch *sw, unsigned port_no, unsigned prio,
-                const uint8_t *bytes, size_t size)
+static void router_packet(ArcticSwitch *sw, unsigned port_no, unsigned prio,
+                          const uint8_t *bytes, size_t size)
 {
     struct sw_port *port = &sw->port[port_no];
     uint32_t w0 = arctic_get_le32(bytes + ARCTIC_WIRE_WORDS_OFFSET);
@@ -278,15 +266,14 @@ void sw_ingress(ArcticSwitch *sw, unsigned port_no, unsigned prio,
     } else if (!sw_route_destination(sw, port_no, w0, w1, &dst)) {
         reason = ARCTIC_DROP_UNKNOWN_ROUTE;
         dst = SW_NO_PORT;
-    } else if (!port_live(sw, dst)) {
+    } else if (!sw_port_live(sw, dst)) {
         reason = ARCTIC_DROP_PORT_DOWN;
     }
     sw_pcap_record(sw, reason < 0 ? SW_PCAP_INGRESS : SW_PCAP_DROP, reason,
                    0, port_no, dst, bytes, size);
     if (reason >= 0) {
         sw_count_drop(sw, port_no, prio, reason);
-        port->credit_return_pending[prio]++;
-        sw_conn_queue_flush(sw, port->conn);
+        sw_port_credit_freed(sw, port_no, prio);
         return;
     }
 
@@ -364,15 +351,9 @@ static bool egress_transmit(ArcticSwitch *sw, unsigned port_no,
     unsigned prio = p->priority;
 
     while (p->copies_left > 0) {
-        uint8_t *frame;
         unsigned flags = 0;
 
-        if (port->egress_credits[prio] == 0 ||
-            !sw_conn_output_room(port->conn,
-                                 ARCTIC_LINK_HEADER_SIZE + p->size +
-                                 SW_CREDIT_FRAME)) {
-            /* The credit frame room is kept so credits can always go back
-             * to an NIU, whatever it is sent. */
+        if (!sw_port_can_send(sw, port_no, prio, p->size)) {
             *blocked = true;
             return false;
         }
@@ -382,11 +363,7 @@ static bool egress_transmit(ArcticSwitch *sw, unsigned port_no,
                 1u << (p->corrupt_bit % 8);
             p->flags |= SW_FAULT_CORRUPTED;
         }
-        frame = sw_conn_output_reserve(port->conn,
-                                       ARCTIC_LINK_HEADER_SIZE + p->size);
-        arctic_packet_frame_encode(frame, prio, p->size);
-        memcpy(frame + ARCTIC_LINK_HEADER_SIZE, p->bytes, p->size);
-        port->egress_credits[prio]--;
+        sw_port_send(sw, port_no, prio, p->bytes, p->size);
         st->tx_packets++;
         st->tx_bytes += p->size;
         if (!(p->flags & SW_PACKET_DELIVERED_ONCE)) {
@@ -404,7 +381,6 @@ static bool egress_transmit(ArcticSwitch *sw, unsigned port_no,
         sw_pcap_record(sw, SW_PCAP_EGRESS, -1, flags, p->src_port, port_no,
                        p->bytes, p->size);
         p->copies_left--;
-        sw_conn_queue_flush(sw, port->conn);
     }
     return true;
 }
@@ -431,7 +407,7 @@ static void release_delayed(ArcticSwitch *sw, unsigned port_no)
         while (line->head) {
             struct sw_packet *p = line->head;
 
-            if (!port_live(sw, port_no)) {
+            if (!sw_port_live(sw, port_no)) {
                 drop_packet(sw, sw_queue_pop(line), p->src_port,
                             ARCTIC_DROP_PORT_DOWN);
                 continue;
@@ -459,7 +435,7 @@ static bool egress_forward(ArcticSwitch *sw, struct sw_router *router,
     struct sw_port *port = &sw->port[port_no];
     bool blocked = false;
 
-    if (!port_live(sw, port_no)) {
+    if (!sw_port_live(sw, port_no)) {
         return true;    /* caller drops it as PORT_DOWN */
     }
     if (!(p->flags & SW_FAULT_DECIDED)) {
@@ -516,7 +492,7 @@ static bool forward_head(ArcticSwitch *sw, struct sw_router *router,
         }
         sw_queue_pop(q);
         input_released(sw, router, i, prio);
-        if (!port_live(sw, port_no)) {
+        if (!sw_port_live(sw, port_no)) {
             drop_packet(sw, p, p->src_port, ARCTIC_DROP_PORT_DOWN);
         } else if ((p->flags & SW_FAULT_DROP)) {
             drop_packet(sw, p, port_no, ARCTIC_DROP_FAULT);
@@ -596,6 +572,12 @@ static void router_process(ArcticSwitch *sw, struct sw_router *router)
     } while (progress);
 }
 
+/* Has a router work that sw_schedule() has not done? */
+bool sw_schedule_pending(const ArcticSwitch *sw)
+{
+    return sw->dirty_list != NULL;
+}
+
 void sw_schedule(ArcticSwitch *sw)
 {
     struct sw_router *router;
@@ -608,7 +590,8 @@ void sw_schedule(ArcticSwitch *sw)
 }
 
 /* The NIU on @port_no gave credits or drained its socket. */
-void sw_port_egress_ready(ArcticSwitch *sw, unsigned port_no)
+/* The NIU on @port_no gave credits or drained its socket. */
+static void router_port_ready(ArcticSwitch *sw, unsigned port_no)
 {
     struct sw_port *port = &sw->port[port_no];
     struct sw_output *out = &port->leaf->out[port->leaf_input];
@@ -620,9 +603,11 @@ void sw_port_egress_ready(ArcticSwitch *sw, unsigned port_no)
     }
 }
 
-/* The NIU of @port_no is gone: what waits for it is dropped when the leaf
- * next runs; what it sent before leaving is still delivered. */
-void sw_port_detach(ArcticSwitch *sw, unsigned port_no)
+/*
+ * The NIU of @port_no is gone: what waits for it is dropped when the leaf
+ * next runs; what it sent before leaving is still delivered.
+ */
+static void router_port_detached(ArcticSwitch *sw, unsigned port_no)
 {
     struct sw_port *port = &sw->port[port_no];
     unsigned prio;
@@ -633,16 +618,19 @@ void sw_port_detach(ArcticSwitch *sw, unsigned port_no)
         while ((p = sw_queue_pop(&port->delay_line[prio]))) {
             drop_packet(sw, p, p->src_port, ARCTIC_DROP_PORT_DOWN);
         }
-        port->egress_credits[prio] = 0;
-        port->ingress_credits[prio] = 0;
-        port->credit_return_pending[prio] = 0;
     }
-    port->credit_due_ns = 0;
     port->leaf->out[port->leaf_input].blocked = false;
     sw_mark_dirty(sw, port->leaf);
 }
 
-void sw_timer_expired(ArcticSwitch *sw)
+const struct sw_port_ops sw_router_port_ops = {
+    .packet = router_packet,
+    .ready = router_port_ready,
+    .detached = router_port_detached,
+};
+
+/* The loop's timer fired: routers whose time came, delay lines. */
+void sw_router_timer(ArcticSwitch *sw)
 {
     size_t n = (size_t)sw->levels * sw->routers_per_level, r;
     unsigned port_no;
@@ -661,16 +649,18 @@ void sw_timer_expired(ArcticSwitch *sw)
         struct sw_port *port = &sw->port[port_no];
 
         if (port->delay_line[0].head || port->delay_line[1].head) {
-            sw_port_egress_ready(sw, port_no);
-        }
-        if (port->credit_due_ns && port->conn) {
-            if (port->credit_due_ns <= sw->now_ns) {
-                sw_conn_queue_flush(sw, port->conn);
-            } else {
-                sw_arm_timer(sw, port->credit_due_ns);
-            }
+            router_port_ready(sw, port_no);
         }
     }
+}
+
+/* Packets of the NIU on @port_no waiting in its leaf router input. */
+unsigned sw_port_ingress_depth(const ArcticSwitch *sw, unsigned port_no,
+                               unsigned priority)
+{
+    const struct sw_port *port = &sw->port[port_no];
+
+    return port->leaf->in[port->leaf_input].queue[priority].count;
 }
 
 unsigned sw_port_egress_depth(const ArcticSwitch *sw, unsigned port_no,
@@ -690,6 +680,14 @@ unsigned sw_port_egress_depth(const ArcticSwitch *sw, unsigned port_no,
     return depth;
 }
 
+/* A new step of a wait's explanation starts after "; ". */
+static void begin_step(GString *s)
+{
+    if (s->len) {
+        g_string_append(s, "; ");
+    }
+}
+
 static void append_step(GString *s, const char *fmt, ...)
     G_GNUC_PRINTF(2, 3);
 
@@ -697,24 +695,10 @@ static void append_step(GString *s, const char *fmt, ...)
 {
     va_list ap;
 
-    if (s->len) {
-        g_string_append(s, "; ");
-    }
+    begin_step(s);
     va_start(ap, fmt);
     g_string_append_vprintf(s, fmt, ap);
     va_end(ap);
-}
-
-/* ", WHAT T ms ago" at @now_ns for a time @when_ns (0: "WHAT never"). */
-static void append_age(GString *s, uint64_t now_ns, const char *what,
-                       uint64_t when_ns)
-{
-    if (!when_ns) {
-        g_string_append_printf(s, ", %s never", what);
-    } else {
-        g_string_append_printf(s, ", %s %.1f ms ago", what,
-                               (now_ns - when_ns) / 1e6);
-    }
 }
 
 /*
@@ -746,24 +730,11 @@ static char *explain_wait(ArcticSwitch *sw, uint64_t now_ns,
         }
         out = &router->out[p->out_port];
         if (out->node >= 0) {
-            struct sw_port *port = &sw->port[out->node];
-            size_t frame = ARCTIC_LINK_HEADER_SIZE + p->size + SW_CREDIT_FRAME;
-
-            append_step(s, "port %d: %u credit(s)", out->node,
-                        port->egress_credits[p->priority]);
-            if (!port->conn) {
-                g_string_append(s, ", not connected");
-            } else {
-                append_age(s, now_ns, "last credit", port->last_credit_ns);
-                append_age(s, now_ns, "last frame", port->last_frame_ns);
-                g_string_append_printf(s, ", %zu byte(s) unread, %s",
-                                       sw_conn_unread(port->conn),
-                                       sw_conn_output_room(port->conn, frame) ?
-                                       "socket has room" :
-                                       "socket output full");
-            }
+            begin_step(s);
+            sw_port_describe(sw, out->node, p->priority, p->size, now_ns, s);
             g_string_append_printf(s, ", delay line %u",
-                                   port->delay_line[p->priority].count);
+                                   sw->port[out->node].delay_line[p->priority]
+                                   .count);
             break;
         }
         if (!out->next) {

@@ -106,16 +106,31 @@ enum sw_conn_state {
     SW_CONN_CLOSING,
 };
 
+/*
+ * A descriptor the loop watches (loop.c): its events go to @ready, with
+ * @object, in the loop thread.
+ */
 struct sw_watch {
-    enum {
-        SW_WATCH_LISTENER,
-        SW_WATCH_CONN,
-        SW_WATCH_CONTROL_LISTENER,
-        SW_WATCH_CONTROL_CLIENT,
-        SW_WATCH_WAKEUP,
-        SW_WATCH_TIMER,
-    } kind;
+    void (*ready)(ArcticSwitch *sw, void *object, uint32_t events);
     void *object;
+};
+
+/* The event loop's own state (loop.c). */
+struct sw_loop {
+    int epoll_fd;
+    int wakeup_fd;                  /* eventfd: stop and invoke */
+    int timer_fd;
+    struct sw_watch wakeup_watch, timer_watch;
+    uint64_t timer_armed_ns;        /* 0: disarmed */
+    volatile int stop_requested;
+    int running;                    /* under invoke_lock: in run() */
+    GThread *thread;
+    GMutex invoke_lock;
+    GCond invoke_done;
+    GQueue invoke_queue;
+    /* The owner's hooks: the timer fired; a batch of events was served. */
+    void (*on_timer)(ArcticSwitch *sw);
+    void (*after_batch)(ArcticSwitch *sw);
 };
 
 struct sw_conn {
@@ -139,22 +154,53 @@ struct sw_fault_state {
     bool active;
 };
 
-struct sw_port {
+/*
+ * The NIU link of a port, both directions (port.c): the connection, the
+ * credits each side holds, and when the NIU last spoke.
+ */
+struct sw_link {
     struct sw_conn *conn;
-    struct sw_router *leaf;
-    unsigned leaf_input;
     /* Credits the NIU granted us, per priority. */
     unsigned egress_credits[ARCTIC_NUM_PRIORITIES];
     /* Credits the NIU holds from us, and those freed but not yet sent. */
     unsigned ingress_credits[ARCTIC_NUM_PRIORITIES];
     unsigned credit_return_pending[ARCTIC_NUM_PRIORITIES];
+    /*
+     * Packets of this NIU handed to the router whose buffers are not free
+     * yet, whatever connection sent them: a new connection is granted the
+     * rest of the window.
+     */
+    unsigned ingress_held[ARCTIC_NUM_PRIORITIES];
     uint64_t credit_due_ns;     /* pending credits go alone then; 0 none */
-    /* When the NIU last sent a frame and a CREDIT frame (0: not since it
-     * attached), for the stats' account of what a packet waits for. */
+    /*
+     * When the NIU last sent a frame and a CREDIT frame (0: not since it
+     * attached), for the stats' account of what a packet waits for.
+     */
     uint64_t last_frame_ns, last_credit_ns;
+};
+
+struct sw_port {
+    struct sw_link link;                /* port.c */
+    struct sw_router *leaf;             /* router.c, from here down */
+    unsigned leaf_input;
     struct sw_queue delay_line[ARCTIC_NUM_PRIORITIES];
     struct sw_fault_state fault[ARCTIC_NUM_PRIORITIES];
-    struct arctic_port_stats stats;
+    struct arctic_port_stats stats;     /* both */
+};
+
+/*
+ * What a port reports to the layer above it (router.c, wired by core.c),
+ * as the NIU's own link reports to the device (hw/net/arctic-niu).
+ */
+struct sw_port_ops {
+    /* A PACKET frame, its credit taken; the buffer is freed by
+     * sw_port_credit_freed(). */
+    void (*packet)(ArcticSwitch *sw, unsigned port_no, unsigned prio,
+                   const uint8_t *bytes, size_t size);
+    /* The NIU gave credits or its socket drained: sending may resume. */
+    void (*ready)(ArcticSwitch *sw, unsigned port_no);
+    /* The NIU is gone (its link state is reset already). */
+    void (*detached)(ArcticSwitch *sw, unsigned port_no);
 };
 
 struct sw_control_client;
@@ -169,72 +215,86 @@ struct ArcticSwitch {
     GRand *route_rand;
     double ns_per_byte;
 
-    int epoll_fd;
-    uint8_t *read_buf;              /* SW_CONN_INPUT_BUFFER: one recv() */
-    int wakeup_fd;                  /* eventfd: stop and invoke */
-    int timer_fd;
+    struct sw_loop loop;            /* loop.c */
+    uint64_t now_ns, start_ns;      /* now_ns: the loop's batch clock */
+
+    /* core.c: the listening sockets */
     int unix_listen_fd, tcp_listen_fd, control_listen_fd;
-    struct sw_watch unix_watch, tcp_watch, control_watch, wakeup_watch,
-                    timer_watch;
-    volatile int stop_requested;
-    int running;                    /* atomic: the loop is in run() */
-    GThread *loop_thread;
-    GMutex invoke_lock;
-    GCond invoke_done;
-    GQueue invoke_queue;
+    struct sw_watch unix_watch, tcp_watch;
 
-    uint64_t now_ns, start_ns;
-    uint64_t timer_armed_ns;        /* 0: disarmed */
-
+    /* port.c: the connections and how ports report upward */
+    const struct sw_port_ops *port_ops;
+    uint8_t *read_buf;              /* SW_CONN_INPUT_BUFFER: one recv() */
     struct sw_conn *conns;
     struct sw_conn *graveyard;      /* closed, freed after the event batch */
     unsigned pending_conns;
     struct sw_conn *flush_list;
-    struct sw_router *dirty_list;
-    GList *control_clients;
 
+    /* router.c */
+    struct sw_router *dirty_list;
     struct sw_packet *free_packets;
     uint64_t packets_in_use, packets_in_use_max, packets_allocated;
     uint64_t packet_bound;
 
+    /* counters: port.c and router.c count, stats.c names them */
     uint64_t unattached_disconnects[ARCTIC_DISCONNECT_REASONS];
     uint64_t latency[ARCTIC_NUM_PRIORITIES][ARCTIC_LATENCY_BUCKETS];
 
+    /* control.c */
+    struct sw_watch control_watch;
+    GList *control_clients;
+
+    /* pcap.c */
     FILE *pcap;
     char *pcap_path;
 };
 
-/* core.c */
+/* loop.c */
 uint64_t sw_clock_ns(void);
-void sw_conn_queue_flush(ArcticSwitch *sw, struct sw_conn *conn);
-bool sw_conn_output_room(const struct sw_conn *conn, size_t bytes);
-uint8_t *sw_conn_output_reserve(struct sw_conn *conn, size_t bytes);
-size_t sw_conn_unread(const struct sw_conn *conn);
-void sw_conn_input(ArcticSwitch *sw, struct sw_conn *conn);
+void sw_log(ArcticSwitch *sw, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+bool sw_loop_init(ArcticSwitch *sw, void (*on_timer)(ArcticSwitch *sw),
+                  void (*after_batch)(ArcticSwitch *sw), GError **errp);
+void sw_loop_cleanup(ArcticSwitch *sw);
+void sw_loop_watch(ArcticSwitch *sw, int fd, struct sw_watch *watch,
+                   uint32_t events);
+void sw_loop_rewatch(ArcticSwitch *sw, int fd, struct sw_watch *watch,
+                     uint32_t events);
+void sw_loop_unwatch(ArcticSwitch *sw, int fd);
+void sw_arm_timer(ArcticSwitch *sw, uint64_t deadline_ns);
+
+/* port.c */
+struct sw_conn *sw_conn_new(ArcticSwitch *sw, int fd);
 void sw_conn_feed(ArcticSwitch *sw, struct sw_conn *conn, const uint8_t *data,
                   size_t len);
-int sw_unix_listen(const char *path, GError **errp);
-void sw_arm_timer(ArcticSwitch *sw, uint64_t deadline_ns);
-void sw_flush_all(ArcticSwitch *sw);
-struct sw_conn *sw_conn_new(ArcticSwitch *sw, int fd);
 void sw_conn_close(ArcticSwitch *sw, struct sw_conn *conn,
                    enum arctic_disconnect_reason reason);
+void sw_port_close_all(ArcticSwitch *sw);
+bool sw_port_live(const ArcticSwitch *sw, unsigned port_no);
+bool sw_port_can_send(const ArcticSwitch *sw, unsigned port_no,
+                      unsigned prio, size_t size);
+void sw_port_send(ArcticSwitch *sw, unsigned port_no, unsigned prio,
+                  const uint8_t *bytes, size_t size);
+void sw_port_credit_freed(ArcticSwitch *sw, unsigned port_no, unsigned prio);
+void sw_port_describe(const ArcticSwitch *sw, unsigned port_no,
+                      unsigned prio, size_t size, uint64_t now_ns,
+                      GString *s);
+void sw_port_timer(ArcticSwitch *sw);
+void sw_port_flush(ArcticSwitch *sw);
+void sw_port_bury_closed(ArcticSwitch *sw);
 
 /* router.c */
+extern const struct sw_port_ops sw_router_port_ops;
 bool sw_tree_init(ArcticSwitch *sw, GError **errp);
 void sw_tree_free(ArcticSwitch *sw);
 bool sw_route_destination(const ArcticSwitch *sw, unsigned src, uint32_t w0,
                           uint32_t w1, unsigned *dst);
-void sw_ingress(ArcticSwitch *sw, unsigned port_no, unsigned prio,
-                const uint8_t *bytes,
-                size_t size);
 void sw_schedule(ArcticSwitch *sw);
-void sw_mark_dirty(ArcticSwitch *sw, struct sw_router *router);
-void sw_port_egress_ready(ArcticSwitch *sw, unsigned port_no);
-void sw_port_detach(ArcticSwitch *sw, unsigned port_no);
-void sw_timer_expired(ArcticSwitch *sw);
+bool sw_schedule_pending(const ArcticSwitch *sw);
+void sw_router_timer(ArcticSwitch *sw);
 unsigned sw_port_egress_depth(const ArcticSwitch *sw, unsigned port_no,
                               unsigned priority);
+unsigned sw_port_ingress_depth(const ArcticSwitch *sw, unsigned port_no,
+                               unsigned priority);
 void sw_find_oldest(ArcticSwitch *sw, uint64_t now_ns,
                     struct arctic_oldest_packet *oldest);
 struct sw_packet *sw_packet_alloc(ArcticSwitch *sw);
@@ -263,21 +323,17 @@ void sw_pcap_record(ArcticSwitch *sw, enum sw_pcap_event event,
 
 /* control.c */
 bool sw_control_listen(ArcticSwitch *sw, GError **errp);
-void sw_control_accept(ArcticSwitch *sw);
-void sw_control_event(ArcticSwitch *sw, struct sw_control_client *client,
-                      uint32_t events);
 void sw_control_close_all(ArcticSwitch *sw);
 
-/* stats.c (JsonBuilder is json-glib's; only its users include it) */
-typedef struct _JsonBuilder JsonBuilder;
-void sw_json_int(JsonBuilder *b, const char *name, gint64 value);
-void sw_json_double(JsonBuilder *b, const char *name, double value);
-void sw_json_string(JsonBuilder *b, const char *name, const char *value);
-void sw_json_bool(JsonBuilder *b, const char *name, bool value);
-void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st);
+/* stats.c */
 void sw_stats_latency(ArcticSwitch *sw, unsigned priority, uint64_t ns);
 void sw_count_drop(ArcticSwitch *sw, unsigned port_no, unsigned priority,
                    enum arctic_drop_reason reason);
+const char *sw_priority_name(unsigned priority);
+
+/* core.c */
+int sw_unix_listen(const char *path, GError **errp);
+void sw_flush_all(ArcticSwitch *sw);
 
 static inline void sw_queue_push(struct sw_queue *q, struct sw_packet *p)
 {
