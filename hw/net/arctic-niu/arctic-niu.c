@@ -52,7 +52,7 @@ static const char *const arctic_error_names[ARCTIC_NUM_ERRORS] = {
  * Whose fault each cause is, which decides how it is logged: the guest's
  * mistakes go to '-d guest_errors'; the network's and the switch's to a
  * warning, once per cause until the link is next up (the trace event
- * arctic_niu_error has every one); a peer given up is said each time.
+ * niu_error has every one); a peer given up is said each time.
  */
 typedef enum {
     ARCTIC_BLAME_GUEST,
@@ -68,7 +68,7 @@ static const ArcticBlame arctic_error_blame[ARCTIC_NUM_ERRORS] = {
 };
 
 /* INTx follows IRQ_STATUS when MSI-X is off. */
-static void arctic_niu_update_intx(ArcticNiuState *s)
+static void niu_update_intx(ArcticNiuState *s)
 {
     PCIDevice *pdev = PCI_DEVICE(s);
 
@@ -79,7 +79,7 @@ static void arctic_niu_update_intx(ArcticNiuState *s)
  * Raise the causes in @cause_mask (NIU_IRQ bits) that are enabled: set
  * their status, fire their vectors, and disarm the one-shot ones.
  */
-void arctic_niu_irq_event(ArcticNiuState *s, uint32_t cause_mask)
+void niu_irq_event(ArcticNiuState *s, uint32_t cause_mask)
 {
     PCIDevice *pdev = PCI_DEVICE(s);
     uint32_t fire = cause_mask & s->irq_enable;
@@ -91,7 +91,7 @@ void arctic_niu_irq_event(ArcticNiuState *s, uint32_t cause_mask)
     s->irq_status |= fire;
     s->irq_enable &= ~(fire & ~R_NIU_IRQ_ERROR_MASK);
     /* The interrupt may wake a halted vCPU without the main loop. */
-    arctic_tx_unpark(s);
+    niu_tx_unpark(s);
     trace_arctic_niu_irq(s->node_id, fire, msix_enabled(pdev));
     if (msix_enabled(pdev)) {
         for (bit = 0; bit < 32; bit++) {
@@ -102,12 +102,12 @@ void arctic_niu_irq_event(ArcticNiuState *s, uint32_t cause_mask)
             msix_notify(pdev, bit);
         }
     }
-    arctic_niu_update_intx(s);
+    niu_update_intx(s);
 }
 
 static G_GNUC_PRINTF(3, 0)
-void arctic_niu_log_error(ArcticNiuState *s, enum arctic_error cause,
-                          const char *fmt, va_list ap)
+void niu_log_error(ArcticNiuState *s, enum arctic_error cause,
+                   const char *fmt, va_list ap)
 {
     g_autofree char *what = NULL;
 
@@ -137,15 +137,15 @@ void arctic_niu_log_error(ArcticNiuState *s, enum arctic_error cause,
  * ERROR interrupt (seed 002 §4.1.4), the trace event, and the log line
  * @fmt, in the class arctic_error_blame gives the cause.
  */
-void arctic_niu_error(ArcticNiuState *s, enum arctic_error cause,
-                      unsigned ep, unsigned queue, uint32_t detail,
-                      const char *fmt, ...)
+void niu_error(ArcticNiuState *s, enum arctic_error cause,
+               unsigned ep, unsigned queue, uint32_t detail,
+               const char *fmt, ...)
 {
     bool new_cause = !(s->error_cause & (1u << cause));
     va_list ap;
 
     va_start(ap, fmt);
-    arctic_niu_log_error(s, cause, fmt, ap);
+    niu_log_error(s, cause, fmt, ap);
     va_end(ap);
 
     s->error_cause |= 1u << cause;
@@ -156,11 +156,11 @@ void arctic_niu_error(ArcticNiuState *s, enum arctic_error cause,
     trace_arctic_niu_error(s->node_id, arctic_error_names[cause], ep, queue,
                            detail);
     if (new_cause) {
-        arctic_niu_irq_event(s, R_NIU_IRQ_ERROR_MASK);
+        niu_irq_event(s, R_NIU_IRQ_ERROR_MASK);
     }
 }
 
-void arctic_niu_count(ArcticNiuState *s, enum arctic_counter c)
+void niu_count(ArcticNiuState *s, enum arctic_counter c)
 {
     s->counters[c]++;
 }
@@ -170,13 +170,13 @@ void arctic_niu_count(ArcticNiuState *s, enum arctic_counter c)
  * Control BAR
  */
 
-static bool arctic_tx_off(ArcticNiuState *s)
+static bool niu_tx_off(ArcticNiuState *s)
 {
-    return !s->tx_enabled && !arctic_tx_draining(s);
+    return !s->tx_enabled && !niu_tx_draining(s);
 }
 
 /* The endpoint a control register belongs to, for ERROR_INFO. */
-static unsigned arctic_reg_endpoint(hwaddr addr)
+static unsigned niu_reg_endpoint(hwaddr addr)
 {
     if (addr >= ARCTIC_EP_BLOCK_BASE &&
         addr < ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0)) {
@@ -186,19 +186,19 @@ static unsigned arctic_reg_endpoint(hwaddr addr)
 }
 
 /* A write that needs its datapath OFF: refuse it otherwise. */
-static bool arctic_check_off(ArcticNiuState *s, bool off, hwaddr addr)
+static bool niu_check_off(ArcticNiuState *s, bool off, hwaddr addr)
 {
     if (!off) {
-        arctic_niu_error(s, ARCTIC_ERR_BUSY, arctic_reg_endpoint(addr), 0,
-                         addr, "write to 0x%" HWADDR_PRIx
-                         " while its datapath is on", addr);
+        niu_error(s, ARCTIC_ERR_BUSY, niu_reg_endpoint(addr), 0,
+                  addr, "write to 0x%" HWADDR_PRIx
+                  " while its datapath is on", addr);
         return false;
     }
     return true;
 }
 
-static uint32_t arctic_ctrl_read_value(ArcticNiuState *s, bool enabled,
-                                       bool draining)
+static uint32_t niu_ctrl_read_value(ArcticNiuState *s, bool enabled,
+                                    bool draining)
 {
     return FIELD_DP32(0, NIU_CTRL, ENABLE, enabled || draining);
 }
@@ -209,8 +209,8 @@ static uint64_t deposit_half(uint64_t old, bool high, uint32_t value)
     return high ? deposit64(old, 32, 32, value) : deposit64(old, 0, 32, value);
 }
 
-static uint64_t arctic_ep_read(ArcticNiuState *s, unsigned epn, hwaddr reg,
-                               bool *ok)
+static uint64_t niu_ep_read(ArcticNiuState *s, unsigned epn, hwaddr reg,
+                            bool *ok)
 {
     ArcticEndpoint *ep = &s->ep[epn];
 
@@ -238,16 +238,16 @@ static uint64_t arctic_ep_read(ArcticNiuState *s, unsigned epn, hwaddr reg,
 }
 
 /* A queue base: the value as a whole must keep the region alignment. */
-static void arctic_write_qbase(ArcticNiuState *s, unsigned epn, hwaddr addr,
-                               uint64_t *base, bool high, uint32_t value,
-                               uint64_t align)
+static void niu_write_qbase(ArcticNiuState *s, unsigned epn, hwaddr addr,
+                            uint64_t *base, bool high, uint32_t value,
+                            uint64_t align)
 {
     uint64_t next = deposit_half(*base, high, value);
 
     if (next & (align - 1)) {
-        arctic_niu_error(s, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr,
-                         "queue base 0x%" PRIx64 " of endpoint %u is not %"
-                         PRIu64 "-byte aligned", next, epn, align);
+        niu_error(s, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr,
+                  "queue base 0x%" PRIx64 " of endpoint %u is not %"
+                  PRIu64 "-byte aligned", next, epn, align);
         return;
     }
     *base = next;
@@ -257,13 +257,13 @@ static void arctic_write_qbase(ArcticNiuState *s, unsigned epn, hwaddr addr,
  * A queue index below @limit: N for a Tx tail, 2N for an Rx head, whose
  * LAP bit sits just above INDEX (niu-hw.h, EP_RX_HD).
  */
-static void arctic_write_index(ArcticNiuState *s, unsigned epn,
-                               uint32_t *index, uint32_t value, uint32_t limit)
+static void niu_write_index(ArcticNiuState *s, unsigned epn,
+                            uint32_t *index, uint32_t value, uint32_t limit)
 {
     if (value >= limit) {
-        arctic_niu_error(s, ARCTIC_ERR_BAD_INDEX, epn, 0, value,
-                         "queue index 0x%x of endpoint %u is not below 0x%x",
-                         value, epn, limit);
+        niu_error(s, ARCTIC_ERR_BAD_INDEX, epn, 0, value,
+                  "queue index 0x%x of endpoint %u is not below 0x%x",
+                  value, epn, limit);
         return;
     }
     *index = value;
@@ -274,9 +274,9 @@ static void arctic_write_index(ArcticNiuState *s, unsigned epn,
  * power of two minus one, at least 4 MiB - 1, or 0 for no window.  Each
  * half is checked as part of the whole 64-bit value it makes.
  */
-static void arctic_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
-                                 uint64_t *reg, bool high, uint32_t value,
-                                 bool is_mask)
+static void niu_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
+                              uint64_t *reg, bool high, uint32_t value,
+                              bool is_mask)
 {
     uint64_t next = deposit_half(*reg, high, value);
     ArcticEndpoint *ep = &s->ep[epn];
@@ -294,55 +294,55 @@ static void arctic_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
         bad = next & (ARCTIC_DMA_WINDOW_ALIGN - 1);
     }
     if (bad) {
-        arctic_niu_error(s, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr,
-                         "DMA window register 0x%" HWADDR_PRIx " value 0x%"
-                         PRIx64 " refused", addr, next);
+        niu_error(s, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr,
+                  "DMA window register 0x%" HWADDR_PRIx " value 0x%"
+                  PRIx64 " refused", addr, next);
         return;
     }
     if (mask && phy > UINT64_MAX - mask) {
         /* The window's memory would wrap past 2^64 to address 0. */
-        arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, epn, 0, addr,
-                         "DMA window at 0x%" PRIx64 " with mask 0x%" PRIx64
-                         " wraps; register 0x%" HWADDR_PRIx " refused",
-                         phy, mask, addr);
+        niu_error(s, ARCTIC_ERR_BAD_VALUE, epn, 0, addr,
+                  "DMA window at 0x%" PRIx64 " with mask 0x%" PRIx64
+                  " wraps; register 0x%" HWADDR_PRIx " refused",
+                  phy, mask, addr);
         return;
     }
     *reg = next;
 }
 
-static void arctic_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
-                            hwaddr reg, uint32_t value, bool *ok)
+static void niu_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
+                         hwaddr reg, uint32_t value, bool *ok)
 {
     ArcticEndpoint *ep = &s->ep[epn];
-    bool tx_off = arctic_tx_off(s);
+    bool tx_off = niu_tx_off(s);
     bool rx_off = !s->rx_enabled;
 
     switch (reg) {
     case A_EP_TX_QBASE_LO:
     case A_EP_TX_QBASE_HI:
-        if (arctic_check_off(s, tx_off, addr)) {
-            arctic_write_qbase(s, epn, addr, &ep->tx_qbase,
-                               reg == A_EP_TX_QBASE_HI, value,
-                               ARCTIC_TX_REGION_ALIGN);
+        if (niu_check_off(s, tx_off, addr)) {
+            niu_write_qbase(s, epn, addr, &ep->tx_qbase,
+                            reg == A_EP_TX_QBASE_HI, value,
+                            ARCTIC_TX_REGION_ALIGN);
             /* Another process's queues: no DMA request is half sent. */
             memset(ep->dma_progress, 0, sizeof(ep->dma_progress));
         }
         break;
     case A_EP_RX_QBASE_LO:
     case A_EP_RX_QBASE_HI:
-        if (arctic_check_off(s, rx_off, addr)) {
-            arctic_write_qbase(s, epn, addr, &ep->rx_qbase,
-                               reg == A_EP_RX_QBASE_HI, value,
-                               ARCTIC_RX_REGION_ALIGN);
+        if (niu_check_off(s, rx_off, addr)) {
+            niu_write_qbase(s, epn, addr, &ep->rx_qbase,
+                            reg == A_EP_RX_QBASE_HI, value,
+                            ARCTIC_RX_REGION_ALIGN);
         }
         break;
     case A_EP_HI_TX_TL:
     case A_EP_LO_TX_TL:
     case A_EP_DMA_TX_TL:
-        if (arctic_check_off(s, tx_off, addr)) {
-            arctic_write_index(s, epn,
-                               &ep->tx_tail[(reg - A_EP_HI_TX_TL) / 4], value,
-                               ARCTIC_N);
+        if (niu_check_off(s, tx_off, addr)) {
+            niu_write_index(s, epn,
+                            &ep->tx_tail[(reg - A_EP_HI_TX_TL) / 4], value,
+                            ARCTIC_N);
             /* A new tail starts its DMA request (if any) from the top. */
             if (reg != A_EP_LO_TX_TL) {
                 ep->dma_progress[reg == A_EP_HI_TX_TL ? 0 : 1] = 0;
@@ -351,39 +351,39 @@ static void arctic_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
         break;
     case A_EP_HI_RX_HD:
     case A_EP_LO_RX_HD:
-        if (arctic_check_off(s, rx_off, addr)) {
-            arctic_write_index(s, epn,
-                               &ep->rx_head[(reg - A_EP_HI_RX_HD) / 4], value,
-                               2 * ARCTIC_N);
+        if (niu_check_off(s, rx_off, addr)) {
+            niu_write_index(s, epn,
+                            &ep->rx_head[(reg - A_EP_HI_RX_HD) / 4], value,
+                            2 * ARCTIC_N);
         }
         break;
     case A_EP_DMA_BASE_PHY_LO:
     case A_EP_DMA_BASE_PHY_HI:
-        if (arctic_check_off(s, tx_off && rx_off, addr)) {
-            arctic_write_dma_reg(s, epn, addr, &ep->dma_base_phy,
-                                 reg == A_EP_DMA_BASE_PHY_HI, value, false);
+        if (niu_check_off(s, tx_off && rx_off, addr)) {
+            niu_write_dma_reg(s, epn, addr, &ep->dma_base_phy,
+                              reg == A_EP_DMA_BASE_PHY_HI, value, false);
         }
         break;
     case A_EP_DMA_BASE_VIR_LO:
     case A_EP_DMA_BASE_VIR_HI:
-        if (arctic_check_off(s, tx_off && rx_off, addr)) {
-            arctic_write_dma_reg(s, epn, addr, &ep->dma_base_vir,
-                                 reg == A_EP_DMA_BASE_VIR_HI, value, false);
+        if (niu_check_off(s, tx_off && rx_off, addr)) {
+            niu_write_dma_reg(s, epn, addr, &ep->dma_base_vir,
+                              reg == A_EP_DMA_BASE_VIR_HI, value, false);
         }
         break;
     case A_EP_DMA_RANGE_MASK_LO:
     case A_EP_DMA_RANGE_MASK_HI:
-        if (arctic_check_off(s, tx_off && rx_off, addr)) {
-            arctic_write_dma_reg(s, epn, addr, &ep->dma_range_mask,
-                                 reg == A_EP_DMA_RANGE_MASK_HI, value, true);
+        if (niu_check_off(s, tx_off && rx_off, addr)) {
+            niu_write_dma_reg(s, epn, addr, &ep->dma_range_mask,
+                              reg == A_EP_DMA_RANGE_MASK_HI, value, true);
         }
         break;
     case A_EP_JOB:
         if (value & ~R_EP_JOB_TAG_MASK) {
-            arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, epn, 0, addr,
-                             "EP_JOB 0x%x of endpoint %u has bits outside "
-                             "its tag", value, epn);
-        } else if (arctic_check_off(s, tx_off && rx_off, addr)) {
+            niu_error(s, ARCTIC_ERR_BAD_VALUE, epn, 0, addr,
+                      "EP_JOB 0x%x of endpoint %u has bits outside "
+                      "its tag", value, epn);
+        } else if (niu_check_off(s, tx_off && rx_off, addr)) {
             ep->job = value;
         }
         break;
@@ -393,7 +393,7 @@ static void arctic_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
     }
 }
 
-static uint64_t arctic_control_read(void *opaque, hwaddr addr, unsigned size)
+static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
 {
     ArcticNiuState *s = opaque;
     uint64_t val = 0;
@@ -458,14 +458,14 @@ static uint64_t arctic_control_read(void *opaque, hwaddr addr, unsigned size)
         val = s->test_dma_status;
         break;
     case A_NIU_TX_CTRL:
-        val = arctic_ctrl_read_value(s, s->tx_enabled, arctic_tx_draining(s));
+        val = niu_ctrl_read_value(s, s->tx_enabled, niu_tx_draining(s));
         break;
     case A_NIU_RX_CTRL:
-        val = arctic_ctrl_read_value(s, s->rx_enabled, false);
+        val = niu_ctrl_read_value(s, s->rx_enabled, false);
         val = FIELD_DP32(val, NIU_CTRL, RAW, s->rx_raw);
         break;
     case A_NIU_TX_PENDING:
-        val = arctic_tx_pending(s);
+        val = niu_tx_pending(s);
         break;
     case A_NIU_VMASK:
         val = s->vmask;
@@ -491,35 +491,35 @@ static uint64_t arctic_control_read(void *opaque, hwaddr addr, unsigned size)
                    addr < ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0)) {
             unsigned epn = (addr - ARCTIC_EP_BLOCK_BASE) /
                            ARCTIC_EP_BLOCK_STRIDE;
-            val = arctic_ep_read(s, epn, (addr - ARCTIC_EP_BLOCK_BASE) %
-                                 ARCTIC_EP_BLOCK_STRIDE, &ok);
+            val = niu_ep_read(s, epn, (addr - ARCTIC_EP_BLOCK_BASE) %
+                              ARCTIC_EP_BLOCK_STRIDE, &ok);
         } else {
             ok = false;
         }
         break;
     }
     if (!ok) {
-        arctic_niu_error(s, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr,
-                         "read of unassigned control register 0x%"
-                         HWADDR_PRIx, addr);
+        niu_error(s, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr,
+                  "read of unassigned control register 0x%"
+                  HWADDR_PRIx, addr);
     }
     trace_arctic_niu_control_read(s->node_id, addr, val);
     return val;
 }
 
-static void arctic_start_test_dma(ArcticNiuState *s, uint32_t cmd);
+static void niu_start_test_dma(ArcticNiuState *s, uint32_t cmd);
 
-static void arctic_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
+static void niu_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
 {
     bool enable = FIELD_EX32(value, NIU_CTRL, ENABLE);
     uint32_t valid = R_NIU_CTRL_ENABLE_MASK | R_NIU_CTRL_RESET_MASK |
                      (tx ? 0 : R_NIU_CTRL_RAW_MASK);
 
     if (value & ~valid) {
-        arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0,
-                         tx ? A_NIU_TX_CTRL : A_NIU_RX_CTRL,
-                         "reserved bits set in %s 0x%x",
-                         tx ? "TxCtrl" : "RxCtrl", value);
+        niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0,
+                  tx ? A_NIU_TX_CTRL : A_NIU_RX_CTRL,
+                  "reserved bits set in %s 0x%x",
+                  tx ? "TxCtrl" : "RxCtrl", value);
         return;
     }
     if (FIELD_EX32(value, NIU_CTRL, RESET)) {
@@ -528,14 +528,14 @@ static void arctic_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
          * disabled; the ENABLE bit of the same write is ignored.
          */
         trace_arctic_niu_ctrl_reset(s->node_id, tx);
-        arctic_niu_full_reset(s);
+        niu_full_reset(s);
         return;
     }
     if (tx) {
         if (s->tx_enabled != enable) {
             s->tx_enabled = enable;
             trace_arctic_niu_tx_ctrl(s->node_id, enable);
-            arctic_tx_enable_changed(s);
+            niu_tx_enable_changed(s);
         }
     } else {
         if (s->rx_enabled != enable) {
@@ -546,8 +546,8 @@ static void arctic_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
     }
 }
 
-static void arctic_control_write(void *opaque, hwaddr addr, uint64_t val64,
-                                 unsigned size)
+static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
+                              unsigned size)
 {
     ArcticNiuState *s = opaque;
     uint32_t val = val64;
@@ -587,31 +587,31 @@ static void arctic_control_write(void *opaque, hwaddr addr, uint64_t val64,
         s->test_dma_seed = val;
         break;
     case A_NIU_TEST_DMA_CTRL:
-        arctic_start_test_dma(s, FIELD_EX32(val, NIU_TEST_DMA_CTRL, CMD));
+        niu_start_test_dma(s, FIELD_EX32(val, NIU_TEST_DMA_CTRL, CMD));
         break;
     case A_NIU_TX_CTRL:
-        arctic_ctrl_write(s, true, val);
+        niu_ctrl_write(s, true, val);
         break;
     case A_NIU_RX_CTRL:
-        arctic_ctrl_write(s, false, val);
+        niu_ctrl_write(s, false, val);
         break;
     case A_NIU_VMASK:
-        if (arctic_check_off(s, arctic_tx_off(s) && !s->rx_enabled, addr)) {
+        if (niu_check_off(s, niu_tx_off(s) && !s->rx_enabled, addr)) {
             if (val & ~R_NIU_VMASK_MASK_MASK) {
-                arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
-                                 "VMASK 0x%x has bits outside its mask",
-                                 val);
+                niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
+                          "VMASK 0x%x has bits outside its mask",
+                          val);
             } else {
                 s->vmask = val;
             }
         }
         break;
     case A_NIU_DOORBELL_ALL:
-        arctic_tx_doorbell(s, MAKE_64BIT_MASK(0, ARCTIC_ENDPOINTS));
+        niu_tx_doorbell(s, MAKE_64BIT_MASK(0, ARCTIC_ENDPOINTS));
         break;
     case A_NIU_IRQ_STATUS:
         s->irq_status &= ~val;
-        arctic_niu_update_intx(s);
+        niu_update_intx(s);
         break;
     case A_NIU_IRQ_ENABLE:
         s->irq_enable = val & (R_NIU_IRQ_RX_MASK | R_NIU_IRQ_TX_MASK |
@@ -627,34 +627,34 @@ static void arctic_control_write(void *opaque, hwaddr addr, uint64_t val64,
         } else if (addr >= A_NIU_ROUTE_TABLE &&
                    addr < A_NIU_ROUTE_TABLE + ARCTIC_ROUTE_TABLE_SIZE) {
             unsigned i = (addr - A_NIU_ROUTE_TABLE) / 4;
-            if (arctic_check_off(s, arctic_tx_off(s), addr)) {
+            if (niu_check_off(s, niu_tx_off(s), addr)) {
                 s->route_table[i / ARCTIC_S][i % ARCTIC_S] = val;
             }
         } else if (addr >= ARCTIC_EP_BLOCK_BASE &&
                    addr < ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0)) {
             unsigned epn = (addr - ARCTIC_EP_BLOCK_BASE) /
                            ARCTIC_EP_BLOCK_STRIDE;
-            arctic_ep_write(s, epn, addr, (addr - ARCTIC_EP_BLOCK_BASE) %
-                            ARCTIC_EP_BLOCK_STRIDE, val, &ok);
+            niu_ep_write(s, epn, addr, (addr - ARCTIC_EP_BLOCK_BASE) %
+                         ARCTIC_EP_BLOCK_STRIDE, val, &ok);
         } else {
             ok = false;
         }
         break;
     }
     if (read_only) {
-        arctic_niu_error(s, ARCTIC_ERR_RO_WRITE, 0, 0, addr,
-                         "write to read-only register 0x%" HWADDR_PRIx,
-                         addr);
+        niu_error(s, ARCTIC_ERR_RO_WRITE, 0, 0, addr,
+                  "write to read-only register 0x%" HWADDR_PRIx,
+                  addr);
     } else if (!ok) {
-        arctic_niu_error(s, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr,
-                         "write to unassigned control register 0x%"
-                         HWADDR_PRIx, addr);
+        niu_error(s, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr,
+                  "write to unassigned control register 0x%"
+                  HWADDR_PRIx, addr);
     }
 }
 
 static const MemoryRegionOps arctic_control_ops = {
-    .read = arctic_control_read,
-    .write = arctic_control_write,
+    .read = niu_control_read,
+    .write = niu_control_write,
     .endianness = DEVICE_LITTLE_ENDIAN,
     .valid = {
         .min_access_size = 4,
@@ -671,7 +671,7 @@ static const MemoryRegionOps arctic_control_ops = {
  * User pages
  */
 
-static uint64_t arctic_user_read(void *opaque, hwaddr addr, unsigned size)
+static uint64_t niu_user_read(void *opaque, hwaddr addr, unsigned size)
 {
     ArcticNiuState *s = opaque;
     unsigned epn = addr / ARCTIC_USER_PAGE_SIZE;
@@ -679,7 +679,7 @@ static uint64_t arctic_user_read(void *opaque, hwaddr addr, unsigned size)
 
     uint32_t val = 0;
 
-    if (epn == 0 && arctic_raw_access(s, reg, false, &val)) {
+    if (epn == 0 && niu_raw_access(s, reg, false, &val)) {
         trace_arctic_niu_user_read(s->node_id, epn, reg, val);
         return val;
     }
@@ -690,15 +690,15 @@ static uint64_t arctic_user_read(void *opaque, hwaddr addr, unsigned size)
         trace_arctic_niu_user_read(s->node_id, epn, reg, val);
         return val;
     }
-    arctic_niu_error(s, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg,
-                     "read of user register 0x%" HWADDR_PRIx " of endpoint "
-                     "%u, which reads nothing", reg, epn);
+    niu_error(s, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg,
+              "read of user register 0x%" HWADDR_PRIx " of endpoint "
+              "%u, which reads nothing", reg, epn);
     trace_arctic_niu_user_read(s->node_id, epn, reg, 0);
     return 0;
 }
 
-static void arctic_user_write(void *opaque, hwaddr addr, uint64_t val,
-                              unsigned size)
+static void niu_user_write(void *opaque, hwaddr addr, uint64_t val,
+                           unsigned size)
 {
     ArcticNiuState *s = opaque;
     unsigned epn = addr / ARCTIC_USER_PAGE_SIZE;
@@ -710,13 +710,13 @@ static void arctic_user_write(void *opaque, hwaddr addr, uint64_t val,
          * A doorbell is a hint: any value is accepted and a spurious
          * ring costs one pass over the queues.
          */
-        arctic_tx_doorbell(s, 1u << epn);
+        niu_tx_doorbell(s, 1u << epn);
         return;
     }
     if (epn == 0) {
         uint32_t v = val;
 
-        if (arctic_raw_access(s, reg, true, &v)) {
+        if (niu_raw_access(s, reg, true, &v)) {
             return;
         }
     }
@@ -731,14 +731,14 @@ static void arctic_user_write(void *opaque, hwaddr addr, uint64_t val,
         }
         return;
     }
-    arctic_niu_error(s, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg,
-                     "write to unassigned user register 0x%" HWADDR_PRIx
-                     " of endpoint %u", reg, epn);
+    niu_error(s, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg,
+              "write to unassigned user register 0x%" HWADDR_PRIx
+              " of endpoint %u", reg, epn);
 }
 
 static const MemoryRegionOps arctic_user_ops = {
-    .read = arctic_user_read,
-    .write = arctic_user_write,
+    .read = niu_user_read,
+    .write = niu_user_write,
     .endianness = DEVICE_LITTLE_ENDIAN,
     .valid = {
         .min_access_size = 4,
@@ -767,15 +767,15 @@ static bool test_dma_args_valid(const ArcticNiuState *s)
  * The MMIO write only checks and schedules; the DMA runs in a bottom half
  * (as hw/misc/edu.c does), and STATUS.DONE says when it is over.
  */
-static void arctic_start_test_dma(ArcticNiuState *s, uint32_t cmd)
+static void niu_start_test_dma(ArcticNiuState *s, uint32_t cmd)
 {
     uint32_t size = s->test_dma_size;
 
     if ((cmd != ARCTIC_TEST_DMA_FILL && cmd != ARCTIC_TEST_DMA_CHECK) ||
         !test_dma_args_valid(s)) {
-        arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TEST_DMA_CTRL,
-                         "test DMA command %u at 0x%" PRIx64 " with size %u "
-                         "refused", cmd, s->test_dma_addr, size);
+        niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TEST_DMA_CTRL,
+                  "test DMA command %u at 0x%" PRIx64 " with size %u "
+                  "refused", cmd, s->test_dma_addr, size);
         s->test_dma_status = FIELD_DP32(R_NIU_TEST_DMA_STATUS_DONE_MASK,
                                         NIU_TEST_DMA_STATUS, BAD_ARGS, 1);
         return;
@@ -785,7 +785,7 @@ static void arctic_start_test_dma(ArcticNiuState *s, uint32_t cmd)
     qemu_bh_schedule(s->test_dma_bh);
 }
 
-static void arctic_test_dma_bh(void *opaque)
+static void niu_test_dma_bh(void *opaque)
 {
     ArcticNiuState *s = opaque;
     uint32_t size = s->test_dma_size, cmd = s->test_dma_cmd;
@@ -816,9 +816,9 @@ static void arctic_test_dma_bh(void *opaque)
         }
     }
     if (res != MEMTX_OK) {
-        arctic_niu_error(s, ARCTIC_ERR_DMA, 0, 0, A_NIU_TEST_DMA_CTRL,
-                         "test DMA at 0x%" PRIx64 " of %u bytes failed",
-                         s->test_dma_addr, size);
+        niu_error(s, ARCTIC_ERR_DMA, 0, 0, A_NIU_TEST_DMA_CTRL,
+                  "test DMA at 0x%" PRIx64 " of %u bytes failed",
+                  s->test_dma_addr, size);
         status = FIELD_DP32(status, NIU_TEST_DMA_STATUS, DMA_ERROR, 1);
     }
     s->test_dma_status = FIELD_DP32(status, NIU_TEST_DMA_STATUS, DONE, 1);
@@ -873,8 +873,8 @@ static void visit_end(Visitor *v, bool list, Error **errp)
     }
 }
 
-static void arctic_niu_get_state(Object *obj, Visitor *v, const char *name,
-                                 void *opaque, Error **errp)
+static void niu_get_state(Object *obj, Visitor *v, const char *name,
+                          void *opaque, Error **errp)
 {
     ArcticNiuState *s = ARCTIC_NIU(obj);
     Error *err = NULL;
@@ -893,10 +893,10 @@ static void arctic_niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_u64(v, "tx-credits-low", s->link.tx_credits[ARCTIC_PRIORITY_LOW],
               &err);
     visit_str(v, "tx", s->tx_enabled ? "on" :
-                       arctic_tx_draining(s) ? "draining" : "off", &err);
+                       niu_tx_draining(s) ? "draining" : "off", &err);
     visit_str(v, "rx", s->rx_enabled ? "on" : s->rx_raw ? "raw" : "off",
               &err);
-    visit_u64(v, "tx-pending", arctic_tx_pending(s), &err);
+    visit_u64(v, "tx-pending", niu_tx_pending(s), &err);
     visit_u64(v, "vmask", s->vmask, &err);
     visit_u64(v, "error-cause", s->error_cause, &err);
     visit_str(v, "last-error",
@@ -953,7 +953,7 @@ static void arctic_niu_get_state(Object *obj, Visitor *v, const char *name,
  * Everything the guest programs, and every datapath state, back to the
  * power-on values; the link stays connected (it is the cable).
  */
-void arctic_niu_full_reset(ArcticNiuState *s)
+void niu_full_reset(ArcticNiuState *s)
 {
     s->tx_enabled = false;
     s->rx_enabled = false;
@@ -963,7 +963,7 @@ void arctic_niu_full_reset(ArcticNiuState *s)
     s->error_info = 0;
     s->irq_status = 0;
     s->irq_enable = 0;
-    arctic_niu_update_intx(s);
+    niu_update_intx(s);
     s->scratch = 0;
     s->test_dma_addr = 0;
     s->test_dma_size = 0;
@@ -974,22 +974,22 @@ void arctic_niu_full_reset(ArcticNiuState *s)
     memset(s->counters, 0, sizeof(s->counters));
     memset(s->route_table, 0, sizeof(s->route_table));
     memset(s->ep, 0, sizeof(s->ep));
-    arctic_tx_reset(s);
-    arctic_rx_reset(s);
-    arctic_raw_reset(s);
+    niu_tx_reset(s);
+    niu_rx_reset(s);
+    niu_raw_reset(s);
 }
 
 /* Turning MSI-X on or off moves pending causes between it and INTx. */
-static void arctic_niu_config_write(PCIDevice *pdev, uint32_t addr,
-                                    uint32_t val, int len)
+static void niu_config_write(PCIDevice *pdev, uint32_t addr,
+                             uint32_t val, int len)
 {
     pci_default_write_config(pdev, addr, val, len);    /* MSI-X too */
-    arctic_niu_update_intx(ARCTIC_NIU(pdev));
+    niu_update_intx(ARCTIC_NIU(pdev));
 }
 
-static void arctic_niu_reset_hold(Object *obj, ResetType type)
+static void niu_reset_hold(Object *obj, ResetType type)
 {
-    arctic_niu_full_reset(ARCTIC_NIU(obj));
+    niu_full_reset(ARCTIC_NIU(obj));
 }
 
 /*
@@ -1009,78 +1009,78 @@ static ArcticNiuState *link_owner(NiuLink *link)
 static void link_guarded(NiuLink *link, void (*fn)(ArcticNiuState *s))
 {
     ArcticNiuState *s = link_owner(link);
-    bool guarded = arctic_niu_guard_enter(s);
+    bool guarded = niu_guard_enter(s);
 
     fn(s);
-    arctic_niu_guard_leave(s, guarded);
+    niu_guard_leave(s, guarded);
 }
 
 static void link_up_work(ArcticNiuState *s)
 {
-    arctic_niu_count(s, ARCTIC_CNT_LINK_UPS);
+    niu_count(s, ARCTIC_CNT_LINK_UPS);
     s->error_warned = 0;        /* the network's faults are news again */
-    arctic_tx_link_up(s);
-    arctic_tx_pump(s, false);
+    niu_tx_link_up(s);
+    niu_tx_pump(s, false);
 }
 
 static void link_deferred_work(ArcticNiuState *s)
 {
-    arctic_tx_pump(s, false);
+    niu_tx_pump(s, false);
 }
 
-static void arctic_niu_link_up(NiuLink *link)
+static void niu_on_link_up(NiuLink *link)
 {
     link_guarded(link, link_up_work);
 }
 
-static void arctic_niu_link_down(NiuLink *link)
+static void niu_on_link_down(NiuLink *link)
 {
-    arctic_niu_count(link_owner(link), ARCTIC_CNT_LINK_DOWNS);
+    niu_count(link_owner(link), ARCTIC_CNT_LINK_DOWNS);
 }
 
-static void arctic_niu_link_packet(NiuLink *link, uint8_t prio,
-                                   const uint8_t *wire, size_t size)
+static void niu_on_link_packet(NiuLink *link, uint8_t prio,
+                               const uint8_t *wire, size_t size)
 {
     ArcticNiuState *s = link_owner(link);
-    bool guarded = arctic_niu_guard_enter(s);
+    bool guarded = niu_guard_enter(s);
 
-    arctic_rx_packet(s, wire, size);
-    arctic_niu_guard_leave(s, guarded);
+    niu_rx_packet(s, wire, size);
+    niu_guard_leave(s, guarded);
 }
 
-static void arctic_niu_link_ready(NiuLink *link)
+static void niu_on_link_ready(NiuLink *link)
 {
-    link_guarded(link, arctic_tx_resume);
+    link_guarded(link, niu_tx_resume);
 }
 
-static void arctic_niu_link_deferred(NiuLink *link)
+static void niu_on_link_deferred(NiuLink *link)
 {
     link_guarded(link, link_deferred_work);
 }
 
-static void arctic_niu_link_posted(NiuLink *link)
+static void niu_on_link_posted(NiuLink *link)
 {
-    link_guarded(link, arctic_tx_posted);
+    link_guarded(link, niu_tx_posted);
 }
 
-static void arctic_niu_link_error(NiuLink *link, enum arctic_error cause,
-                                  uint32_t detail, const char *what)
+static void niu_on_link_error(NiuLink *link, enum arctic_error cause,
+                              uint32_t detail, const char *what)
 {
-    arctic_niu_error(link_owner(link), cause, 0, 0, detail, "%s", what);
+    niu_error(link_owner(link), cause, 0, 0, detail, "%s", what);
 }
 
 static const NiuLinkOps arctic_niu_link_ops = {
-    .up = arctic_niu_link_up,
-    .down = arctic_niu_link_down,
-    .packet = arctic_niu_link_packet,
-    .ready = arctic_niu_link_ready,
-    .deferred = arctic_niu_link_deferred,
-    .posted = arctic_niu_link_posted,
-    .error = arctic_niu_link_error,
+    .up = niu_on_link_up,
+    .down = niu_on_link_down,
+    .packet = niu_on_link_packet,
+    .ready = niu_on_link_ready,
+    .deferred = niu_on_link_deferred,
+    .posted = niu_on_link_posted,
+    .error = niu_on_link_error,
 };
 
 /* No link at all makes a standalone NIU, useful for register tests. */
-static bool arctic_niu_link_init(ArcticNiuState *s, Error **errp)
+static bool niu_link_setup(ArcticNiuState *s, Error **errp)
 {
     niu_link_init(&s->link, &arctic_niu_link_ops, s, s->node_id,
                   s->rx_credits, s->ack_delay_ns);
@@ -1100,9 +1100,9 @@ static bool arctic_niu_link_init(ArcticNiuState *s, Error **errp)
     return true;
 }
 
-static void arctic_niu_exit(PCIDevice *pdev);
+static void niu_exit(PCIDevice *pdev);
 
-static void arctic_niu_realize(PCIDevice *pdev, Error **errp)
+static void niu_realize(PCIDevice *pdev, Error **errp)
 {
     ArcticNiuState *s = ARCTIC_NIU(pdev);
 
@@ -1163,21 +1163,21 @@ static void arctic_niu_realize(PCIDevice *pdev, Error **errp)
     pci_register_bar(pdev, ARCTIC_BAR_USER, PCI_BASE_ADDRESS_SPACE_MEMORY,
                      &s->user_bar);
 
-    s->test_dma_bh = qemu_bh_new_guarded(arctic_test_dma_bh, s,
+    s->test_dma_bh = qemu_bh_new_guarded(niu_test_dma_bh, s,
                                          &DEVICE(s)->mem_reentrancy_guard);
-    arctic_tx_init(s);
-    arctic_niu_full_reset(s);
-    if (!arctic_niu_link_init(s, errp)) {
-        arctic_niu_exit(pdev);
+    niu_tx_init(s);
+    niu_full_reset(s);
+    if (!niu_link_setup(s, errp)) {
+        niu_exit(pdev);
     }
 }
 
-static void arctic_niu_exit(PCIDevice *pdev)
+static void niu_exit(PCIDevice *pdev)
 {
     ArcticNiuState *s = ARCTIC_NIU(pdev);
 
     niu_link_cleanup(&s->link);
-    arctic_tx_cleanup(s);
+    niu_tx_cleanup(s);
     qemu_bh_delete(s->test_dma_bh);
     msix_uninit_exclusive_bar(pdev);
     migrate_del_blocker(&s->migration_blocker);
@@ -1208,46 +1208,46 @@ static const Property arctic_niu_properties[] = {
                        link_busy_poll_ns, 200000),
 };
 
-static void arctic_niu_class_init(ObjectClass *klass, void *data)
+static void niu_class_init(ObjectClass *klass, void *data)
 {
     DeviceClass *dc = DEVICE_CLASS(klass);
     PCIDeviceClass *k = PCI_DEVICE_CLASS(klass);
     ResettableClass *rc = RESETTABLE_CLASS(klass);
 
-    k->realize = arctic_niu_realize;
-    k->config_write = arctic_niu_config_write;
-    k->exit = arctic_niu_exit;
+    k->realize = niu_realize;
+    k->config_write = niu_config_write;
+    k->exit = niu_exit;
     k->vendor_id = ARCTIC_NIU_PCI_VENDOR_ID;
     k->device_id = ARCTIC_NIU_PCI_DEVICE_ID;
     k->revision = ARCTIC_NIU_PCI_REVISION;
     k->class_id = ARCTIC_NIU_PCI_CLASS;
-    rc->phases.hold = arctic_niu_reset_hold;
+    rc->phases.hold = niu_reset_hold;
     dc->desc = "MIT StarT Arctic network interface unit";
     device_class_set_props(dc, arctic_niu_properties);
     set_bit(DEVICE_CATEGORY_NETWORK, dc->categories);
 }
 
-static void arctic_niu_instance_init(Object *obj)
+static void niu_instance_init(Object *obj)
 {
     object_property_add(obj, "state", "ArcticNiuState",
-                        arctic_niu_get_state, NULL, NULL, NULL);
+                        niu_get_state, NULL, NULL, NULL);
 }
 
 static const TypeInfo arctic_niu_info = {
     .name = TYPE_ARCTIC_NIU,
     .parent = TYPE_PCI_DEVICE,
     .instance_size = sizeof(ArcticNiuState),
-    .class_init = arctic_niu_class_init,
-    .instance_init = arctic_niu_instance_init,
+    .class_init = niu_class_init,
+    .instance_init = niu_instance_init,
     .interfaces = (InterfaceInfo[]) {
         { INTERFACE_CONVENTIONAL_PCI_DEVICE },
         { },
     },
 };
 
-static void arctic_niu_register_types(void)
+static void niu_register_types(void)
 {
     type_register_static(&arctic_niu_info);
 }
 
-type_init(arctic_niu_register_types)
+type_init(niu_register_types)

@@ -2,18 +2,26 @@
 /*
  * Arctic NIU: state shared by the device's parts.
  *
- * The device is split the way hw/net/igb keeps glue and behaviour apart:
- *   arctic-niu.c  QOM glue, properties, the register file (MMIO), reset
- *   niu-tx.c      MPFSM (seed 002 §6.2.1): polls the Tx queues, builds
- *                 packets into retransmit lines, ack/nack/timeout handling
- *   niu-rx.c      RCVFSM (§6.3.1): sequence checks, delivery into the Rx
- *                 queues, and the acks and nacks that answer each packet
- *   niu-raw.c     dMPI raw mode: the FIFO access points of endpoint 0
- *   niu-link*.c   the link to arctic-switch (niu-link.h): the session
- *                 (framing, handshake, credits) and its two transports,
- *                 a chardev or a socket served by a link thread
+ * From the top, and the prefix of each part's functions:
+ *   arctic-niu.c  registers and QOM (niu_*): properties, the register
+ *                 file (MMIO), reset, the state view, and the glue that
+ *                 hands what the link reports (niu_on_link_*) to the parts
+ *                 below
+ *   niu-tx.c      MPFSM and DMAFSM (seed 002 §6.2.1; niu_tx_*): polls the
+ *                 Tx queues, builds packets into retransmit lines, the
+ *                 send order, ack/nack/timeout handling
+ *   niu-rx.c      RCVFSM (§6.3.1; niu_rx_*): sequence checks, delivery
+ *                 into the Rx queues, and the acks and nacks that answer
+ *                 each packet
+ *   niu-raw.c     dMPI raw mode (niu_raw_*): the FIFO access points of
+ *                 endpoint 0
+ *   niu-link*.c   the link to arctic-switch (niu-link.h; niu_link_*): the
+ *                 session (framing, handshake, credits) and its two
+ *                 transports, a chardev or a socket served by a link
+ *                 thread; it reports upward only through NiuLinkOps
  * The hardware contract (registers, slots, packet, link) is in
- * include/arctic/, shared with the switch, the qtests and the guest.
+ * include/arctic/, shared with the switch, the qtests and the guest; only
+ * its names start with arctic_.
  */
 #ifndef HW_NET_ARCTIC_NIU_H
 #define HW_NET_ARCTIC_NIU_H
@@ -42,7 +50,7 @@ OBJECT_DECLARE_SIMPLE_TYPE(ArcticNiuState, ARCTIC_NIU)
  * Remote-DMA data leaves MPI messages at least ARCTIC_MPI_MIN_LINES or
  * an eighth of them, so MPI messages of both priorities pass a long DMA
  * operation (seed 002 §2.2.2) while DMA gets the window it needs: the
- * lines bound its bandwidth (arctic_dma_lines()).
+ * lines bound its bandwidth (niu_dma_lines()).
  */
 enum {
     ARCTIC_DEFAULT_LINES = 16,
@@ -71,7 +79,7 @@ enum {
 };
 
 /* The lines remote-DMA data may hold at once, of @lines. */
-static inline unsigned arctic_dma_lines(unsigned lines)
+static inline unsigned niu_dma_lines(unsigned lines)
 {
     return lines - MAX(ARCTIC_MPI_MIN_LINES, lines / 8);
 }
@@ -225,7 +233,7 @@ struct ArcticNiuState {
     uint32_t epoch_base;        /* first epoch of every stream after reset */
     /*
      * Per destination: virtual ns since which packets to it have waited
-     * for any answer (0: none waits); see arctic_tx_peer_answered().
+     * for any answer (0: none waits); see niu_tx_peer_answered().
      */
     int64_t peer_waiting_since[ARCTIC_S];
 
@@ -274,7 +282,7 @@ struct ArcticNiuState {
  * then fails as a DMA error (ERROR_CAUSE.DMA) instead of running register
  * side effects in the middle of a delivery.
  */
-static inline bool arctic_niu_guard_enter(ArcticNiuState *s)
+static inline bool niu_guard_enter(ArcticNiuState *s)
 {
     MemReentrancyGuard *guard = &DEVICE(s)->mem_reentrancy_guard;
     bool was_engaged = guard->engaged_in_io;
@@ -283,61 +291,61 @@ static inline bool arctic_niu_guard_enter(ArcticNiuState *s)
     return was_engaged;
 }
 
-static inline void arctic_niu_guard_leave(ArcticNiuState *s, bool was_engaged)
+static inline void niu_guard_leave(ArcticNiuState *s, bool was_engaged)
 {
     DEVICE(s)->mem_reentrancy_guard.engaged_in_io = was_engaged;
 }
 
 /* arctic-niu.c */
-void arctic_niu_error(ArcticNiuState *s, enum arctic_error cause,
-                      unsigned ep, unsigned queue, uint32_t detail,
-                      const char *fmt, ...) G_GNUC_PRINTF(6, 7);
-void arctic_niu_count(ArcticNiuState *s, enum arctic_counter c);
-void arctic_niu_irq_event(ArcticNiuState *s, uint32_t cause_mask);
-void arctic_niu_full_reset(ArcticNiuState *s);
+void niu_error(ArcticNiuState *s, enum arctic_error cause,
+               unsigned ep, unsigned queue, uint32_t detail,
+               const char *fmt, ...) G_GNUC_PRINTF(6, 7);
+void niu_count(ArcticNiuState *s, enum arctic_counter c);
+void niu_irq_event(ArcticNiuState *s, uint32_t cause_mask);
+void niu_full_reset(ArcticNiuState *s);
 
 /* niu-tx.c */
-void arctic_tx_init(ArcticNiuState *s);
-void arctic_tx_reset(ArcticNiuState *s);
-void arctic_tx_kick(ArcticNiuState *s);
-void arctic_tx_unpark(ArcticNiuState *s);
-void arctic_tx_doorbell(ArcticNiuState *s, uint32_t endpoints);
-void arctic_tx_enable_changed(ArcticNiuState *s);
-bool arctic_tx_draining(ArcticNiuState *s);
-unsigned arctic_tx_pending(ArcticNiuState *s);
-void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
-                          uint32_t incarnation);
-void arctic_tx_handle_nack(ArcticNiuState *s,
-                           const struct arctic_e2e_header *h,
-                           uint32_t incarnation);
-void arctic_tx_link_up(ArcticNiuState *s);
-void arctic_tx_pump(ArcticNiuState *s, bool lazy);
-void arctic_tx_resume(ArcticNiuState *s);
-void arctic_tx_posted(ArcticNiuState *s);
-ArcticLine *arctic_tx_next_line(ArcticNiuState *s, uint8_t prio);
-void arctic_tx_line_sent(ArcticNiuState *s, ArcticLine *line);
-void arctic_tx_peer_answered(ArcticNiuState *s, uint16_t node);
-void arctic_tx_cleanup(ArcticNiuState *s);
+void niu_tx_init(ArcticNiuState *s);
+void niu_tx_reset(ArcticNiuState *s);
+void niu_tx_kick(ArcticNiuState *s);
+void niu_tx_unpark(ArcticNiuState *s);
+void niu_tx_doorbell(ArcticNiuState *s, uint32_t endpoints);
+void niu_tx_enable_changed(ArcticNiuState *s);
+bool niu_tx_draining(ArcticNiuState *s);
+unsigned niu_tx_pending(ArcticNiuState *s);
+void niu_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
+                       uint32_t incarnation);
+void niu_tx_handle_nack(ArcticNiuState *s,
+                        const struct arctic_e2e_header *h,
+                        uint32_t incarnation);
+void niu_tx_link_up(ArcticNiuState *s);
+void niu_tx_pump(ArcticNiuState *s, bool lazy);
+void niu_tx_resume(ArcticNiuState *s);
+void niu_tx_posted(ArcticNiuState *s);
+ArcticLine *niu_tx_next_line(ArcticNiuState *s, uint8_t prio);
+void niu_tx_line_sent(ArcticNiuState *s, ArcticLine *line);
+void niu_tx_peer_answered(ArcticNiuState *s, uint16_t node);
+void niu_tx_cleanup(ArcticNiuState *s);
 
 /* niu-rx.c */
-void arctic_rx_reset(ArcticNiuState *s);
-void arctic_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size);
-bool arctic_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size);
-bool arctic_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
-                            uint32_t command, uint32_t status);
-bool arctic_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
-                          uint64_t len, uint64_t *phys);
+void niu_rx_reset(ArcticNiuState *s);
+void niu_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size);
+bool niu_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size);
+bool niu_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
+                         uint32_t command, uint32_t status);
+bool niu_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
+                       uint64_t len, uint64_t *phys);
 
 /* niu-raw.c */
-void arctic_raw_reset(ArcticNiuState *s);
-bool arctic_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
-                       uint32_t *val);
-bool arctic_raw_rx_push(ArcticNiuState *s, uint8_t prio, const uint8_t *pkt,
-                        size_t size);
-void arctic_raw_tx_flush(ArcticNiuState *s);
+void niu_raw_reset(ArcticNiuState *s);
+bool niu_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
+                    uint32_t *val);
+bool niu_raw_rx_push(ArcticNiuState *s, uint8_t prio, const uint8_t *pkt,
+                     size_t size);
+void niu_raw_tx_flush(ArcticNiuState *s);
 
 /* niu-tx.c, for niu-raw.c */
-bool arctic_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
-                        unsigned count);
+bool niu_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
+                     unsigned count);
 
 #endif /* HW_NET_ARCTIC_NIU_H */

@@ -23,7 +23,7 @@
 
 #include "arctic-niu.h"
 
-void arctic_raw_reset(ArcticNiuState *s)
+void niu_raw_reset(ArcticNiuState *s)
 {
     memset(s->raw_tx_len, 0, sizeof(s->raw_tx_len));
     memset(s->raw_tx_ready, 0, sizeof(s->raw_tx_ready));
@@ -33,8 +33,8 @@ void arctic_raw_reset(ArcticNiuState *s)
     memset(s->raw_rx_word, 0, sizeof(s->raw_rx_word));
 }
 
-bool arctic_raw_rx_push(ArcticNiuState *s, uint8_t prio, const uint8_t *pkt,
-                        size_t size)
+bool niu_raw_rx_push(ArcticNiuState *s, uint8_t prio, const uint8_t *pkt,
+                     size_t size)
 {
     unsigned tail;
 
@@ -60,8 +60,8 @@ static uint32_t raw_rx_pop(ArcticNiuState *s, uint8_t prio)
     uint32_t val;
 
     if (s->raw_rx_count[prio] == 0) {
-        arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0,
-                         prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_RXQ_HI
+        niu_error(s, ARCTIC_ERR_BAD_VALUE, 0,
+                  prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_RXQ_HI
                                                       : ARCTIC_RXQ_LO,
                          0, "read of an empty receive FIFO");
         return 0;
@@ -82,7 +82,7 @@ static void raw_tx_commit(ArcticNiuState *s, uint8_t prio)
     const uint32_t *w = s->raw_tx[prio];
     unsigned count = s->raw_tx_len[prio];
 
-    if (arctic_tx_send_raw(s, prio, w, count)) {
+    if (niu_tx_send_raw(s, prio, w, count)) {
         s->raw_tx_len[prio] = 0;
         s->raw_tx_ready[prio] = false;
     } else {
@@ -90,7 +90,7 @@ static void raw_tx_commit(ArcticNiuState *s, uint8_t prio)
     }
 }
 
-void arctic_raw_tx_flush(ArcticNiuState *s)
+void niu_raw_tx_flush(ArcticNiuState *s)
 {
     unsigned p;
 
@@ -106,14 +106,14 @@ static bool raw_tx_push(ArcticNiuState *s, uint8_t prio, uint32_t val,
 {
     if (s->tx_enabled) {
         /* dMPI and MPI do not mix on one datapath (§2.3). */
-        arctic_niu_error(s, ARCTIC_ERR_BUSY, 0, 0, reg,
-                         "raw transmit while the transmit datapath is on");
+        niu_error(s, ARCTIC_ERR_BUSY, 0, 0, reg,
+                  "raw transmit while the transmit datapath is on");
         return true;
     }
     if (s->raw_tx_ready[prio]) {
         /* TxStatus said full: the word is refused, and says so. */
-        arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
-                         "raw transmit FIFO written while full");
+        niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
+                  "raw transmit FIFO written while full");
         return true;
     }
     if (s->raw_tx_overrun[prio] ||
@@ -123,10 +123,10 @@ static bool raw_tx_push(ArcticNiuState *s, uint8_t prio, uint32_t val,
          * and including its *Last word, so the next one starts clean.
          */
         if (!s->raw_tx_overrun[prio]) {
-            arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
-                             "raw packet longer than %d words discarded",
-                             ARCTIC_MAX_PACKET_WORDS);
-            arctic_niu_count(s, ARCTIC_CNT_TX_ERRORS);
+            niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
+                      "raw packet longer than %d words discarded",
+                      ARCTIC_MAX_PACKET_WORDS);
+            niu_count(s, ARCTIC_CNT_TX_ERRORS);
         }
         s->raw_tx_overrun[prio] = !last;
         s->raw_tx_len[prio] = 0;
@@ -140,8 +140,8 @@ static bool raw_tx_push(ArcticNiuState *s, uint8_t prio, uint32_t val,
 }
 
 /* Accesses to endpoint 0's FIFO registers; false for any other offset. */
-bool arctic_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
-                       uint32_t *val)
+bool niu_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
+                    uint32_t *val)
 {
     switch (reg) {
     case A_USER_HI_TX_FIFO:

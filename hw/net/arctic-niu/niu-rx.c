@@ -27,7 +27,7 @@ static inline bool seq_after(uint32_t a, uint32_t b)
     return (int32_t)(a - b) > 0;
 }
 
-void arctic_rx_reset(ArcticNiuState *s)
+void niu_rx_reset(ArcticNiuState *s)
 {
     memset(s->rx_stream, 0, sizeof(s->rx_stream));
     memset(s->rx_dma_failed, 0, sizeof(s->rx_dma_failed));
@@ -63,7 +63,7 @@ static void owe_nack(ArcticNiuState *s, uint8_t prio, uint16_t src,
     ArcticRxStream *st = &s->rx_stream[prio][src];
 
     st->nack_due = true;
-    s->nack_owed = true;        /* nacks never wait (arctic_tx_pump()) */
+    s->nack_owed = true;        /* nacks never wait (niu_tx_pump()) */
     st->nack_epoch = epoch;
     st->nack_seq = seq;
     st->nack_reason = reason;
@@ -95,7 +95,7 @@ static void owe_report(ArcticNiuState *s, uint16_t src, uint8_t flags,
     r->command = command;
     s->report_count++;
     trace_arctic_niu_report(s->node_id, src, r->endpoint, command);
-    arctic_tx_kick(s);
+    niu_tx_kick(s);
 }
 
 /* Write one remote-DMA data packet into the endpoint's window (§6.3.2). */
@@ -109,17 +109,17 @@ static unsigned deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
     unsigned i;
 
     if (target % sizeof(data) ||
-        !arctic_dma_translate(ep, target, sizeof(data), &phys)) {
+        !niu_dma_translate(ep, target, sizeof(data), &phys)) {
         /*
          * The sender named memory this endpoint never registered: no byte
          * is written, and retrying cannot help, so the packet is dropped
          * (and acked); the receiver's ERROR_CAUSE says why.
          */
-        arctic_niu_error(s, ARCTIC_ERR_DMA_RANGE, epn, ARCTIC_RXQ_HI,
-                         (uint32_t)target >> 6,
-                         "endpoint %u refused DMA to 0x%" PRIx64
-                         " outside its window", epn, target);
-        arctic_niu_count(s, ARCTIC_CNT_BAD_PACKETS);
+        niu_error(s, ARCTIC_ERR_DMA_RANGE, epn, ARCTIC_RXQ_HI,
+                  (uint32_t)target >> 6,
+                  "endpoint %u refused DMA to 0x%" PRIx64
+                  " outside its window", epn, target);
+        niu_count(s, ARCTIC_CNT_BAD_PACKETS);
         s->rx_dma_failed[src] |= 1u << epn;
         return DROPPED;
     }
@@ -127,13 +127,13 @@ static unsigned deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
         data[i] = cpu_to_le32(arctic_get_le32(words + 16 + 4 * i));
     }
     if (pci_dma_write(PCI_DEVICE(s), phys, data, sizeof(data)) != MEMTX_OK) {
-        arctic_niu_error(s, ARCTIC_ERR_DMA, epn, ARCTIC_RXQ_HI, 0,
-                         "remote DMA to 0x%" PRIx64 " of endpoint %u failed",
-                         (uint64_t)phys, epn);
+        niu_error(s, ARCTIC_ERR_DMA, epn, ARCTIC_RXQ_HI, 0,
+                  "remote DMA to 0x%" PRIx64 " of endpoint %u failed",
+                  (uint64_t)phys, epn);
         return ARCTIC_NACK_RX_ERROR;
     }
     trace_arctic_niu_rx_dma(s->node_id, epn, target, phys);
-    arctic_niu_count(s, ARCTIC_CNT_DMA_RX_PACKETS);
+    niu_count(s, ARCTIC_CNT_DMA_RX_PACKETS);
     return DELIVERED;
 }
 
@@ -144,9 +144,9 @@ QEMU_BUILD_BUG_ON((int)R_EP_RX_HD_LAP_SHIFT != (int)ARCTIC_LOG2_N);
 static unsigned rx_slot_dma_failed(ArcticNiuState *s, unsigned epn,
                                    unsigned q, unsigned idx, dma_addr_t addr)
 {
-    arctic_niu_error(s, ARCTIC_ERR_DMA, epn, q, idx,
-                     "endpoint %u receive queue %u slot %u at 0x%" PRIx64
-                     " is not guest memory", epn, q, idx, (uint64_t)addr);
+    niu_error(s, ARCTIC_ERR_DMA, epn, q, idx,
+              "endpoint %u receive queue %u slot %u at 0x%" PRIx64
+              " is not guest memory", epn, q, idx, (uint64_t)addr);
     return ARCTIC_NACK_RX_ERROR;
 }
 
@@ -189,7 +189,7 @@ static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
     }
     /* INDEX and LAP count on together: LAP flips as INDEX wraps. */
     ep->rx_head[q] = (ep->rx_head[q] + 1) % (2 * ARCTIC_N);
-    arctic_niu_irq_event(s, 1u << (R_NIU_IRQ_RX_SHIFT + epn));
+    niu_irq_event(s, 1u << (R_NIU_IRQ_RX_SHIFT + epn));
     return DELIVERED;
 }
 
@@ -215,7 +215,7 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
          * dMPI mode, when asked for: the raw receive FIFO takes any packet
          * (§6.1).  Otherwise nothing is taken that a reset would lose.
          */
-        return s->rx_raw && arctic_raw_rx_push(s, prio, pkt, size)
+        return s->rx_raw && niu_raw_rx_push(s, prio, pkt, size)
                ? DELIVERED : ARCTIC_NACK_RX_OFF;
     }
     if (dma ? arctic_len != ARCTIC_DMA_PACKET_LENGTH
@@ -225,10 +225,10 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
          * error; it can never be delivered, so it is acked and dropped
          * rather than retried forever.
          */
-        arctic_niu_error(s, ARCTIC_ERR_BAD_PACKET, epn, q, w1 & 0xffff,
-                         "%s packet of length %u from node %u dropped",
-                         dma ? "DMA" : "MPI", arctic_len, src);
-        arctic_niu_count(s, ARCTIC_CNT_BAD_PACKETS);
+        niu_error(s, ARCTIC_ERR_BAD_PACKET, epn, q, w1 & 0xffff,
+                  "%s packet of length %u from node %u dropped",
+                  dma ? "DMA" : "MPI", arctic_len, src);
+        niu_count(s, ARCTIC_CNT_BAD_PACKETS);
         return DROPPED;
     }
     if ((epn & s->vmask) != epn) {
@@ -239,7 +239,7 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
          * Seeds 000 Ch. 4, 003 §3.2.1: the packet belongs to a job that
          * is not running on this endpoint now; it is retried until it is.
          */
-        arctic_niu_count(s, ARCTIC_CNT_WRONG_JOB);
+        niu_count(s, ARCTIC_CNT_WRONG_JOB);
         return ARCTIC_NACK_WRONG_JOB;
     }
     if (dma) {
@@ -276,7 +276,7 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
                                                 EP_RX_HD, INDEX) +
                                      ARCTIC_N - 1) % ARCTIC_N,
                                     src, len, le32_to_cpu(body[0]));
-        arctic_niu_count(s, q == ARCTIC_RXQ_HI ? ARCTIC_CNT_RX_HI_PACKETS
+        niu_count(s, q == ARCTIC_RXQ_HI ? ARCTIC_CNT_RX_HI_PACKETS
                                                : ARCTIC_CNT_RX_LO_PACKETS);
     }
     return verdict;
@@ -286,8 +286,8 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
  * The error notice for a refused DMA request (niu-hw.h, enum
  * arctic_dma_status), in the requester's own HiRx when there is room.
  */
-bool arctic_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
-                            uint32_t command, uint32_t status)
+bool niu_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
+                         uint32_t command, uint32_t status)
 {
     uint32_t body[ARCTIC_COMMAND_WORDS] = {
         cpu_to_le32(command), cpu_to_le32(status)
@@ -341,7 +341,7 @@ static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
         }
     } else if (seq_after(st->expected, h->seq)) {
         /* Already delivered: the ack was lost or the packet duplicated. */
-        arctic_niu_count(s, ARCTIC_CNT_DUPLICATES);
+        niu_count(s, ARCTIC_CNT_DUPLICATES);
         trace_arctic_niu_rx_duplicate(s->node_id, h->src_node, prio, h->seq);
         owe_ack(s, prio, h->src_node);
     } else {
@@ -352,7 +352,7 @@ static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
     }
 }
 
-void arctic_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
+void niu_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
 {
     enum arctic_wire_error err = arctic_wire_check(pkt, size);
     const uint8_t *words = pkt + ARCTIC_WIRE_WORDS_OFFSET;
@@ -378,9 +378,9 @@ void arctic_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
         }
     }
     if (err != ARCTIC_WIRE_OK) {
-        arctic_niu_error(s, ARCTIC_ERR_BAD_PACKET, 0, 0, err,
-                         "dropped a malformed packet (reason %d)", err);
-        arctic_niu_count(s, ARCTIC_CNT_BAD_PACKETS);
+        niu_error(s, ARCTIC_ERR_BAD_PACKET, 0, 0, err,
+                  "dropped a malformed packet (reason %d)", err);
+        niu_count(s, ARCTIC_CNT_BAD_PACKETS);
         return;
     }
     trace_arctic_niu_rx_packet(s->node_id, h.kind, h.src_node, h.flags,
@@ -390,14 +390,14 @@ void arctic_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
         rx_data(s, &h, pkt, size);
         break;
     case ARCTIC_E2E_ACK:
-        arctic_niu_count(s, ARCTIC_CNT_ACKS_RECEIVED);
-        arctic_tx_handle_ack(s, &h, arctic_control_incarnation(pkt));
-        arctic_tx_peer_answered(s, h.src_node);
+        niu_count(s, ARCTIC_CNT_ACKS_RECEIVED);
+        niu_tx_handle_ack(s, &h, arctic_control_incarnation(pkt));
+        niu_tx_peer_answered(s, h.src_node);
         break;
     case ARCTIC_E2E_NACK:
-        arctic_niu_count(s, ARCTIC_CNT_NACKS_RECEIVED);
-        arctic_tx_handle_nack(s, &h, arctic_control_incarnation(pkt));
-        arctic_tx_peer_answered(s, h.src_node);
+        niu_count(s, ARCTIC_CNT_NACKS_RECEIVED);
+        niu_tx_handle_nack(s, &h, arctic_control_incarnation(pkt));
+        niu_tx_peer_answered(s, h.src_node);
         break;
     }
 }
@@ -407,7 +407,7 @@ void arctic_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
  * high-priority network (acks must never wait behind the traffic they
  * release).  Returns false when nothing is owed or it cannot be routed.
  */
-bool arctic_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
+bool niu_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
 {
     while (s->ctrl_count) {
         uint16_t entry = s->ctrl_fifo[s->ctrl_head];
@@ -451,8 +451,8 @@ bool arctic_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
         }
         if (!FIELD_EX32(route, ROUTE_ENTRY, VALID)) {
             /* The sender will time out and retry once a route exists. */
-            arctic_niu_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, src,
-                             "no route to node %u for an ack", src);
+            niu_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, src,
+                      "no route to node %u for an ack", src);
             continue;
         }
         route = FIELD_DP32(route, ROUTE_ENTRY, PRIORITY, ARCTIC_PRIORITY_HIGH);
@@ -466,7 +466,7 @@ bool arctic_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
         arctic_control_set_incarnation(wire, s->epoch_base);
         *size = arctic_wire_size(ARCTIC_CONTROL_PACKET_LENGTH);
         arctic_wire_seal(wire, *size);
-        arctic_niu_count(s, h.kind == ARCTIC_E2E_ACK ? ARCTIC_CNT_ACKS_SENT
+        niu_count(s, h.kind == ARCTIC_E2E_ACK ? ARCTIC_CNT_ACKS_SENT
                                                      : ARCTIC_CNT_NACKS_SENT);
         trace_arctic_niu_tx_control(s->node_id, h.kind, src, prio, h.epoch,
                                     h.seq);

@@ -76,7 +76,7 @@ static ArcticLine *line_alloc(ArcticNiuState *s, uint8_t prio)
             return &s->lines[i * 64 + ctz64(s->lines_free[i])];
         }
     }
-    s->tx_line_wait = true;     /* arctic_tx_resume() serves it again */
+    s->tx_line_wait = true;     /* niu_tx_resume() serves it again */
     return NULL;
 }
 
@@ -84,7 +84,7 @@ static ArcticLine *line_alloc(ArcticNiuState *s, uint8_t prio)
  * The send order of each priority is a FIFO of (line, queued_order):
  * lines are queued with increasing orders, so its head is the oldest.
  * An entry whose line has since been sent, acked or queued again is stale
- * and skipped at the head (arctic_tx_next_line()); when stale entries
+ * and skipped at the head (niu_tx_next_line()); when stale entries
  * fill the ring it is rebuilt from the lines.
  */
 static void sendq_push(ArcticNiuState *s, ArcticLine *line)
@@ -176,12 +176,12 @@ static void retry_timer_rearm(ArcticNiuState *s)
  * Packets taken in and not yet acknowledged: what a node must wait for
  * before it powers off if it wants them delivered.
  */
-unsigned arctic_tx_pending(ArcticNiuState *s)
+unsigned niu_tx_pending(ArcticNiuState *s)
 {
     return lines_busy(s, -1);
 }
 
-bool arctic_tx_draining(ArcticNiuState *s)
+bool niu_tx_draining(ArcticNiuState *s)
 {
     unsigned i;
 
@@ -209,10 +209,10 @@ bool arctic_tx_draining(ArcticNiuState *s)
 static void tx_slot_dma_failed(ArcticNiuState *s, unsigned epn, unsigned q,
                                dma_addr_t addr)
 {
-    arctic_niu_error(s, ARCTIC_ERR_DMA, epn, q, s->ep[epn].tx_tail[q],
-                     "endpoint %u transmit queue %u slot %u at 0x%" PRIx64
-                     " is not guest memory", epn, q, s->ep[epn].tx_tail[q],
-                     (uint64_t)addr);
+    niu_error(s, ARCTIC_ERR_DMA, epn, q, s->ep[epn].tx_tail[q],
+              "endpoint %u transmit queue %u slot %u at 0x%" PRIx64
+              " is not guest memory", epn, q, s->ep[epn].tx_tail[q],
+              (uint64_t)addr);
 }
 
 /*
@@ -231,7 +231,7 @@ static void release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
     }
     trace_arctic_niu_tx_slot_release(s->node_id, epn, q, ep->tx_tail[q]);
     ep->tx_tail[q] = (ep->tx_tail[q] + 1) % ARCTIC_N;
-    arctic_niu_irq_event(s, 1u << (R_NIU_IRQ_TX_SHIFT + epn));
+    niu_irq_event(s, 1u << (R_NIU_IRQ_TX_SHIFT + epn));
 }
 
 /* Refuse a slot: record why, drop it so the queue keeps moving. */
@@ -239,10 +239,10 @@ static void refuse_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                         dma_addr_t addr, enum arctic_error cause,
                         uint32_t header)
 {
-    arctic_niu_error(s, cause, epn, q, s->ep[epn].tx_tail[q],
-                     "endpoint %u queue %u slot %u header 0x%08x refused",
-                     epn, q, s->ep[epn].tx_tail[q], header);
-    arctic_niu_count(s, ARCTIC_CNT_TX_ERRORS);
+    niu_error(s, cause, epn, q, s->ep[epn].tx_tail[q],
+              "endpoint %u queue %u slot %u header 0x%08x refused",
+              epn, q, s->ep[epn].tx_tail[q], header);
+    niu_count(s, ARCTIC_CNT_TX_ERRORS);
     s->tx_refused++;
     release_slot(s, epn, q, addr);
 }
@@ -349,8 +349,8 @@ static void build_mpi(ArcticNiuState *s, ArcticLine *line, unsigned epn,
               body, ARCTIC_COMMAND_WORDS + len);
 }
 
-bool arctic_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
-                          uint64_t len, uint64_t *phys)
+bool niu_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
+                       uint64_t len, uint64_t *phys)
 {
     uint64_t off = vaddr - ep->dma_base_vir;
 
@@ -370,11 +370,11 @@ bool arctic_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
 
 /*
  * A line for the next DMA data packet, within the DMA share
- * (arctic_dma_lines()).
+ * (niu_dma_lines()).
  */
 static bool dma_line_available(ArcticNiuState *s)
 {
-    if (s->dma_lines_busy >= arctic_dma_lines(s->num_lines)) {
+    if (s->dma_lines_busy >= niu_dma_lines(s->num_lines)) {
         s->tx_line_wait = true;
         return false;
     }
@@ -389,7 +389,7 @@ static void dma_refuse(ArcticNiuState *s, unsigned epn, unsigned q,
     s->ep[epn].dma_progress[q == ARCTIC_TXQ_HI ? 0 : 1] = 0;
     refuse_slot(s, epn, q, addr, cause, header);
     trace_arctic_niu_dma_refused(s->node_id, epn, q, status);
-    arctic_rx_local_notice(s, epn, header, command, status);
+    niu_rx_local_notice(s, epn, header, command, status);
 }
 
 /*
@@ -432,7 +432,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
                    ARCTIC_DMA_ERR_ALIGN, header, command);
         return true;
     }
-    if (!arctic_dma_translate(ep, source, ARCTIC_D, &phys)) {
+    if (!niu_dma_translate(ep, source, ARCTIC_D, &phys)) {
         dma_refuse(s, epn, q, addr, ARCTIC_ERR_DMA_RANGE,
                    ARCTIC_DMA_ERR_RANGE, header, command);
         return true;
@@ -483,7 +483,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
         (*progress)++;
     }
     *progress = 0;
-    arctic_niu_count(s, ARCTIC_CNT_DMA_REQUESTS);
+    niu_count(s, ARCTIC_CNT_DMA_REQUESTS);
     trace_arctic_niu_dma_done(s->node_id, epn, q, target);
     release_slot(s, epn, q, addr);
     return true;
@@ -494,8 +494,8 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
  * skewed format of seed 002 Figure 2.  Returns false when no line is free
  * (the FIFO then shows full); a malformed packet is refused and dropped.
  */
-bool arctic_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
-                        unsigned count)
+bool niu_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
+                     unsigned count)
 {
     uint32_t w0 = words[0], w1 = count > 1 ? words[1] : 0;
     unsigned dest = arctic_route_destination(s->node_id, w0, w1);
@@ -509,10 +509,10 @@ bool arctic_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
         count != FIELD_EX32(w1, ARCTIC_W1, LENGTH) ||
         FIELD_EX32(w0, ARCTIC_W0, ZERO) != 0 ||
         FIELD_EX32(w0, ARCTIC_W0, PRIORITY) != prio || dest >= ARCTIC_S) {
-        arctic_niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, count,
-                         "raw packet of %u words (0x%08x 0x%08x) refused",
-                         count, w0, w1);
-        arctic_niu_count(s, ARCTIC_CNT_TX_ERRORS);
+        niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, count,
+                  "raw packet of %u words (0x%08x 0x%08x) refused",
+                  count, w0, w1);
+        niu_count(s, ARCTIC_CNT_TX_ERRORS);
         return true;
     }
     line = line_alloc(s, prio);
@@ -523,9 +523,9 @@ bool arctic_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
               (w1 & R_ROUTE_ENTRY_DOWNROUTE_MASK) | (w0 & 0xffff), w1,
               words + ARCTIC_ROUTE_WORDS, count - ARCTIC_ROUTE_WORDS);
     line->raw = true;
-    arctic_niu_count(s, prio == ARCTIC_PRIORITY_HIGH ?
+    niu_count(s, prio == ARCTIC_PRIORITY_HIGH ?
                         ARCTIC_CNT_TX_HI_PACKETS : ARCTIC_CNT_TX_LO_PACKETS);
-    arctic_tx_pump(s, false);
+    niu_tx_pump(s, false);
     return true;
 }
 
@@ -591,8 +591,8 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             pci_dma_read(PCI_DEVICE(s), addr + ARCTIC_DMA_SLOT_COMMAND,
                          &command, 4);
             refuse_slot(s, epn, q, addr, ARCTIC_ERR_BAD_MODE, header);
-            arctic_rx_local_notice(s, epn, header, le32_to_cpu(command),
-                                   ARCTIC_DMA_ERR_QUEUE);
+            niu_rx_local_notice(s, epn, header, le32_to_cpu(command),
+                                ARCTIC_DMA_ERR_QUEUE);
             taken++;
             continue;
         }
@@ -634,7 +634,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
         build_mpi(s, line, epn, route, header,
                   le32_to_cpu(slot.command[0]), le32_to_cpu(slot.command[1]),
                   slot.payload);
-        arctic_niu_count(s, q == ARCTIC_TXQ_HI ? ARCTIC_CNT_TX_HI_PACKETS
+        niu_count(s, q == ARCTIC_TXQ_HI ? ARCTIC_CNT_TX_HI_PACKETS
                                                : ARCTIC_CNT_TX_LO_PACKETS);
         release_slot(s, epn, q, addr);
     }
@@ -670,9 +670,9 @@ static void send_reports(ArcticNiuState *s)
             line_fill(s, line, 0, r->node, route, w1, body, ARRAY_SIZE(body));
             line_mark(line, R_ARCTIC_E2E_FLAGS_NOTICE_MASK, r->job);
         } else {
-            arctic_niu_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, r->node,
-                             "no route to node %u for a DMA report",
-                             r->node);
+            niu_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, r->node,
+                      "no route to node %u for a DMA report",
+                      r->node);
         }
         s->report_head = (s->report_head + 1) % ARRAY_SIZE(s->reports);
         s->report_count--;
@@ -738,7 +738,7 @@ static void tx_poll_arm(ArcticNiuState *s)
  * nothing parks the poll.  Whatever makes a vCPU runnable again runs
  * first in the main loop (a timer, an fd handler raising an interrupt;
  * tx_main_loop_poll() unparks on the next iteration), in another vCPU
- * (then not every vCPU was idle), or in this device (arctic_tx_unpark()
+ * (then not every vCPU was idle), or in this device (niu_tx_unpark()
  * from its interrupts).  So a slot a guest writes without a doorbell
  * still waits at most poll-max-ns, idle or not.
  */
@@ -749,7 +749,7 @@ static void tx_poll_park(ArcticNiuState *s)
     trace_arctic_niu_tx_poll_park(s->node_id);
 }
 
-void arctic_tx_unpark(ArcticNiuState *s)
+void niu_tx_unpark(ArcticNiuState *s)
 {
     if (s->tx_poll_parked && s->tx_enabled) {
         trace_arctic_niu_tx_poll_unpark(s->node_id);
@@ -766,7 +766,7 @@ static void tx_main_loop_poll(Notifier *notifier, void *data)
 
     if (mlpoll->state == MAIN_LOOP_POLL_FILL && s->tx_poll_parked &&
         !all_cpu_threads_idle()) {
-        arctic_tx_unpark(s);
+        niu_tx_unpark(s);
     }
 }
 
@@ -799,7 +799,7 @@ static void tx_service(ArcticNiuState *s, bool polled)
      * pass that parks has found everything written before the halt.
      */
     smp_mb();
-    arctic_raw_tx_flush(s);     /* lines may have come free */
+    niu_raw_tx_flush(s);     /* lines may have come free */
     if (s->tx_enabled) {
         send_reports(s);
         s->tx_refused = 0;
@@ -847,16 +847,16 @@ static void tx_service(ArcticNiuState *s, bool polled)
             qemu_bh_schedule(s->tx_bh);
         }
     }
-    arctic_tx_pump(s, false);
+    niu_tx_pump(s, false);
 }
 
 static void tx_poll_timer_cb(void *opaque)
 {
     ArcticNiuState *s = opaque;
-    bool guarded = arctic_niu_guard_enter(s);
+    bool guarded = niu_guard_enter(s);
 
     tx_service(s, true);
-    arctic_niu_guard_leave(s, guarded);
+    niu_guard_leave(s, guarded);
 }
 
 static void tx_bh_cb(void *opaque)
@@ -864,7 +864,7 @@ static void tx_bh_cb(void *opaque)
     tx_service(opaque, true);
 }
 
-void arctic_tx_kick(ArcticNiuState *s)
+void niu_tx_kick(ArcticNiuState *s)
 {
     s->tx_poll_interval_ns = s->poll_min_ns;
     s->tx_poll_parked = false;
@@ -877,7 +877,7 @@ void arctic_tx_kick(ArcticNiuState *s)
  * wrote is on the link before the store returns, instead of after a hop
  * to the main loop.
  */
-void arctic_tx_doorbell(ArcticNiuState *s, uint32_t endpoints)
+void niu_tx_doorbell(ArcticNiuState *s, uint32_t endpoints)
 {
     s->tx_rung |= endpoints;
     if (s->doorbell_posted && niu_link_post(&s->link)) {
@@ -887,7 +887,7 @@ void arctic_tx_doorbell(ArcticNiuState *s, uint32_t endpoints)
 }
 
 /* A doorbell handed to the link thread (doorbell=posted). */
-void arctic_tx_posted(ArcticNiuState *s)
+void niu_tx_posted(ArcticNiuState *s)
 {
     tx_service(s, false);
 }
@@ -898,20 +898,20 @@ void arctic_tx_posted(ArcticNiuState *s)
  * goes on here, in the thread that took the acks, instead of waking the
  * main loop for it; otherwise only what is queued goes out.
  */
-void arctic_tx_resume(ArcticNiuState *s)
+void niu_tx_resume(ArcticNiuState *s)
 {
     if (s->tx_line_wait && lines_busy(s, -1) < s->num_lines) {
         s->tx_line_wait = false;
         tx_service(s, false);
         return;
     }
-    arctic_tx_pump(s, true);
+    niu_tx_pump(s, true);
 }
 
-void arctic_tx_enable_changed(ArcticNiuState *s)
+void niu_tx_enable_changed(ArcticNiuState *s)
 {
     if (s->tx_enabled) {
-        arctic_tx_kick(s);
+        niu_tx_kick(s);
     } else {
         timer_del(s->tx_poll_timer);
         s->tx_poll_parked = false;
@@ -924,7 +924,7 @@ void arctic_tx_enable_changed(ArcticNiuState *s)
  */
 
 /* The oldest queued line of @prio (the send order), or NULL. */
-ArcticLine *arctic_tx_next_line(ArcticNiuState *s, uint8_t prio)
+ArcticLine *niu_tx_next_line(ArcticNiuState *s, uint8_t prio)
 {
     ArcticSendQueue *q = &s->sendq[prio];
 
@@ -947,7 +947,7 @@ static int64_t line_backoff(uint64_t base, uint32_t retries)
     return base << MIN(retries, 6);
 }
 
-void arctic_tx_line_sent(ArcticNiuState *s, ArcticLine *line)
+void niu_tx_line_sent(ArcticNiuState *s, ArcticLine *line)
 {
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
 
@@ -981,7 +981,7 @@ static bool lines_to(ArcticNiuState *s, uint16_t node)
  * Any answer from @node, an ack or a nack, stale or not, shows it is
  * alive: what is still sent to it waits from now on.
  */
-void arctic_tx_peer_answered(ArcticNiuState *s, uint16_t node)
+void niu_tx_peer_answered(ArcticNiuState *s, uint16_t node)
 {
     s->peer_waiting_since[node] = lines_to(s, node)
                                   ? qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) : 0;
@@ -1020,17 +1020,17 @@ static void peer_dead(ArcticNiuState *s, uint16_t node)
     s->peer_waiting_since[node] = 0;
     s->counters[ARCTIC_CNT_PEER_DROPPED] += dropped;
     trace_arctic_niu_peer_dead(s->node_id, node, dropped, endpoints);
-    arctic_niu_error(s, ARCTIC_ERR_PEER_DEAD, 0, 0, node,
-                     "node %u answered nothing for %u ms; %u packet(s) to it "
-                     "dropped", node, s->peer_timeout_ms, dropped);
+    niu_error(s, ARCTIC_ERR_PEER_DEAD, 0, 0, node,
+              "node %u answered nothing for %u ms; %u packet(s) to it "
+              "dropped", node, s->peer_timeout_ms, dropped);
     for (i = 0; i < ARCTIC_ENDPOINTS; i++) {
         if (endpoints & (1u << i)) {
-            arctic_rx_local_notice(s, i,
-                                   FIELD_DP32(0, MPI_HEADER, ENDPOINT, i),
-                                   node, ARCTIC_NOTICE_PEER_DEAD);
+            niu_rx_local_notice(s, i,
+                                FIELD_DP32(0, MPI_HEADER, ENDPOINT, i),
+                                node, ARCTIC_NOTICE_PEER_DEAD);
         }
     }
-    arctic_tx_kick(s);
+    niu_tx_kick(s);
 }
 
 /* Declare dead every node that has left packets unanswered too long. */
@@ -1067,11 +1067,11 @@ static void requeue_sorted(ArcticNiuState *s, ArcticLine **v, unsigned n,
     }
     for (i = 0; i < n; i++) {
         if (count_timeouts && !v[i]->nack_wait) {
-            arctic_niu_count(s, ARCTIC_CNT_TIMEOUTS);
+            niu_count(s, ARCTIC_CNT_TIMEOUTS);
         }
         if (v[i]->sent_once) {
             v[i]->retries++;
-            arctic_niu_count(s, ARCTIC_CNT_RETRANSMITS);
+            niu_count(s, ARCTIC_CNT_RETRANSMITS);
         }
         trace_arctic_niu_tx_retransmit(s->node_id, v[i]->dst, v[i]->prio,
                                        v[i]->seq, v[i]->retries,
@@ -1100,9 +1100,9 @@ static void retry_timer_cb(void *opaque)
     }
     requeue_sorted(s, due, n, true);
     retry_timer_rearm(s);
-    guarded = arctic_niu_guard_enter(s);
-    arctic_tx_pump(s, false);
-    arctic_niu_guard_leave(s, guarded);
+    guarded = niu_guard_enter(s);
+    niu_tx_pump(s, false);
+    niu_guard_leave(s, guarded);
 }
 
 /* A queued line could go out now. */
@@ -1111,7 +1111,7 @@ static bool data_ready(ArcticNiuState *s)
     unsigned p;
 
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
-        if (niu_link_can_send(&s->link, p) && arctic_tx_next_line(s, p)) {
+        if (niu_link_can_send(&s->link, p) && niu_tx_next_line(s, p)) {
             return true;
         }
     }
@@ -1138,7 +1138,7 @@ static bool controls_go_now(ArcticNiuState *s, bool lazy)
  * lines), then high-priority data, then low.  Credits are per priority,
  * so a stalled low-priority network never holds back the high one.
  */
-void arctic_tx_pump(ArcticNiuState *s, bool lazy)
+void niu_tx_pump(ArcticNiuState *s, bool lazy)
 {
     NiuLink *link = &s->link;
     bool stalled = false;
@@ -1154,33 +1154,33 @@ void arctic_tx_pump(ArcticNiuState *s, bool lazy)
         ArcticLine *line;
 
         if (niu_link_can_send(link, ARCTIC_PRIORITY_HIGH)) {
-            if (controls && arctic_rx_next_control(s, wire, &size)) {
+            if (controls && niu_rx_next_control(s, wire, &size)) {
                 niu_link_send(link, ARCTIC_PRIORITY_HIGH, wire, size);
                 continue;
             }
-            line = arctic_tx_next_line(s, ARCTIC_PRIORITY_HIGH);
+            line = niu_tx_next_line(s, ARCTIC_PRIORITY_HIGH);
             if (line) {
                 niu_link_send(link, ARCTIC_PRIORITY_HIGH, line->wire,
                               line->size);
-                arctic_tx_line_sent(s, line);
+                niu_tx_line_sent(s, line);
                 continue;
             }
         } else if (!link->tx_credits[ARCTIC_PRIORITY_HIGH] &&
                    ((controls && s->ctrl_count) ||
-                    arctic_tx_next_line(s, ARCTIC_PRIORITY_HIGH))) {
+                    niu_tx_next_line(s, ARCTIC_PRIORITY_HIGH))) {
             stalled = true;
         }
-        line = arctic_tx_next_line(s, ARCTIC_PRIORITY_LOW);
+        line = niu_tx_next_line(s, ARCTIC_PRIORITY_LOW);
         if (line && niu_link_can_send(link, ARCTIC_PRIORITY_LOW)) {
             niu_link_send(link, ARCTIC_PRIORITY_LOW, line->wire, line->size);
-            arctic_tx_line_sent(s, line);
+            niu_tx_line_sent(s, line);
             continue;
         }
         stalled |= line && !link->tx_credits[ARCTIC_PRIORITY_LOW];
         break;
     }
     if (stalled) {
-        arctic_niu_count(s, ARCTIC_CNT_CREDIT_STALLS);
+        niu_count(s, ARCTIC_CNT_CREDIT_STALLS);
         trace_arctic_niu_link_credit_stall(
             s->node_id, link->tx_credits[ARCTIC_PRIORITY_HIGH],
             link->tx_credits[ARCTIC_PRIORITY_LOW]);
@@ -1194,7 +1194,7 @@ void arctic_tx_pump(ArcticNiuState *s, bool lazy)
     niu_link_flush(link);
 }
 
-void arctic_tx_link_up(ArcticNiuState *s)
+void niu_tx_link_up(ArcticNiuState *s)
 {
     ArcticLine *all[ARCTIC_MAX_LINES];
     unsigned i, n = 0;
@@ -1215,11 +1215,11 @@ void arctic_tx_link_up(ArcticNiuState *s)
     }
     requeue_sorted(s, all, n, false);
     retry_timer_rearm(s);
-    arctic_tx_kick(s);
+    niu_tx_kick(s);
 }
 
-void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
-                          uint32_t incarnation)
+void niu_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
+                       uint32_t incarnation)
 {
     uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
     ArcticTxStream *st = &s->tx_stream[prio][h->src_node];
@@ -1274,7 +1274,7 @@ void arctic_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
     }
     trace_arctic_niu_tx_ack(s->node_id, h->src_node, prio, h->seq, freed);
     /*
-     * What waited for these lines goes on in arctic_tx_resume(), when
+     * What waited for these lines goes on in niu_tx_resume(), when
      * the link has dispatched the whole batch the ack came in.
      */
 }
@@ -1314,9 +1314,9 @@ static void tx_resync(ArcticNiuState *s, uint8_t prio, uint16_t dst,
     trace_arctic_niu_tx_resync(s->node_id, dst, prio, st->epoch, n);
 }
 
-void arctic_tx_handle_nack(ArcticNiuState *s,
-                           const struct arctic_e2e_header *h,
-                           uint32_t incarnation)
+void niu_tx_handle_nack(ArcticNiuState *s,
+                        const struct arctic_e2e_header *h,
+                        uint32_t incarnation)
 {
     uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
     uint8_t reason = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, REASON);
@@ -1339,7 +1339,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
              * never took any of it, so renumbering is safe.
              */
             tx_resync(s, prio, h->src_node, h->seq);
-            arctic_tx_pump(s, false);
+            niu_tx_pump(s, false);
             return;
         }
         if (!st->acked) {
@@ -1357,7 +1357,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
              * left again in a new epoch.
              */
             tx_resync(s, prio, h->src_node, h->seq);
-            arctic_tx_pump(s, false);
+            niu_tx_pump(s, false);
             return;
         } else {
             /*
@@ -1374,7 +1374,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
      * receiver takes each stream in order).  So only the refused packet,
      * the probe, goes again after a back-off; the rest of the stream,
      * sent or not, is parked until the probe is acked
-     * (arctic_tx_handle_ack()), instead of going out only to be refused
+     * (niu_tx_handle_ack()), instead of going out only to be refused
      * behind it while the receiver's queue is still full.
      */
     for (i = 0; i < s->num_lines; i++) {
@@ -1417,7 +1417,7 @@ void arctic_tx_handle_nack(ArcticNiuState *s,
  * Life cycle
  */
 
-void arctic_tx_init(ArcticNiuState *s)
+void niu_tx_init(ArcticNiuState *s)
 {
     s->tx_poll_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_poll_timer_cb, s);
     s->retry_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, retry_timer_cb, s);
@@ -1427,7 +1427,7 @@ void arctic_tx_init(ArcticNiuState *s)
     main_loop_poll_add_notifier(&s->tx_main_loop_notifier);
 }
 
-void arctic_tx_cleanup(ArcticNiuState *s)
+void niu_tx_cleanup(ArcticNiuState *s)
 {
     main_loop_poll_remove_notifier(&s->tx_main_loop_notifier);
     timer_free(s->tx_poll_timer);
@@ -1435,7 +1435,7 @@ void arctic_tx_cleanup(ArcticNiuState *s)
     qemu_bh_delete(s->tx_bh);
 }
 
-void arctic_tx_reset(ArcticNiuState *s)
+void niu_tx_reset(ArcticNiuState *s)
 {
     uint32_t epoch;
     unsigned p, d, i;
