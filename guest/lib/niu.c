@@ -36,6 +36,8 @@ enum {
 	/* A wait this long probes every other node, then again this often. */
 	NIU_PROBE_AFTER_MS = 1000,
 	NIU_PROBE_EVERY_MS = 5000,
+	/* The longest sleep of a wait for a message (see idle()). */
+	NIU_RX_SLEEP_MAX_MS = 100,
 };
 
 static const uint32_t queue_view_offset[2][NIU_NUM_PRIORITIES] = {
@@ -45,19 +47,49 @@ static const uint32_t queue_view_offset[2][NIU_NUM_PRIORITIES] = {
 
 static void send_probes(struct niu_endpoint *ep);
 
+/* What a wait waits for: the receive interrupt ends a sleep for a message. */
+enum niu_wait { NIU_WAIT_RX, NIU_WAIT_TX };
+
 /*
- * One empty poll.  It first has the NIU take what the network brought it
- * (USER_LINK_POLL: busy polling, in this CPU's time, instead of waiting for
- * the NIU's own link thread to be scheduled on a host whose cores the
- * spinning guests hold).  Every NIU_SPINS_BEFORE_YIELD of them give the
- * CPU away, by sched_yield() or, when niu_set_idle_sleep() asked, by
- * sleeping in poll() on the endpoint: the driver arms the receive
- * interrupt, so the sleep ends as soon as a message arrives, or after the
- * idle time.  Each
- * time it also looks for a peer-down notice, and a wait longer than a
- * second probes the other nodes (niu_peer_down() in niu.h).
+ * How long an idle wait sleeps in poll(): for a free Tx slot, which no
+ * interrupt announces, the idle sleep; for a message, until the next probe
+ * is due, at most NIU_RX_SLEEP_MAX_MS, since the interrupt ends the sleep
+ * as soon as one arrives.
  */
-static void idle(struct niu_endpoint *ep, unsigned int *spins)
+static int sleep_ms(const struct niu_endpoint *ep, enum niu_wait what,
+		    uint64_t now)
+{
+	int ms = (int)((ep->idle_sleep_us + 999) / 1000), rx_ms;
+	uint64_t until = now + NIU_RX_SLEEP_MAX_MS * 1000000ull;
+
+	if (what != NIU_WAIT_RX)
+		return ms;
+	if (ep->probe_after_ns && ep->next_probe_ns < until)
+		until = ep->next_probe_ns > now ? ep->next_probe_ns : now;
+	rx_ms = (int)((until - now + 999999) / 1000000);
+	return rx_ms > ms ? rx_ms : ms;
+}
+
+/*
+ * One empty poll.  Every NIU_SPINS_BEFORE_YIELD of them give the CPU
+ * away: by sched_yield(), or, when niu_set_idle_sleep() asked (more
+ * programs than host CPUs), by sleeping in poll() on the endpoint (the
+ * driver arms the receive interrupt, so the sleep ends as soon as a
+ * message arrives; sleep_ms() says how long it may last).  Each time it
+ * also looks for a peer-down notice, and a wait longer than a second
+ * probes the other nodes (niu_peer_down() in niu.h).
+ *
+ * Without an idle sleep each empty poll first has the NIU take what the
+ * network brought it (USER_LINK_POLL: busy polling, in this CPU's time,
+ * instead of waiting for the NIU's own link thread to be scheduled on a
+ * host whose cores the spinning guests hold).  With one it does not: on
+ * an oversubscribed host a waiting CPU that polls takes the core from the
+ * nodes that compute (a node waiting with busy polling and 1 ms sleeps
+ * cost 41 % of a host core, without them 23 %, with the long sleep for
+ * a message 1 %; docs/scale.md).
+ */
+static void idle(struct niu_endpoint *ep, unsigned int *spins,
+		 enum niu_wait what)
 {
 	struct pollfd pfd = { .fd = ep->fd, .events = POLLIN };
 	uint64_t now;
@@ -65,7 +97,7 @@ static void idle(struct niu_endpoint *ep, unsigned int *spins)
 
 	if (*spins == 0)
 		ep->wait_start_ns = 0;	/* a new wait */
-	if (ep->link_poll)
+	if (ep->link_poll && !ep->idle_sleep_us)
 		(void)*ep->link_poll;
 	if (++*spins % NIU_SPINS_BEFORE_YIELD)
 		return;
@@ -83,7 +115,7 @@ static void idle(struct niu_endpoint *ep, unsigned int *spins)
 		sched_yield();
 		return;
 	}
-	ms = (int)((ep->idle_sleep_us + 999) / 1000);
+	ms = sleep_ms(ep, what, now);
 	/* Readable at once means a message is waiting, perhaps not the one
 	 * wanted yet: give the CPU away then rather than spin. */
 	if (poll(&pfd, 1, ms) != 0)
@@ -262,7 +294,7 @@ static void wait_tx_slot(struct niu_endpoint *ep, enum niu_priority prio)
 			niu_am_poll(ep);
 		else
 			keep_incoming(ep);
-		idle(ep, &spins);
+		idle(ep, &spins, NIU_WAIT_TX);
 	}
 }
 
@@ -577,7 +609,7 @@ int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
 	while (!niu_try_recv(ep, prio, msg)) {
 		if (ep->peer_down)
 			return -EHOSTDOWN;
-		idle(ep, &spins);
+		idle(ep, &spins, NIU_WAIT_RX);
 	}
 	return 0;
 }
@@ -598,7 +630,7 @@ int niu_recv_any(struct niu_endpoint *ep, struct niu_msg *msg,
 		}
 		if (ep->peer_down)
 			return -EHOSTDOWN;
-		idle(ep, &spins);
+		idle(ep, &spins, NIU_WAIT_RX);
 	}
 }
 
@@ -634,7 +666,7 @@ static int barrier_wait(struct niu_endpoint *ep,
 		}
 		if (ep->peer_down)
 			return -EHOSTDOWN;
-		idle(ep, &spins);
+		idle(ep, &spins, NIU_WAIT_RX);
 	}
 }
 
@@ -783,7 +815,7 @@ int niu_alltoallv(struct niu_endpoint *ep, const uint32_t *const send[],
 		if (!progress && ep->peer_down)
 			break;
 		if (!progress)
-			idle(ep, &spins);
+			idle(ep, &spins, NIU_WAIT_RX);
 	}
 	free(sent);
 	if (unsent || x.remaining)
@@ -1160,7 +1192,7 @@ int niu_dma_send(struct niu_endpoint *ep, uint32_t dest,
 	slot = &ep->dma_tx[ep->dma_tx_head];
 	while (slot->header & ARCTIC_MPI_VALID) {
 		keep_incoming(ep);
-		idle(ep, &spins);
+		idle(ep, &spins, NIU_WAIT_TX);
 	}
 	atomic_thread_fence(memory_order_acquire);
 	slot->command = command;

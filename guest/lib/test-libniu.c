@@ -545,7 +545,7 @@ static void test_probes(void)
 	ep.probe_after_ns = 1;
 	ep.probe_every_ns = 1000000000000ull;
 	for (i = 0; i < 2 * NIU_SPINS_BEFORE_YIELD; i++)
-		idle(&ep, &spins);
+		idle(&ep, &spins, NIU_WAIT_RX);
 	for (p = 0; p < 3; p++) {
 		uint32_t header = ep.tx[NIU_HI][p].header;
 
@@ -565,8 +565,36 @@ static void test_probes(void)
 	niu_set_probes(&ep, false);
 	spins = 0;
 	for (i = 0; i < 4 * NIU_SPINS_BEFORE_YIELD; i++)
-		idle(&ep, &spins);
+		idle(&ep, &spins, NIU_WAIT_RX);
 	CHECK(ep.tx[NIU_HI][0].header == 0);
+}
+
+/*
+ * An idle wait for a message sleeps until the next probe, at most
+ * NIU_RX_SLEEP_MAX_MS (the receive interrupt ends it); a wait for a Tx
+ * slot sleeps the idle time, never less.
+ */
+static void test_sleep_ms(void)
+{
+	struct niu_endpoint ep;
+	uint64_t now = 5000000000ull;
+
+	fake_endpoint(&ep, 2, 4);
+	ep.idle_sleep_us = 1000;
+	niu_set_probes(&ep, false);
+	CHECK(sleep_ms(&ep, NIU_WAIT_TX, now) == 1);
+	CHECK(sleep_ms(&ep, NIU_WAIT_RX, now) == NIU_RX_SLEEP_MAX_MS);
+	niu_set_probes(&ep, true);
+	ep.next_probe_ns = now + 30000000;
+	CHECK(sleep_ms(&ep, NIU_WAIT_RX, now) == 30);
+	ep.next_probe_ns = now + 30000001;
+	CHECK(sleep_ms(&ep, NIU_WAIT_RX, now) == 31);
+	ep.next_probe_ns = now + 3000000000ull;
+	CHECK(sleep_ms(&ep, NIU_WAIT_RX, now) == NIU_RX_SLEEP_MAX_MS);
+	ep.next_probe_ns = now - 1;	/* overdue: no shorter than idle */
+	CHECK(sleep_ms(&ep, NIU_WAIT_RX, now) == 1);
+	ep.idle_sleep_us = 2500;
+	CHECK(sleep_ms(&ep, NIU_WAIT_TX, now) == 3);
 }
 
 /* NIU_IDLE_SLEEP_US: microseconds, or 0 for anything else. */
@@ -609,6 +637,7 @@ int main(void)
 	test_dma_request();
 	test_peer_down();
 	test_probes();
+	test_sleep_ms();
 	test_mode_reported();
 	printf("%s\n", failures ? "FAIL" : "PASS: libniu unit tests");
 	return failures ? 1 : 0;
