@@ -19,8 +19,29 @@
 
 #include "arctic-niu.h"
 
-/* Internal verdict of a delivery attempt: 0 delivered, >0 a nack reason. */
-enum { DELIVERED = 0, DROPPED = 0x100 };
+/*
+ * What became of a data packet: delivered; dropped, because no retry could
+ * ever deliver it (acked either way, and the stream moves on); or refused
+ * with a nack reason (enum arctic_nack_reason), for its sender to retry.
+ */
+typedef enum {
+    RX_DELIVERED,
+    RX_DROPPED,
+    RX_REFUSED,
+} RxOutcome;
+
+typedef struct RxVerdict {
+    RxOutcome outcome;
+    uint8_t nack_reason;        /* RX_REFUSED only */
+} RxVerdict;
+
+static const RxVerdict rx_delivered = { .outcome = RX_DELIVERED };
+static const RxVerdict rx_dropped = { .outcome = RX_DROPPED };
+
+static RxVerdict rx_refused(uint8_t reason)
+{
+    return (RxVerdict) { .outcome = RX_REFUSED, .nack_reason = reason };
+}
 
 static inline bool seq_after(uint32_t a, uint32_t b)
 {
@@ -99,7 +120,7 @@ static void owe_report(ArcticNiuState *s, uint16_t src, uint8_t flags,
 }
 
 /* Write one remote-DMA data packet into the endpoint's window (§6.3.2). */
-static unsigned deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
+static RxVerdict deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
                             const uint8_t *words)
 {
     ArcticEndpoint *ep = &s->ep[epn];
@@ -121,7 +142,7 @@ static unsigned deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
                   " outside its window", epn, target);
         niu_count(s, ARCTIC_CNT_BAD_PACKETS);
         s->rx_dma_failed[src] |= 1u << epn;
-        return DROPPED;
+        return rx_dropped;
     }
     for (i = 0; i < ARRAY_SIZE(data); i++) {
         data[i] = cpu_to_le32(arctic_get_le32(words + 16 + 4 * i));
@@ -130,31 +151,31 @@ static unsigned deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
         niu_error(s, ARCTIC_ERR_DMA, epn, ARCTIC_RXQ_HI, 0,
                   "remote DMA to 0x%" PRIx64 " of endpoint %u failed",
                   (uint64_t)phys, epn);
-        return ARCTIC_NACK_RX_ERROR;
+        return rx_refused(ARCTIC_NACK_RX_ERROR);
     }
     trace_arctic_niu_rx_dma(s->node_id, epn, target, phys);
     niu_count(s, ARCTIC_CNT_DMA_RX_PACKETS);
-    return DELIVERED;
+    return rx_delivered;
 }
 
 /* An Rx head counts INDEX and LAP as one number modulo 2N (EP_RX_HD). */
 QEMU_BUILD_BUG_ON((int)R_EP_RX_HD_LAP_SHIFT != (int)ARCTIC_LOG2_N);
 
 /* The receive slot @idx of (@epn, @q), at @addr, could not be reached. */
-static unsigned rx_slot_dma_failed(ArcticNiuState *s, unsigned epn,
+static RxVerdict rx_slot_dma_failed(ArcticNiuState *s, unsigned epn,
                                    unsigned q, unsigned idx, dma_addr_t addr)
 {
     niu_error(s, ARCTIC_ERR_DMA, epn, q, idx,
               "endpoint %u receive queue %u slot %u at 0x%" PRIx64
               " is not guest memory", epn, q, idx, (uint64_t)addr);
-    return ARCTIC_NACK_RX_ERROR;
+    return rx_refused(ARCTIC_NACK_RX_ERROR);
 }
 
 /*
  * Write a whole receive slot, body before the header that makes it valid
- * (§6.3.1 steps 4-6).  Returns 0 or a nack reason.
+ * (§6.3.1 steps 4-6).  Delivered, or refused with a nack reason.
  */
-static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
+static RxVerdict write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                               uint32_t header, const uint32_t *body,
                               unsigned payload_words)
 {
@@ -170,7 +191,7 @@ static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
     }
     if (FIELD_EX32(le32_to_cpu(old), MPI_HEADER, VALID)) {
         trace_arctic_niu_rx_queue_full(s->node_id, epn, q, idx);
-        return ARCTIC_NACK_QUEUE_FULL;
+        return rx_refused(ARCTIC_NACK_QUEUE_FULL);
     }
     if (pci_dma_write(PCI_DEVICE(s), addr + ARCTIC_SLOT_COMMAND0, body,
                       4 * ARCTIC_COMMAND_WORDS) != MEMTX_OK ||
@@ -190,11 +211,11 @@ static unsigned write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
     /* INDEX and LAP count on together: LAP flips as INDEX wraps. */
     ep->rx_head[q] = (ep->rx_head[q] + 1) % (2 * ARCTIC_N);
     niu_irq_event(s, 1u << (R_NIU_IRQ_RX_SHIFT + epn));
-    return DELIVERED;
+    return rx_delivered;
 }
 
 /* Deliver a data packet (§6.3.1 steps 1-7, §6.3.2) from @src. */
-static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
+static RxVerdict deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
                         uint16_t job, uint8_t flags, const uint8_t *pkt,
                         size_t size)
 {
@@ -206,7 +227,7 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     bool dma = FIELD_EX32(w1, ARCTIC_W1, MODE) == ARCTIC_MODE_DMA;
     int len = (int)arctic_len - ARCTIC_MPI_LENGTH_EXTRA;
     uint32_t header, body[ARCTIC_COMMAND_WORDS + ARCTIC_MAX_PAYLOAD];
-    unsigned verdict;
+    RxVerdict verdict;
     bool failed;
     int i;
 
@@ -216,7 +237,7 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
          * (§6.1).  Otherwise nothing is taken that a reset would lose.
          */
         return s->rx_raw && niu_raw_rx_push(s, prio, pkt, size)
-               ? DELIVERED : ARCTIC_NACK_RX_OFF;
+               ? rx_delivered : rx_refused(ARCTIC_NACK_RX_OFF);
     }
     if (dma ? arctic_len != ARCTIC_DMA_PACKET_LENGTH
             : (len < 0 || len > ARCTIC_MAX_PAYLOAD)) {
@@ -229,10 +250,10 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
                   "%s packet of length %u from node %u dropped",
                   dma ? "DMA" : "MPI", arctic_len, src);
         niu_count(s, ARCTIC_CNT_BAD_PACKETS);
-        return DROPPED;
+        return rx_dropped;
     }
     if ((epn & s->vmask) != epn) {
-        return ARCTIC_NACK_BAD_ENDPOINT;
+        return rx_refused(ARCTIC_NACK_BAD_ENDPOINT);
     }
     if (job != s->ep[epn].job) {
         /*
@@ -240,7 +261,7 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
          * is not running on this endpoint now; it is retried until it is.
          */
         niu_count(s, ARCTIC_CNT_WRONG_JOB);
-        return ARCTIC_NACK_WRONG_JOB;
+        return rx_refused(ARCTIC_NACK_WRONG_JOB);
     }
     if (dma) {
         return deliver_dma(s, src, epn, words);
@@ -266,11 +287,11 @@ static unsigned deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
         header = FIELD_DP32(header, MPI_HEADER, MODE, ARCTIC_MODE_DMA);
     }
     verdict = write_rx_slot(s, epn, q, header, body, len);
-    if (verdict == DELIVERED && failed) {
+    if (verdict.outcome == RX_DELIVERED && failed) {
         s->rx_dma_failed[src] &= ~(1u << epn);
         owe_report(s, src, flags, job, w1, le32_to_cpu(body[0]));
     }
-    if (verdict == DELIVERED) {
+    if (verdict.outcome == RX_DELIVERED) {
         trace_arctic_niu_rx_deliver(s->node_id, epn, q,
                                     (FIELD_EX32(s->ep[epn].rx_head[q],
                                                 EP_RX_HD, INDEX) +
@@ -298,7 +319,8 @@ bool niu_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
     notice = FIELD_DP32(notice, MPI_HEADER, MODE, ARCTIC_MODE_DMA);
     notice = FIELD_DP32(notice, MPI_HEADER, DEST, s->node_id);
     if (!s->rx_enabled ||
-        write_rx_slot(s, epn, ARCTIC_RXQ_HI, notice, body, 0) != DELIVERED) {
+        write_rx_slot(s, epn, ARCTIC_RXQ_HI, notice, body, 0).outcome !=
+        RX_DELIVERED) {
         return false;
     }
     return true;
@@ -309,7 +331,7 @@ static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
 {
     uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
     ArcticRxStream *st = &s->rx_stream[prio][h->src_node];
-    unsigned verdict;
+    RxVerdict verdict;
 
     if (!st->known || h->epoch != st->epoch) {
         /*
@@ -331,13 +353,14 @@ static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
     if (h->seq == st->expected) {
         verdict = deliver(s, prio, h->src_node, h->job, h->flags, pkt,
                           size);
-        if (verdict == DELIVERED || verdict == DROPPED) {
+        if (verdict.outcome != RX_REFUSED) {
             st->expected++;
             owe_ack(s, prio, h->src_node);
         } else {
             trace_arctic_niu_rx_refuse(s->node_id, h->src_node, prio, h->seq,
-                                       verdict);
-            owe_nack(s, prio, h->src_node, h->epoch, h->seq, verdict);
+                                       verdict.nack_reason);
+            owe_nack(s, prio, h->src_node, h->epoch, h->seq,
+                     verdict.nack_reason);
         }
     } else if (seq_after(st->expected, h->seq)) {
         /* Already delivered: the ack was lost or the packet duplicated. */
