@@ -69,6 +69,50 @@ static void test_bad_queue_memory(void)
     niu_stop(n);
 }
 
+/*
+ * Who is to blame decides where an error is logged: the guest's mistakes
+ * under -d guest_errors, the network's as a warning on stderr, never as
+ * the guest's.
+ */
+static void test_error_log_classes(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("arctic-niu-log-XXXXXX", NULL);
+    g_autofree char *log = g_build_filename(dir, "qemu.log", NULL);
+    g_autofree char *args = g_strdup_printf("-d guest_errors -D %s", log);
+    g_autofree char *guest_error = g_strdup_printf(
+        "arctic-niu: node %u: test DMA command %u", NIU_NODE,
+        ARCTIC_TEST_DMA_CHECK + 1);
+    g_autofree char *text = NULL;
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    size_t size;
+    Niu *n;
+    int i;
+
+    n = niu_start_node_args("listen", NIU_NODE, "", args);
+    niu_setup(n);
+    link_handshake(n, 8, 8);
+    /* The guest's: a test DMA command that does not exist. */
+    reg_w(n, A_NIU_TEST_DMA_SIZE, 64);
+    reg_w(n, A_NIU_TEST_DMA_CTRL, ARCTIC_TEST_DMA_CHECK + 1);
+    /* The network's: a packet corrupted in flight. */
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0, 1,
+                     2, 3, NULL, 0);
+    wire[ARCTIC_WIRE_WORDS_OFFSET + 9] ^= 0x40;
+    link_send_packet(n, wire, size);
+    for (i = 0; i < WAIT_MS && !counter(n, ARCTIC_CNT_BAD_PACKETS); i++) {
+        g_usleep(1000);
+    }
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE |
+                  1u << ARCTIC_ERR_BAD_PACKET);
+    niu_stop(n);
+
+    g_assert_true(g_file_get_contents(log, &text, NULL, NULL));
+    g_assert_nonnull(strstr(text, guest_error));
+    g_assert_null(strstr(text, "malformed packet"));
+    unlink(log);
+    rmdir(dir);
+}
+
 static void test_bad_packets_from_network(void)
 {
     Niu *n = niu_start_linked(8, 8);
@@ -273,6 +317,7 @@ void niu_test_add_bad(void)
     qtest_add_func("/arctic-niu/bad/slots", test_bad_slots_refused);
     qtest_add_func("/arctic-niu/bad/queue-memory", test_bad_queue_memory);
     qtest_add_func("/arctic-niu/bad/packets", test_bad_packets_from_network);
+    qtest_add_func("/arctic-niu/bad/log-classes", test_error_log_classes);
     qtest_add_func("/arctic-niu/bad/frames", test_bad_frames_reset_link);
     qtest_add_func("/arctic-niu/bad/properties", test_bad_properties);
     qtest_add_func("/arctic-niu/bad/random-input", test_random_input_survives);

@@ -562,12 +562,15 @@ bool link_thread(void)
 }
 
 /* @props: extra "-device arctic-niu" properties, or "". */
-Niu *niu_start_node(const char *link, unsigned node, const char *props)
+/* @qemu_args: more of QEMU's command line ("" for none). */
+Niu *niu_start_node_args(const char *link, unsigned node, const char *props,
+                         const char *qemu_args)
 {
     Niu *n = g_new0(Niu, 1);
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
     GString *args = g_string_new("-M q35 -nodefaults -m 64M ");
 
+    g_string_append_printf(args, "%s ", qemu_args);
     if (g_getenv("ARCTIC_NIU_TEST_TRACE")) {
         /* e.g. ARCTIC_NIU_TEST_TRACE=/tmp/niu.log: trace every device event */
         g_string_append_printf(args, "-trace arctic_niu_*,file=%s.%u ",
@@ -621,6 +624,11 @@ Niu *niu_start_node(const char *link, unsigned node, const char *props)
     n->ctrl = qpci_iomap(n->dev, ARCTIC_BAR_CONTROL, NULL);
     n->user = qpci_iomap(n->dev, ARCTIC_BAR_USER, NULL);
     return n;
+}
+
+Niu *niu_start_node(const char *link, unsigned node, const char *props)
+{
+    return niu_start_node_args(link, node, props, "");
 }
 
 Niu *niu_start(bool with_link)

@@ -128,6 +128,8 @@ uint32_t expect_data(Niu *n, unsigned dest, uint8_t prio,
 
 /* Set-up */
 bool link_thread(void);
+Niu *niu_start_node_args(const char *link, unsigned node, const char *props,
+                         const char *qemu_args);
 Niu *niu_start_node(const char *link, unsigned node, const char *props);
 Niu *niu_start(bool with_link);
 void niu_setup(Niu *n);

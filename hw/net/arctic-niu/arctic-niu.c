@@ -30,7 +30,7 @@
  * Errors and counters
  */
 
-static const char *const arctic_error_names[ARCTIC_NUM_ERRORS] = {
+static const char *const niu_error_names[ARCTIC_NUM_ERRORS] = {
     [ARCTIC_ERR_RO_WRITE] = "read-only register",
     [ARCTIC_ERR_BAD_REGISTER] = "no such register",
     [ARCTIC_ERR_BUSY] = "datapath must be OFF",
@@ -52,19 +52,19 @@ static const char *const arctic_error_names[ARCTIC_NUM_ERRORS] = {
  * Whose fault each cause is, which decides how it is logged: the guest's
  * mistakes go to '-d guest_errors'; the network's and the switch's to a
  * warning, once per cause until the link is next up (the trace event
- * niu_error has every one); a peer given up is said each time.
+ * arctic_niu_error has every one); a peer given up is said each time.
  */
 typedef enum {
-    ARCTIC_BLAME_GUEST,
-    ARCTIC_BLAME_NETWORK,
-    ARCTIC_BLAME_PEER,
-} ArcticBlame;
+    NIU_BLAME_GUEST,
+    NIU_BLAME_NETWORK,
+    NIU_BLAME_PEER,
+} NiuBlame;
 
-static const ArcticBlame arctic_error_blame[ARCTIC_NUM_ERRORS] = {
-    [ARCTIC_ERR_LINK_REJECTED] = ARCTIC_BLAME_NETWORK,
-    [ARCTIC_ERR_LINK_PROTOCOL] = ARCTIC_BLAME_NETWORK,
-    [ARCTIC_ERR_BAD_PACKET] = ARCTIC_BLAME_NETWORK,
-    [ARCTIC_ERR_PEER_DEAD] = ARCTIC_BLAME_PEER,
+static const NiuBlame niu_error_blame[ARCTIC_NUM_ERRORS] = {
+    [ARCTIC_ERR_LINK_REJECTED] = NIU_BLAME_NETWORK,
+    [ARCTIC_ERR_LINK_PROTOCOL] = NIU_BLAME_NETWORK,
+    [ARCTIC_ERR_BAD_PACKET] = NIU_BLAME_NETWORK,
+    [ARCTIC_ERR_PEER_DEAD] = NIU_BLAME_PEER,
 };
 
 /* INTx follows IRQ_STATUS when MSI-X is off. */
@@ -111,21 +111,21 @@ void niu_log_error(ArcticNiuState *s, enum arctic_error cause,
 {
     g_autofree char *what = NULL;
 
-    switch (arctic_error_blame[cause]) {
-    case ARCTIC_BLAME_GUEST:
+    switch (niu_error_blame[cause]) {
+    case NIU_BLAME_GUEST:
         if (!qemu_loglevel_mask(LOG_GUEST_ERROR)) {
             return;
         }
         what = g_strdup_vprintf(fmt, ap);
         qemu_log("arctic-niu: node %u: %s\n", s->node_id, what);
         break;
-    case ARCTIC_BLAME_NETWORK:
+    case NIU_BLAME_NETWORK:
         if (s->error_warned & (1u << cause)) {
             return;
         }
         s->error_warned |= 1u << cause;
         /* fall through */
-    case ARCTIC_BLAME_PEER:
+    case NIU_BLAME_PEER:
         what = g_strdup_vprintf(fmt, ap);
         warn_report("arctic-niu: node %u: %s", s->node_id, what);
         break;
@@ -135,7 +135,7 @@ void niu_log_error(ArcticNiuState *s, enum arctic_error cause,
 /*
  * Every error the NIU finds comes here: the error registers and the
  * ERROR interrupt (seed 002 §4.1.4), the trace event, and the log line
- * @fmt, in the class arctic_error_blame gives the cause.
+ * @fmt, in the class niu_error_blame gives the cause.
  */
 void niu_error(ArcticNiuState *s, enum arctic_error cause,
                unsigned ep, unsigned queue, uint32_t detail,
@@ -153,7 +153,7 @@ void niu_error(ArcticNiuState *s, enum arctic_error cause,
     s->error_info = FIELD_DP32(s->error_info, NIU_ERROR_INFO, ENDPOINT, ep);
     s->error_info = FIELD_DP32(s->error_info, NIU_ERROR_INFO, QUEUE, queue);
     s->error_info = FIELD_DP32(s->error_info, NIU_ERROR_INFO, DETAIL, detail);
-    trace_arctic_niu_error(s->node_id, arctic_error_names[cause], ep, queue,
+    trace_arctic_niu_error(s->node_id, niu_error_names[cause], ep, queue,
                            detail);
     if (new_cause) {
         niu_irq_event(s, R_NIU_IRQ_ERROR_MASK);
@@ -900,7 +900,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_u64(v, "vmask", s->vmask, &err);
     visit_u64(v, "error-cause", s->error_cause, &err);
     visit_str(v, "last-error",
-              s->error_cause ? arctic_error_names[FIELD_EX32(
+              s->error_cause ? niu_error_names[FIELD_EX32(
                   s->error_info, NIU_ERROR_INFO, CAUSE)] : "none", &err);
     visit_u64(v, "error-info", s->error_info, &err);
     visit_u64(v, "irq-status", s->irq_status, &err);
