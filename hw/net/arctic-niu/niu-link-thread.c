@@ -45,6 +45,9 @@ enum {
     NIU_LINK_THREAD_READ = 16 * 1024,
 };
 
+/* A wait for the BQL longer than this is traced (..._bql_wait). */
+#define NIU_LINK_THREAD_SLOW_BQL_NS (10 * SCALE_MS)
+
 struct NiuLinkThread {
     NiuLink *link;
     QemuThread thread;
@@ -207,6 +210,7 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
     int64_t deadline = qatomic_read(&t->deadline);
     int64_t now = get_clock();
     bool due = deadline && now >= deadline;
+    int64_t waited;
     ssize_t n = 0;
 
     if (readable) {
@@ -224,6 +228,16 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
         return;
     }
     bql_lock();
+    waited = get_clock() - now;
+    if (waited > NIU_LINK_THREAD_SLOW_BQL_NS) {
+        /*
+         * What it read waits with the thread: a vCPU that holds the BQL
+         * and is not scheduled holds the NIU's input, and its credits.
+         */
+        trace_arctic_niu_link_thread_bql_wait(t->link->node_id,
+                                              waited / SCALE_US,
+                                              MAX(n, 0));
+    }
     if (posted && t->fd >= 0) {
         niu_link_posted_due(t->link);
     }
