@@ -676,18 +676,24 @@ bool sw_port_live(const ArcticSwitch *sw, unsigned port_no)
 }
 
 /*
- * May a packet of @size bytes go to the NIU now: a credit of its priority,
- * and room in the output buffer for it and for a CREDIT frame (kept so
- * that credits can always go back to an NIU, whatever it is sent).
+ * Room in the output buffer for a packet of @size bytes and for a CREDIT
+ * frame (kept so that credits can always go back to an NIU, whatever it
+ * is sent).
  */
+static bool conn_packet_room(const struct sw_conn *conn, size_t size)
+{
+    return conn_output_room(conn, ARCTIC_LINK_HEADER_SIZE + size +
+                                  SW_CREDIT_FRAME);
+}
+
+/* May a packet of @size bytes go to the NIU now: a credit, and room. */
 bool sw_port_can_send(const ArcticSwitch *sw, unsigned port_no,
                       unsigned prio, size_t size)
 {
     const struct sw_link *link = &sw->port[port_no].link;
 
     return link->egress_credits[prio] > 0 &&
-           conn_output_room(link->conn, ARCTIC_LINK_HEADER_SIZE + size +
-                                           SW_CREDIT_FRAME);
+           conn_packet_room(link->conn, size);
 }
 
 /* Queue a PACKET frame to the NIU; the caller checked sw_port_can_send(). */
@@ -752,8 +758,6 @@ void sw_port_describe(const ArcticSwitch *sw, unsigned port_no,
     append_age(s, now_ns, "last frame", link->last_frame_ns);
     g_string_append_printf(s, ", %zu byte(s) unread, %s",
                            conn_unread(link->conn),
-                           conn_output_room(link->conn,
-                                               ARCTIC_LINK_HEADER_SIZE +
-                                               size + SW_CREDIT_FRAME) ?
+                           conn_packet_room(link->conn, size) ?
                            "socket has room" : "socket output full");
 }
