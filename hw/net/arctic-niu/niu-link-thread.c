@@ -210,7 +210,6 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
     int64_t deadline = qatomic_read(&t->deadline);
     int64_t now = get_clock();
     bool due = deadline && now >= deadline;
-    int64_t waited;
     ssize_t n = 0;
 
     if (readable) {
@@ -228,15 +227,19 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
         return;
     }
     bql_lock();
-    waited = get_clock() - now;
-    if (waited > NIU_LINK_THREAD_SLOW_BQL_NS) {
-        /*
-         * What it read waits with the thread: a vCPU that holds the BQL
-         * and is not scheduled holds the NIU's input, and its credits.
-         */
-        trace_arctic_niu_link_thread_bql_wait(t->link->node_id,
-                                              waited / SCALE_US,
-                                              MAX(n, 0));
+    /*
+     * What it read waits with the thread: a vCPU that holds the BQL and
+     * is not scheduled holds the NIU's input, and its credits.  (The clock
+     * is read again only while the event is on.)
+     */
+    if (trace_event_get_state_backends(TRACE_ARCTIC_NIU_LINK_THREAD_BQL_WAIT)) {
+        int64_t waited = get_clock() - now;
+
+        if (waited > NIU_LINK_THREAD_SLOW_BQL_NS) {
+            trace_arctic_niu_link_thread_bql_wait(t->link->node_id,
+                                                  waited / SCALE_US,
+                                                  MAX(n, 0));
+        }
     }
     if (posted && t->fd >= 0) {
         niu_link_posted_due(t->link);
