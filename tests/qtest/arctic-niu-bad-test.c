@@ -86,7 +86,6 @@ static void test_error_log_classes(void)
     uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
     size_t size;
     Niu *n;
-    int i;
 
     n = niu_start_node_args("listen", NIU_NODE, "", args);
     niu_setup(n);
@@ -99,9 +98,7 @@ static void test_error_log_classes(void)
                      2, 3, NULL, 0);
     wire[ARCTIC_WIRE_WORDS_OFFSET + 9] ^= 0x40;
     link_send_packet(n, wire, size);
-    for (i = 0; i < WAIT_MS && !counter(n, ARCTIC_CNT_BAD_PACKETS); i++) {
-        g_usleep(1000);
-    }
+    wait_counter(n, ARCTIC_CNT_BAD_PACKETS, 1);
     expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE |
                   1u << ARCTIC_ERR_BAD_PACKET);
     niu_stop(n);

@@ -401,6 +401,17 @@ size_t peer_data(Niu *n, uint8_t *wire, unsigned src, uint8_t prio,
                       cmd0, cmd1, payload, len);
 }
 
+/* Wait (bounded) until counter @c reads @want, and check it. */
+void wait_counter(Niu *n, enum arctic_counter c, uint32_t want)
+{
+    int i;
+
+    for (i = 0; i < WAIT_MS && counter(n, c) != want; i++) {
+        g_usleep(1000);
+    }
+    g_assert_cmpint(counter(n, c), ==, want);
+}
+
 /* An ack or nack from peer @src for the NIU's stream to it. */
 void peer_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
                   uint32_t epoch, uint32_t seq, uint8_t reason)
@@ -423,17 +434,13 @@ void peer_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
                                ? ARCTIC_CNT_ACKS_RECEIVED
                                : ARCTIC_CNT_NACKS_RECEIVED;
     uint32_t before = counter(n, seen);
-    int i;
 
     link_send_packet(n, wire, size);
     /*
      * Wait until the device has taken it in, so that a clock step that
      * follows cannot overtake it on the other socket.
      */
-    for (i = 0; i < WAIT_MS && counter(n, seen) == before; i++) {
-        g_usleep(1000);
-    }
-    g_assert_cmpint(counter(n, seen), ==, before + 1);
+    wait_counter(n, seen, before + 1);
 }
 
 /*

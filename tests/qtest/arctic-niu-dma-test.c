@@ -284,10 +284,34 @@ static void peer_flagged_to_hirx(Niu *n, uint8_t flags, unsigned type,
     guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, type, cmd0, cmd1, payload, len);
 }
 
+/*
+ * One remote-DMA data packet from the peer, at high priority, for @target:
+ * the NIU acks it whether it writes it or drops it.
+ */
+static void peer_dma_data_acked(Niu *n, uint64_t target,
+                                const uint32_t *words)
+{
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_e2e_header h = {
+        .kind = ARCTIC_E2E_DATA,
+        .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, 1),
+        .src_node = PEER, .dst_node = NIU_NODE,
+        .epoch = n->peer_epoch, .seq = n->peer_seq[1]++,
+    };
+    size_t size = build_wire(wire, &h,
+                             arctic_route_entry(PEER, NIU_NODE, true, false),
+                             ARCTIC_FIELD_PREP(ARCTIC_W1, MODE, 1),
+                             (uint32_t)target, target >> 32, words,
+                             ARCTIC_DMA_DATA_WORDS);
+
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, h.seq, 0);
+}
+
 static void test_dma_receive(void)
 {
     Niu *n = niu_start_linked(8, 8);
-    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
     uint32_t block[ARCTIC_D / 4], got[ARCTIC_D / 4], payload[1] = { 9 };
     uint64_t target = WIN_VIRT + 0x10000;
     uint32_t before;
@@ -300,22 +324,7 @@ static void test_dma_receive(void)
     }
     qtest_memset(n->qts, WIN_PHYS + 0x10000 - 64, 0xee, ARCTIC_D + 128);
     for (p = 0; p < ARCTIC_DMA_PACKETS; p++) {
-        uint64_t t = target + 64 * p;
-        struct arctic_e2e_header h = {
-            .kind = ARCTIC_E2E_DATA,
-            .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, 1),
-            .src_node = PEER, .dst_node = NIU_NODE,
-            .epoch = n->peer_epoch, .seq = n->peer_seq[1]++,
-        };
-        size_t size = build_wire(wire, &h,
-                                 arctic_route_entry(PEER, NIU_NODE, true,
-                                                    false),
-                                 ARCTIC_FIELD_PREP(ARCTIC_W1, MODE, 1),
-                                 (uint32_t)t, t >> 32, block + 16 * p,
-                                 ARCTIC_DMA_DATA_WORDS);
-        link_send_packet(n, wire, size);
-        expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
-                       n->peer_epoch, h.seq, 0);
+        peer_dma_data_acked(n, target + 64 * p, block + 16 * p);
     }
     peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 3, 0xc0de, (uint32_t)target,
                     payload, 1);
@@ -337,24 +346,7 @@ static void test_dma_receive(void)
      * nothing written anywhere.
      */
     before = qtest_readl(n->qts, WIN_PHYS + WIN_MASK + 1);
-    {
-        uint64_t t = WIN_VIRT + WIN_MASK + 1;
-        struct arctic_e2e_header h = {
-            .kind = ARCTIC_E2E_DATA,
-            .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, 1),
-            .src_node = PEER, .dst_node = NIU_NODE,
-            .epoch = n->peer_epoch, .seq = n->peer_seq[1]++,
-        };
-        size_t size = build_wire(wire, &h,
-                                 arctic_route_entry(PEER, NIU_NODE, true,
-                                                    false),
-                                 ARCTIC_FIELD_PREP(ARCTIC_W1, MODE, 1),
-                                 (uint32_t)t, t >> 32, block,
-                                 ARCTIC_DMA_DATA_WORDS);
-        link_send_packet(n, wire, size);
-        expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
-                       n->peer_epoch, h.seq, 0);
-    }
+    peer_dma_data_acked(n, WIN_VIRT + WIN_MASK + 1, block);
     g_assert_cmphex(qtest_readl(n->qts, WIN_PHYS + WIN_MASK + 1), ==, before);
     g_assert_cmpint(counter(n, ARCTIC_CNT_DMA_RX_PACKETS), ==, 32);
     expect_errors(n, 1u << ARCTIC_ERR_DMA_RANGE);
