@@ -70,6 +70,35 @@ static void test_bad_queue_memory(void)
 }
 
 /*
+ * q35's I/O APIC: registers, not RAM.  A receive queue over them must fail
+ * as a DMA error (the NIU's DMA reaches RAM only), not write the packet
+ * into another device's registers from the link thread.
+ */
+#define IOAPIC_BASE 0xfec00000ull
+
+static void test_queue_over_other_device(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t payload[4] = { 0x11, 0x22, 0x33, 0x44 };
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    size_t size;
+
+    reg_w(n, A_NIU_RX_CTRL, 0);
+    ep_w(n, 0, A_EP_RX_QBASE_LO, (uint32_t)IOAPIC_BASE);
+    ep_w(n, 0, A_EP_RX_QBASE_HI, IOAPIC_BASE >> 32);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0, 1,
+                     2, 3, payload, ARRAY_SIZE(payload));
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, 0, ARCTIC_NACK_RX_ERROR);
+    expect_errors(n, 1u << ARCTIC_ERR_DMA);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RX_HI_PACKETS), ==, 0);
+    g_assert_cmpint(ep_r(n, 0, A_EP_HI_RX_HD), ==, 0);
+    niu_stop(n);
+}
+
+/*
  * Who is to blame decides where an error is logged: the guest's mistakes
  * under -d guest_errors, the network's as a warning on stderr, never as
  * the guest's.
@@ -313,6 +342,8 @@ void niu_test_add_bad(void)
 {
     qtest_add_func("/arctic-niu/bad/slots", test_bad_slots_refused);
     qtest_add_func("/arctic-niu/bad/queue-memory", test_bad_queue_memory);
+    qtest_add_func("/arctic-niu/bad/queue-over-device",
+                   test_queue_over_other_device);
     qtest_add_func("/arctic-niu/bad/packets", test_bad_packets_from_network);
     qtest_add_func("/arctic-niu/bad/log-classes", test_error_log_classes);
     qtest_add_func("/arctic-niu/bad/frames", test_bad_frames_reset_link);

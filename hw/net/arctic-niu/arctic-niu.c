@@ -19,7 +19,9 @@
 #include "hw/pci/msix.h"
 #include "migration/blocker.h"
 #include "qapi/visitor.h"
+#include "qemu/lockable.h"
 #include "qemu/main-loop.h"
+#include "qemu/rcu.h"
 #include "system/dma.h"
 #include "trace.h"
 
@@ -67,31 +69,74 @@ static const NiuBlame niu_error_blame[ARCTIC_NUM_ERRORS] = {
     [ARCTIC_ERR_PEER_DEAD] = NIU_BLAME_PEER,
 };
 
-/* INTx follows IRQ_STATUS when MSI-X is off. */
+/*
+ * ------------------------------------------------------------------------
+ * DMA and interrupts, from any thread that holds the device lock
+ */
+
+/*
+ * Whether [@addr, @addr + @len) of the NIU's bus-master view is guest RAM
+ * (writable RAM for @write) all along.
+ */
+static bool niu_dma_is_ram(ArcticNiuState *s, dma_addr_t addr,
+                           dma_addr_t len, bool write)
+{
+    AddressSpace *as = pci_get_address_space(PCI_DEVICE(s));
+
+    RCU_READ_LOCK_GUARD();
+    while (len) {
+        hwaddr xlat, chunk = len;
+        MemoryRegion *mr = address_space_translate(as, addr, &xlat, &chunk,
+                                                   write,
+                                                   MEMTXATTRS_UNSPECIFIED);
+
+        if (!chunk ||
+            !memory_access_is_direct(mr, write, MEMTXATTRS_UNSPECIFIED)) {
+            return false;
+        }
+        addr += chunk;
+        len -= chunk;
+    }
+    return true;
+}
+
+/*
+ * The NIU's DMA reaches guest RAM only.  A queue, slot or DMA window over
+ * anything else (the NIU's own BARs, another device's registers, nothing)
+ * fails as an access error, which the callers report as ERROR_CAUSE.DMA:
+ * so no delivery can run register side effects of this or another device
+ * in its middle, and the link thread, which holds the device lock but not
+ * the BQL, never needs the BQL that MMIO dispatch would take.  (A guest
+ * that remaps its memory while the NIU's DMA runs can still slip MMIO
+ * under a check made just before; it would only hurt itself.)
+ */
+MemTxResult niu_dma_rw(ArcticNiuState *s, dma_addr_t addr, void *buf,
+                       dma_addr_t len, DMADirection dir)
+{
+    if (!niu_dma_is_ram(s, addr, len, dir == DMA_DIRECTION_FROM_DEVICE)) {
+        trace_arctic_niu_dma_not_ram(s->node_id, addr, len,
+                                     dir == DMA_DIRECTION_FROM_DEVICE);
+        return MEMTX_ACCESS_ERROR;
+    }
+    return pci_dma_rw(PCI_DEVICE(s), addr, buf, len, dir,
+                      MEMTXATTRS_UNSPECIFIED);
+}
+
+/* INTx follows IRQ_STATUS when MSI-X is off.  Under the BQL. */
 static void niu_update_intx(ArcticNiuState *s)
 {
     PCIDevice *pdev = PCI_DEVICE(s);
 
+    assert(bql_locked());
     pci_set_irq(pdev, !msix_enabled(pdev) && s->irq_status != 0);
 }
 
-/*
- * Raise the causes in @cause_mask (NIU_IRQ bits) that are enabled: set
- * their status, fire their vectors, and disarm the one-shot ones.
- */
-void niu_irq_event(ArcticNiuState *s, uint32_t cause_mask)
+/* Under the BQL: fire the vectors of @fire and follow IRQ_STATUS on INTx. */
+static void niu_irq_signal(ArcticNiuState *s, uint32_t fire)
 {
     PCIDevice *pdev = PCI_DEVICE(s);
-    uint32_t fire = cause_mask & s->irq_enable;
     unsigned bit;
 
-    if (!fire) {
-        return;
-    }
-    s->irq_status |= fire;
-    s->irq_enable &= ~(fire & ~R_NIU_IRQ_ERROR_MASK);
-    /* The interrupt may wake a halted vCPU without the main loop. */
-    niu_tx_unpark(s);
     trace_arctic_niu_irq(s->node_id, fire, msix_enabled(pdev));
     if (msix_enabled(pdev)) {
         for (bit = 0; bit < 32; bit++) {
@@ -103,6 +148,45 @@ void niu_irq_event(ArcticNiuState *s, uint32_t cause_mask)
         }
     }
     niu_update_intx(s);
+}
+
+/* What the link thread fired, signalled from the main loop. */
+static void niu_irq_bh(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
+    uint32_t fire = s->irq_fired;
+
+    s->irq_fired = 0;
+    if (fire) {
+        niu_irq_signal(s, fire);
+    }
+}
+
+/*
+ * Raise the causes in @cause_mask (NIU_IRQ bits) that are enabled: set
+ * their status, fire their vectors, and disarm the one-shot ones.  The
+ * vectors and INTx need the BQL: without it (the link thread) they are
+ * left to irq_bh, which the main loop runs as soon as it gets the BQL;
+ * the status is set at once either way.
+ */
+void niu_irq_event(ArcticNiuState *s, uint32_t cause_mask)
+{
+    uint32_t fire = cause_mask & s->irq_enable;
+
+    if (!fire) {
+        return;
+    }
+    s->irq_status |= fire;
+    s->irq_enable &= ~(fire & ~R_NIU_IRQ_ERROR_MASK);
+    /* The interrupt may wake a halted vCPU without the main loop. */
+    niu_tx_unpark(s);
+    if (bql_locked()) {
+        niu_irq_signal(s, fire);
+    } else {
+        s->irq_fired |= fire;
+        qemu_bh_schedule(s->irq_bh);
+    }
 }
 
 static G_GNUC_PRINTF(3, 0)
@@ -396,6 +480,7 @@ static void niu_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
 static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
 {
     ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
     uint64_t val = 0;
     bool ok = true;
 
@@ -550,6 +635,7 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
                               unsigned size)
 {
     ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
     uint32_t val = val64;
     bool ok = true;
     bool read_only = false;
@@ -674,6 +760,7 @@ static const MemoryRegionOps arctic_control_ops = {
 static uint64_t niu_user_read(void *opaque, hwaddr addr, unsigned size)
 {
     ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
     unsigned epn = addr / ARCTIC_USER_PAGE_SIZE;
     hwaddr reg = addr % ARCTIC_USER_PAGE_SIZE;
 
@@ -701,6 +788,7 @@ static void niu_user_write(void *opaque, hwaddr addr, uint64_t val,
                            unsigned size)
 {
     ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
     unsigned epn = addr / ARCTIC_USER_PAGE_SIZE;
     hwaddr reg = addr % ARCTIC_USER_PAGE_SIZE;
 
@@ -788,6 +876,7 @@ static void niu_start_test_dma(ArcticNiuState *s, uint32_t cmd)
 static void niu_test_dma_bh(void *opaque)
 {
     ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
     uint32_t size = s->test_dma_size, cmd = s->test_dma_cmd;
     g_autofree uint32_t *buf = NULL;
     MemTxResult res;
@@ -804,9 +893,9 @@ static void niu_test_dma_bh(void *opaque)
         for (i = 0; i < size / 4; i++) {
             buf[i] = cpu_to_le32(arctic_test_pattern(s->test_dma_seed, i));
         }
-        res = pci_dma_write(PCI_DEVICE(s), s->test_dma_addr, buf, size);
+        res = niu_dma_write(s, s->test_dma_addr, buf, size);
     } else {
-        res = pci_dma_read(PCI_DEVICE(s), s->test_dma_addr, buf, size);
+        res = niu_dma_read(s, s->test_dma_addr, buf, size);
         for (i = 0; res == MEMTX_OK && i < size / 4; i++) {
             if (le32_to_cpu(buf[i]) !=
                 arctic_test_pattern(s->test_dma_seed, i)) {
@@ -877,6 +966,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
                           void *opaque, Error **errp)
 {
     ArcticNiuState *s = ARCTIC_NIU(obj);
+    QEMU_LOCK_GUARD(&s->lock);
     Error *err = NULL;
     unsigned c, e;
 
@@ -963,6 +1053,8 @@ void niu_full_reset(ArcticNiuState *s)
     s->error_info = 0;
     s->irq_status = 0;
     s->irq_enable = 0;
+    s->irq_fired = 0;
+    qemu_bh_cancel(s->irq_bh);
     niu_update_intx(s);
     s->scratch = 0;
     s->test_dma_addr = 0;
@@ -983,21 +1075,25 @@ void niu_full_reset(ArcticNiuState *s)
 static void niu_config_write(PCIDevice *pdev, uint32_t addr,
                              uint32_t val, int len)
 {
+    ArcticNiuState *s = ARCTIC_NIU(pdev);
+    QEMU_LOCK_GUARD(&s->lock);
+
     pci_default_write_config(pdev, addr, val, len);    /* MSI-X too */
-    niu_update_intx(ARCTIC_NIU(pdev));
+    niu_update_intx(s);
 }
 
 static void niu_reset_hold(Object *obj, ResetType type)
 {
-    niu_full_reset(ARCTIC_NIU(obj));
+    ArcticNiuState *s = ARCTIC_NIU(obj);
+    QEMU_LOCK_GUARD(&s->lock);
+
+    niu_full_reset(s);
 }
 
 /*
  * ------------------------------------------------------------------------
- * What the link reports (niu-link.h), handed to the end-to-end protocol
- * under the device's re-entrancy guard: a queue the guest points at the
- * NIU's own BARs then fails as a DMA error instead of running register
- * side effects in the middle of a delivery.
+ * What the link reports (niu-link.h), handed to the end-to-end protocol.
+ * The transport calls in with the device lock held.
  */
 
 static ArcticNiuState *link_owner(NiuLink *link)
@@ -1005,32 +1101,14 @@ static ArcticNiuState *link_owner(NiuLink *link)
     return link->opaque;
 }
 
-/* Run @fn on the device under its re-entrancy guard. */
-static void link_guarded(NiuLink *link, void (*fn)(ArcticNiuState *s))
+static void niu_on_link_up(NiuLink *link)
 {
     ArcticNiuState *s = link_owner(link);
-    bool guarded = niu_guard_enter(s);
 
-    fn(s);
-    niu_guard_leave(s, guarded);
-}
-
-static void link_up_work(ArcticNiuState *s)
-{
     niu_count(s, ARCTIC_CNT_LINK_UPS);
     s->error_warned = 0;        /* the network's faults are news again */
     niu_tx_link_up(s);
     niu_tx_pump(s, false);
-}
-
-static void link_deferred_work(ArcticNiuState *s)
-{
-    niu_tx_pump(s, false);
-}
-
-static void niu_on_link_up(NiuLink *link)
-{
-    link_guarded(link, link_up_work);
 }
 
 static void niu_on_link_down(NiuLink *link)
@@ -1041,26 +1119,22 @@ static void niu_on_link_down(NiuLink *link)
 static void niu_on_link_packet(NiuLink *link, uint8_t prio,
                                const uint8_t *wire, size_t size)
 {
-    ArcticNiuState *s = link_owner(link);
-    bool guarded = niu_guard_enter(s);
-
-    niu_rx_packet(s, wire, size);
-    niu_guard_leave(s, guarded);
+    niu_rx_packet(link_owner(link), wire, size);
 }
 
 static void niu_on_link_ready(NiuLink *link)
 {
-    link_guarded(link, niu_tx_resume);
+    niu_tx_resume(link_owner(link));
 }
 
 static void niu_on_link_deferred(NiuLink *link)
 {
-    link_guarded(link, link_deferred_work);
+    niu_tx_pump(link_owner(link), false);
 }
 
 static void niu_on_link_posted(NiuLink *link)
 {
-    link_guarded(link, niu_tx_posted);
+    niu_tx_posted(link_owner(link));
 }
 
 static void niu_on_link_error(NiuLink *link, enum arctic_error cause,
@@ -1082,7 +1156,7 @@ static const NiuLinkOps arctic_niu_link_ops = {
 /* No link at all makes a standalone NIU, useful for register tests. */
 static bool niu_link_setup(ArcticNiuState *s, Error **errp)
 {
-    niu_link_init(&s->link, &arctic_niu_link_ops, s, s->node_id,
+    niu_link_init(&s->link, &arctic_niu_link_ops, s, &s->lock, s->node_id,
                   s->rx_credits, s->ack_delay_ns);
     if (s->link_socket && qemu_chr_fe_backend_connected(&s->chr)) {
         error_setg(errp, "arctic-niu: give chardev= or link-socket=, "
@@ -1165,6 +1239,8 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
 
     s->test_dma_bh = qemu_bh_new_guarded(niu_test_dma_bh, s,
                                          &DEVICE(s)->mem_reentrancy_guard);
+    s->irq_bh = qemu_bh_new_guarded(niu_irq_bh, s,
+                                    &DEVICE(s)->mem_reentrancy_guard);
     niu_tx_init(s);
     niu_full_reset(s);
     if (!niu_link_setup(s, errp)) {
@@ -1179,6 +1255,7 @@ static void niu_exit(PCIDevice *pdev)
     niu_link_cleanup(&s->link);
     niu_tx_cleanup(s);
     qemu_bh_delete(s->test_dma_bh);
+    qemu_bh_delete(s->irq_bh);
     msix_uninit_exclusive_bar(pdev);
     migrate_del_blocker(&s->migration_blocker);
 }
@@ -1229,8 +1306,14 @@ static void niu_class_init(ObjectClass *klass, void *data)
 
 static void niu_instance_init(Object *obj)
 {
+    qemu_rec_mutex_init(&ARCTIC_NIU(obj)->lock);
     object_property_add(obj, "state", "ArcticNiuState",
                         niu_get_state, NULL, NULL, NULL);
+}
+
+static void niu_instance_finalize(Object *obj)
+{
+    qemu_rec_mutex_destroy(&ARCTIC_NIU(obj)->lock);
 }
 
 static const TypeInfo arctic_niu_info = {
@@ -1239,6 +1322,7 @@ static const TypeInfo arctic_niu_info = {
     .instance_size = sizeof(ArcticNiuState),
     .class_init = niu_class_init,
     .instance_init = niu_instance_init,
+    .instance_finalize = niu_instance_finalize,
     .interfaces = (InterfaceInfo[]) {
         { INTERFACE_CONVENTIONAL_PCI_DEVICE },
         { },

@@ -29,6 +29,7 @@
 #include "hw/pci/pci_device.h"
 #include "hw/registerfields.h"
 #include "chardev/char-fe.h"
+#include "qemu/thread.h"
 #include "qemu/timer.h"
 #include "qom/object.h"
 
@@ -174,6 +175,21 @@ typedef struct ArcticEndpoint {
 struct ArcticNiuState {
     PCIDevice parent_obj;
 
+    /*
+     * The device lock: everything below, the link session and its
+     * transport.  Every way into the device takes it: MMIO, timers,
+     * bottom halves, the chardev's handlers, reset, the state view, and
+     * the link thread, which takes it instead of the BQL, so that the
+     * NIU's input, its deliveries into guest RAM, its acks and its
+     * credits never wait for a vCPU that holds the BQL.  Lock order: the
+     * BQL, then this lock.  Nothing that holds it takes the BQL: the
+     * NIU's DMA reaches RAM only (niu_dma_rw()), and an interrupt raised
+     * without the BQL goes through irq_bh.  Recursive, because a
+     * chardev may report a disconnect from inside the write the device
+     * made.
+     */
+    QemuRecMutex lock;
+
     MemoryRegion control_bar;
     MemoryRegion user_bar;
 
@@ -197,6 +213,8 @@ struct ArcticNiuState {
     uint32_t vmask;
     uint32_t irq_status;
     uint32_t irq_enable;
+    QEMUBH *irq_bh;             /* raises what was fired without the BQL */
+    uint32_t irq_fired;         /* causes irq_bh still has to signal */
     uint32_t error_cause;
     uint32_t error_warned;      /* causes warned about since link up */
     uint32_t error_info;
@@ -275,28 +293,22 @@ struct ArcticNiuState {
     Error *migration_blocker;
 };
 
-/*
- * Work started by a timer or the chardev runs under the device's memory
- * re-entrancy guard, as MMIO handlers and guarded bottom halves already
- * do: a queue or DMA window that the guest points at the NIU's own BARs
- * then fails as a DMA error (ERROR_CAUSE.DMA) instead of running register
- * side effects in the middle of a delivery.
- */
-static inline bool niu_guard_enter(ArcticNiuState *s)
-{
-    MemReentrancyGuard *guard = &DEVICE(s)->mem_reentrancy_guard;
-    bool was_engaged = guard->engaged_in_io;
-
-    guard->engaged_in_io = true;
-    return was_engaged;
-}
-
-static inline void niu_guard_leave(ArcticNiuState *s, bool was_engaged)
-{
-    DEVICE(s)->mem_reentrancy_guard.engaged_in_io = was_engaged;
-}
-
 /* arctic-niu.c */
+MemTxResult niu_dma_rw(ArcticNiuState *s, dma_addr_t addr, void *buf,
+                       dma_addr_t len, DMADirection dir);
+
+static inline MemTxResult niu_dma_read(ArcticNiuState *s, dma_addr_t addr,
+                                       void *buf, dma_addr_t len)
+{
+    return niu_dma_rw(s, addr, buf, len, DMA_DIRECTION_TO_DEVICE);
+}
+
+static inline MemTxResult niu_dma_write(ArcticNiuState *s, dma_addr_t addr,
+                                        const void *buf, dma_addr_t len)
+{
+    return niu_dma_rw(s, addr, (void *)buf, len, DMA_DIRECTION_FROM_DEVICE);
+}
+
 void niu_error(ArcticNiuState *s, enum arctic_error cause,
                unsigned ep, unsigned queue, uint32_t detail,
                const char *fmt, ...) G_GNUC_PRINTF(6, 7);

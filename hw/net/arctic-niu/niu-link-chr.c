@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Arctic NIU link transport over a chardev (niu-link.h): a UNIX or TCP
- * socket chardev served by QEMU's main loop.  Use reconnect-ms= on the
+ * socket chardev served by QEMU's main loop, which takes the device lock
+ * (under the BQL) in each of its handlers.  Use reconnect-ms= on the
  * chardev so a restarted switch is found again.  It reaches switches on
  * other hosts, and is the fallback where the link thread cannot be used.
  */
 
 #include "qemu/osdep.h"
+#include "qemu/lockable.h"
 #include "qapi/error.h"
 
 #include "niu-link.h"
@@ -15,6 +17,7 @@ static gboolean chr_out_ready(void *do_not_use, GIOCondition cond,
                               void *opaque)
 {
     NiuLink *link = opaque;
+    QEMU_LOCK_GUARD(link->lock);
 
     link->out_watch = 0;
     niu_link_writable(link);
@@ -56,7 +59,10 @@ static void chr_disconnect(NiuLink *link)
 
 static void chr_defer_cb(void *opaque)
 {
-    niu_link_deferred_due(opaque);
+    NiuLink *link = opaque;
+    QEMU_LOCK_GUARD(link->lock);
+
+    niu_link_deferred_due(link);
 }
 
 /* Host time: coalescing must not wait for a qtest to step the clock. */
@@ -84,17 +90,24 @@ static const NiuTransportOps chr_transport = {
 
 static int chr_can_read(void *opaque)
 {
-    return niu_link_input_room(opaque);
+    NiuLink *link = opaque;
+    QEMU_LOCK_GUARD(link->lock);
+
+    return niu_link_input_room(link);
 }
 
 static void chr_read(void *opaque, const uint8_t *buf, int size)
 {
-    niu_link_input(opaque, buf, size);
+    NiuLink *link = opaque;
+    QEMU_LOCK_GUARD(link->lock);
+
+    niu_link_input(link, buf, size);
 }
 
 static void chr_event(void *opaque, QEMUChrEvent event)
 {
     NiuLink *link = opaque;
+    QEMU_LOCK_GUARD(link->lock);
 
     switch (event) {
     case CHR_EVENT_OPENED:

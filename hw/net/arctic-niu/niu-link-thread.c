@@ -8,24 +8,27 @@
  * sleeps in poll() on the socket and on a wake-up notifier, so the switch's
  * write wakes it directly: no main loop, no timers, no glib sources
  * between the socket and the device.  It reads what the socket holds (up
- * to NIU_LINK_THREAD_READ bytes), takes the BQL once for the whole batch,
- * and hands it to the session, whose answers (acks, nacks, credits) then
- * leave in one write before the lock is dropped.  Sending needs no
- * thread: whoever holds the BQL (a vCPU ringing the doorbell, a timer)
- * writes straight to the socket without blocking; only when the socket is
- * full does it ask the link thread to wait for room.
+ * to NIU_LINK_THREAD_READ bytes), takes the device lock once for the
+ * whole batch, and hands it to the session, whose answers (acks, nacks,
+ * credits) then leave in one write before the lock is dropped.  It never
+ * takes the BQL: a vCPU that holds the BQL while its host thread is not
+ * scheduled (an interrupt, another device's register) would hold the
+ * NIU's input and its credits with it.  Sending needs no thread: whoever
+ * holds the device lock (a vCPU ringing the doorbell, a timer) writes
+ * straight to the socket without blocking; only when the socket is full
+ * does it ask the link thread to wait for room.
  *
  * The thread never spins: on a 2-core host every spinning thread takes
- * the core a vCPU or the switch wants.  Locking: the BQL covers the
- * session, the device and the fd (opened and closed only under it); the
- * flags the thread reads without it are atomics, and every change of
- * them that needs the thread's attention kicks the notifier.
+ * the core a vCPU or the switch wants.  Locking: the device lock
+ * (link->lock) covers the session, the device and the fd (opened and
+ * closed only under it); the flags the thread reads without it are
+ * atomics, and every change of them that needs the thread's attention
+ * kicks the notifier.
  */
 
 #include "qemu/osdep.h"
 #include "qemu/error-report.h"
 #include "qemu/event_notifier.h"
-#include "qemu/main-loop.h"
 #include "qemu/rcu.h"
 #include "qemu/thread.h"
 #include "qemu/sockets.h"
@@ -39,14 +42,14 @@
 
 enum {
     /*
-     * Bytes taken from the socket per hold of the BQL: enough for the
+     * Bytes taken from the socket per hold of the device lock: enough for the
      * packets of a whole credit window of both priorities.
      */
     NIU_LINK_THREAD_READ = 16 * 1024,
 };
 
-/* A wait for the BQL longer than this is traced (..._bql_wait). */
-#define NIU_LINK_THREAD_SLOW_BQL_NS (10 * SCALE_MS)
+/* A wait for the device lock longer than this is traced (..._lock_wait). */
+#define NIU_LINK_THREAD_SLOW_LOCK_NS (10 * SCALE_MS)
 
 struct NiuLinkThread {
     NiuLink *link;
@@ -55,7 +58,7 @@ struct NiuLinkThread {
     InetSocketAddress *inet;    /* tcp:HOST:PORT, else NULL: UNIX */
     uint32_t reconnect_ms;
     EventNotifier wake;
-    int fd;                 /* set and closed under the BQL only */
+    int fd;                 /* set and closed under the device lock only */
     bool quit;              /* atomic: the device is going away */
     bool want_out;          /* atomic: the session waits for room */
     bool hold_input;        /* atomic: the session takes no input now */
@@ -64,7 +67,8 @@ struct NiuLinkThread {
     /*
      * Held from a recv() until its bytes are in the session, so that the
      * thread and a busy-polling vCPU never take the stream out of order;
-     * taken before the BQL, or tried under it (thread_poll_input()).
+     * taken before the device lock, or tried under it
+     * (thread_poll_input()).
      */
     QemuMutex rx_lock;
     uint8_t *poll_buf;      /* thread_poll_input()'s, under rx_lock */
@@ -141,7 +145,7 @@ static int thread_connect(NiuLinkThread *t)
     return fd;
 }
 
-/* Under the BQL. */
+/* Under the device lock. */
 static void thread_close(NiuLinkThread *t)
 {
     if (t->fd >= 0) {
@@ -173,9 +177,9 @@ static int64_t thread_timeout_ns(NiuLinkThread *t, int64_t now,
 }
 
 /*
- * Under the BQL and rx_lock: bytes read from the socket go to the session;
- * if they leave it no room, the socket is not read again until it takes
- * input (thread_accept_input()).
+ * Under the device lock and rx_lock: bytes read from the socket go to
+ * the session; if they leave it no room, the socket is not read again
+ * until it takes input (thread_accept_input()).
  */
 static void thread_input(NiuLinkThread *t, const uint8_t *buf, size_t n)
 {
@@ -185,7 +189,7 @@ static void thread_input(NiuLinkThread *t, const uint8_t *buf, size_t n)
     }
 }
 
-/* Under the BQL: the session's deferral, if it has run out by @now. */
+/* Under the device lock: the session's deferral, if it has run out by @now. */
 static void thread_deferral(NiuLinkThread *t, int64_t now)
 {
     int64_t deadline = qatomic_read(&t->deadline);
@@ -200,8 +204,9 @@ static void thread_deferral(NiuLinkThread *t, int64_t now)
 
 /*
  * What one wake-up found, handed to the session under one hold of the
- * BQL: posted work, room to write, a batch read from the socket (or its
- * end), a deferral run out.  The socket is read before the lock is taken.
+ * device lock: posted work, room to write, a batch read from the socket
+ * (or its end), a deferral run out.  The socket is read before the lock
+ * is taken.
  */
 static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
                          uint8_t *buf)
@@ -226,19 +231,21 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
     if (!posted && !writable && !readable && !due) {
         return;
     }
-    bql_lock();
+    qemu_rec_mutex_lock(t->link->lock);
     /*
-     * What it read waits with the thread: a vCPU that holds the BQL and
-     * is not scheduled holds the NIU's input, and its credits.  (The clock
-     * is read again only while the event is on.)
+     * What it read waits with the thread: a vCPU in one of the NIU's
+     * registers whose host thread is not scheduled holds the NIU's input,
+     * and its credits.  (The clock is read again only while the event is
+     * on.)
      */
-    if (trace_event_get_state_backends(TRACE_ARCTIC_NIU_LINK_THREAD_BQL_WAIT)) {
+    if (trace_event_get_state_backends(
+            TRACE_ARCTIC_NIU_LINK_THREAD_LOCK_WAIT)) {
         int64_t waited = get_clock() - now;
 
-        if (waited > NIU_LINK_THREAD_SLOW_BQL_NS) {
-            trace_arctic_niu_link_thread_bql_wait(t->link->node_id,
-                                                  waited / SCALE_US,
-                                                  MAX(n, 0));
+        if (waited > NIU_LINK_THREAD_SLOW_LOCK_NS) {
+            trace_arctic_niu_link_thread_lock_wait(t->link->node_id,
+                                                   waited / SCALE_US,
+                                                   MAX(n, 0));
         }
     }
     if (posted && t->fd >= 0) {
@@ -258,7 +265,7 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
         qemu_mutex_unlock(&t->rx_lock);
     }
     thread_deferral(t, now);
-    bql_unlock();
+    qemu_rec_mutex_unlock(t->link->lock);
 }
 
 static void *thread_run(void *opaque)
@@ -289,10 +296,10 @@ static void *thread_run(void *opaque)
             }
             t->connect_failed = false;
             trace_arctic_niu_link_thread_connect(t->link->node_id, t->path, 0);
-            bql_lock();
+            qemu_rec_mutex_lock(t->link->lock);
             t->fd = fd;
             niu_link_opened(t->link);
-            bql_unlock();
+            qemu_rec_mutex_unlock(t->link->lock);
             continue;
         }
         now = get_clock();
@@ -324,7 +331,7 @@ static void *thread_run(void *opaque)
     return NULL;
 }
 
-/* Under the BQL, from any thread; never blocks. */
+/* Under the device lock, from any thread; never blocks. */
 static size_t thread_write(NiuLink *link, const uint8_t *buf, size_t len)
 {
     NiuLinkThread *t = link->thread;
@@ -361,14 +368,14 @@ static void thread_disconnect(NiuLink *link)
 {
     NiuLinkThread *t = link->thread;
 
-    /* The thread sees the hang-up and closes under the BQL. */
+    /* The thread sees the hang-up and closes under the device lock. */
     if (t->fd >= 0) {
         shutdown(t->fd, SHUT_RDWR);
     }
 }
 
 /*
- * Under the BQL.  From another thread, kick the link thread so that it
+ * Under the device lock.  From another thread, kick the link thread so that it
  * sleeps no longer than the new deadline.
  */
 static void thread_defer(NiuLink *link, int64_t delay_ns)
@@ -403,7 +410,7 @@ static bool thread_post(NiuLink *link)
 }
 
 /*
- * Under the BQL, in a vCPU that busy-polls (USER_LINK_POLL): what the
+ * Under the device lock, in a vCPU that busy-polls (USER_LINK_POLL): what the
  * socket holds goes to the session now, without waiting for the link
  * thread to get a core.  If the thread is reading, it delivers.
  */
@@ -457,10 +464,8 @@ static void thread_cleanup(NiuLink *link)
 
     qatomic_set(&t->quit, true);
     thread_kick(t);
-    /* The thread may be waiting for the BQL to hand over a batch. */
-    bql_unlock();
+    /* Called without the device lock: the thread may be waiting for it. */
     qemu_thread_join(&t->thread);
-    bql_lock();
     if (t->fd >= 0) {
         close(t->fd);
     }

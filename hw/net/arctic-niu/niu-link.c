@@ -415,11 +415,13 @@ void niu_link_closed(NiuLink *link)
 }
 
 void niu_link_init(NiuLink *link, const NiuLinkOps *ops, void *opaque,
-                   uint32_t node_id, uint32_t rx_credits, uint64_t defer_ns)
+                   QemuRecMutex *lock, uint32_t node_id, uint32_t rx_credits,
+                   uint64_t defer_ns)
 {
     link->defer_ns = defer_ns;
     link->ops = ops;
     link->opaque = opaque;
+    link->lock = lock;
     link->node_id = node_id;
     link->rx_credits = rx_credits;
     link->out_buf = g_byte_array_new();

@@ -17,17 +17,22 @@
  *       niu-link-chr.c     a chardev (UNIX or TCP socket, reconnect-ms=),
  *                          served by QEMU's main loop; the fallback, and
  *                          the one for switches on other hosts;
- *       niu-link-thread.c  a UNIX socket of the NIU's own, served by a
- *                          link thread that sleeps in poll() and is woken
- *                          by the switch, taking the BQL only to hand a
- *                          batch of input to the session.
+ *       niu-link-thread.c  a UNIX or TCP socket of the NIU's own,
+ *                          served by a link thread that sleeps in poll()
+ *                          and is woken by the switch, taking the device
+ *                          lock (never the BQL) to hand a batch of input
+ *                          to the session.
  *
- * Everything here runs under the BQL, whichever thread calls it.
+ * Everything here runs under the owner's lock (@lock, the device lock),
+ * whichever thread calls it: the owner holds it when it calls in, and a
+ * transport takes it before it reports anything.  Nothing here may take
+ * the BQL.
  */
 #ifndef HW_NET_ARCTIC_NIU_LINK_H
 #define HW_NET_ARCTIC_NIU_LINK_H
 
 #include "chardev/char-fe.h"
+#include "qemu/thread.h"
 #include "qemu/timer.h"
 #include "hw/registerfields.h"
 #include "arctic/niu-hw.h"
@@ -113,6 +118,7 @@ typedef struct NiuTransportOps {
 struct NiuLink {
     const NiuLinkOps *ops;
     void *opaque;                       /* the owner's */
+    QemuRecMutex *lock;                 /* the owner's: see below */
     const NiuTransportOps *transport;
     uint32_t node_id;
     uint32_t rx_credits;                /* granted to the switch */
@@ -152,7 +158,8 @@ enum {
 
 /* For the owner */
 void niu_link_init(NiuLink *link, const NiuLinkOps *ops, void *opaque,
-                   uint32_t node_id, uint32_t rx_credits, uint64_t defer_ns);
+                   QemuRecMutex *lock, uint32_t node_id, uint32_t rx_credits,
+                   uint64_t defer_ns);
 bool niu_link_init_chr(NiuLink *link, CharBackend *chr, Error **errp);
 bool niu_link_init_thread(NiuLink *link, const char *path,
                           uint32_t reconnect_ms, uint64_t busy_poll_ns,

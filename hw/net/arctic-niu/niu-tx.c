@@ -16,6 +16,7 @@
 
 #include "qemu/osdep.h"
 #include "qemu/error-report.h"
+#include "qemu/lockable.h"
 #include "qemu/log.h"
 #include "qemu/main-loop.h"
 #include "system/cpus.h"
@@ -226,7 +227,7 @@ static void release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
     uint32_t zero = 0;
     ArcticEndpoint *ep = &s->ep[epn];
 
-    if (pci_dma_write(PCI_DEVICE(s), addr, &zero, sizeof(zero)) != MEMTX_OK) {
+    if (niu_dma_write(s, addr, &zero, sizeof(zero)) != MEMTX_OK) {
         tx_slot_dma_failed(s, epn, q, addr);
     }
     trace_arctic_niu_tx_slot_release(s->node_id, epn, q, ep->tx_tail[q]);
@@ -407,7 +408,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
     uint32_t header, command, route;
     uint64_t target, source, phys;
 
-    if (pci_dma_read(PCI_DEVICE(s), addr, &req, sizeof(req)) != MEMTX_OK) {
+    if (niu_dma_read(s, addr, &req, sizeof(req)) != MEMTX_OK) {
         tx_slot_dma_failed(s, epn, q, addr);
         return false;
     }
@@ -455,7 +456,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
                                     R_ARCTIC_W1_TYPE_MASK);
             unsigned i;
 
-            if (pci_dma_read(PCI_DEVICE(s), phys + off, body + 2,
+            if (niu_dma_read(s, phys + off, body + 2,
                              4 * ARCTIC_DMA_DATA_WORDS) != MEMTX_OK) {
                 dma_refuse(s, epn, q, addr, ARCTIC_ERR_DMA,
                            ARCTIC_DMA_ERR_MEMORY, header, command);
@@ -568,7 +569,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             trace_arctic_niu_tx_lines_full(s->node_id, epn, q);
             break;
         }
-        if (pci_dma_read(PCI_DEVICE(s), addr, &header, 4) != MEMTX_OK) {
+        if (niu_dma_read(s, addr, &header, 4) != MEMTX_OK) {
             tx_slot_dma_failed(s, epn, q, addr);
             break;
         }
@@ -588,7 +589,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             uint32_t command = 0;
 
             /* Both slot layouts keep a command word at offset 4. */
-            pci_dma_read(PCI_DEVICE(s), addr + ARCTIC_DMA_SLOT_COMMAND,
+            niu_dma_read(s, addr + ARCTIC_DMA_SLOT_COMMAND,
                          &command, 4);
             refuse_slot(s, epn, q, addr, ARCTIC_ERR_BAD_MODE, header);
             niu_rx_local_notice(s, epn, header, le32_to_cpu(command),
@@ -626,7 +627,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             taken--;
             break;
         }
-        if (pci_dma_read(PCI_DEVICE(s), addr, &slot, sizeof(slot)) !=
+        if (niu_dma_read(s, addr, &slot, sizeof(slot)) !=
             MEMTX_OK) {
             tx_slot_dma_failed(s, epn, q, addr);
             break;
@@ -763,6 +764,7 @@ static void tx_main_loop_poll(Notifier *notifier, void *data)
     ArcticNiuState *s = container_of(notifier, ArcticNiuState,
                                      tx_main_loop_notifier);
     MainLoopPoll *mlpoll = data;
+    QEMU_LOCK_GUARD(&s->lock);
 
     if (mlpoll->state == MAIN_LOOP_POLL_FILL && s->tx_poll_parked &&
         !all_cpu_threads_idle()) {
@@ -853,15 +855,17 @@ static void tx_service(ArcticNiuState *s, bool polled)
 static void tx_poll_timer_cb(void *opaque)
 {
     ArcticNiuState *s = opaque;
-    bool guarded = niu_guard_enter(s);
+    QEMU_LOCK_GUARD(&s->lock);
 
     tx_service(s, true);
-    niu_guard_leave(s, guarded);
 }
 
 static void tx_bh_cb(void *opaque)
 {
-    tx_service(opaque, true);
+    ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
+
+    tx_service(s, true);
 }
 
 void niu_tx_kick(ArcticNiuState *s)
@@ -873,7 +877,7 @@ void niu_tx_kick(ArcticNiuState *s)
 
 /*
  * A doorbell serves the queues at once, in the ringing vCPU's thread
- * (under the BQL like every device callback): the slot the guest just
+ * (under the device lock like every device callback): the slot the guest just
  * wrote is on the link before the store returns, instead of after a hop
  * to the main loop.
  */
@@ -1083,10 +1087,10 @@ static void requeue_sorted(ArcticNiuState *s, ArcticLine **v, unsigned n,
 static void retry_timer_cb(void *opaque)
 {
     ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     ArcticLine *due[ARCTIC_MAX_LINES];
     unsigned i, n = 0;
-    bool guarded;
 
     if (!niu_link_is_up(&s->link)) {
         return;     /* everything unacked goes out again at link up */
@@ -1100,9 +1104,7 @@ static void retry_timer_cb(void *opaque)
     }
     requeue_sorted(s, due, n, true);
     retry_timer_rearm(s);
-    guarded = niu_guard_enter(s);
     niu_tx_pump(s, false);
-    niu_guard_leave(s, guarded);
 }
 
 /* A queued line could go out now. */
