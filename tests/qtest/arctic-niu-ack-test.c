@@ -259,6 +259,107 @@ static void test_tx_timeout_retransmit(void)
 }
 
 /*
+ * Take every packet the device has sent by now, returning the credit of
+ * each as the switch does: the retransmissions to a peer that is silent,
+ * or answered by hand (@answer_nack: a QUEUE_FULL nack to each).  With
+ * @only_seq, each must be a copy of data packet *@only_seq.
+ */
+static unsigned link_drain_packets(Niu *n, bool answer_nack,
+                                   const uint32_t *only_seq)
+{
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_e2e_header h;
+    unsigned count = 0;
+    uint16_t type;
+    uint32_t len;
+    uint8_t prio;
+
+    while (link_read(n, &type, wire, &len, QUIET_MS) == 1) {
+        if (type == ARCTIC_FRAME_CREDIT) {
+            n->credits_seen[ARCTIC_PRIORITY_LOW] += arctic_get_le16(wire);
+            n->credits_seen[ARCTIC_PRIORITY_HIGH] += arctic_get_le16(wire + 2);
+            continue;
+        }
+        g_assert_cmpint(type, ==, ARCTIC_FRAME_PACKET);
+        prio = FIELD_EX32(arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET),
+                          ARCTIC_W0, PRIORITY);
+        link_send_credit(n, prio == ARCTIC_PRIORITY_HIGH,
+                         prio == ARCTIC_PRIORITY_LOW);
+        arctic_e2e_decode(wire, &h);
+        if (only_seq) {
+            g_assert_cmpint(h.kind, ==, ARCTIC_E2E_DATA);
+            g_assert_cmpint(h.seq, ==, *only_seq);
+        }
+        if (answer_nack) {
+            peer_control(n, h.dst_node, ARCTIC_E2E_NACK, prio, h.epoch,
+                         h.seq, ARCTIC_NACK_QUEUE_FULL);
+        }
+        count++;
+    }
+    return count;
+}
+
+/*
+ * The retransmit timeout follows the round trip the stream measures
+ * (RFC 6298): a peer that answers each packet only after ten times
+ * retry-timeout-ns, as a network whose queues hold packets that long
+ * does, gets copies of the first packets while the timeout backs off and
+ * persists, then none once a round trip was measured on a packet sent
+ * once.  A packet that is then really lost is sent again after about the
+ * measured round trip, not after retry-timeout-ns.
+ */
+static void test_tx_timeout_adapts(void)
+{
+    enum { COUNT = 12 };
+    const uint64_t delay = 10 * RETRY_NS;
+    Niu *n = niu_start_linked(8, 8);
+    const uint32_t last = COUNT;
+    unsigned copies[COUNT], i, total = 0;
+    uint32_t epoch = 0;
+
+    for (i = 0; i <= COUNT; i++) {
+        uint32_t payload = i;
+
+        guest_send(n, ARCTIC_TXQ_HI, 2, i, i, i, &payload, 1);
+        doorbell(n);
+        epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, i, i, i, i,
+                            &payload, 1);
+        if (i == COUNT) {
+            break;
+        }
+        qtest_clock_step(n->qts, delay);
+        copies[i] = link_drain_packets(n, false, &i);
+        total += copies[i];
+        peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, i, 0);
+    }
+    /*
+     * Packet 0 goes again at 1, 3 and 7 times retry-timeout-ns; packet 1
+     * once, at 8 times (the doubling persists); packet 2's timeout, 16
+     * times, is longer than its round trip: acked first, it gives the
+     * stream its first measure.
+     */
+    g_assert_cmpuint(copies[0], ==, 3);
+    g_assert_cmpuint(copies[1], ==, 1);
+    for (i = 2; i < COUNT; i++) {
+        g_assert_cmpuint(copies[i], ==, 0);
+    }
+    /*
+     * The last packet's ack is lost: it goes again once, after about the
+     * measured round trip.
+     */
+    qtest_clock_step(n->qts, delay - 1000);
+    g_assert_cmpuint(link_drain_packets(n, false, &last), ==, 0);
+    qtest_clock_step(n->qts, delay);
+    g_assert_cmpuint(link_drain_packets(n, false, &last), ==, 1);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, COUNT, 0);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_PENDING), ==, 0);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RETRANSMITS), ==, total + 1);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_HI_PACKETS), ==, COUNT + 1);
+    niu_stop(n);
+}
+
+
+/*
  * The guest sends @count one-word messages @payload[i] (type, command0 and
  * command1 i) to @dest from Tx queue @q with one doorbell; each must leave
  * as packet i of the stream.  Returns the stream's epoch.
@@ -347,9 +448,13 @@ static void test_tx_timeout_counts_progress(void)
     uint32_t p[2] = { 20, 21 };
     uint32_t epoch = send_stream(n, ARCTIC_TXQ_HI, 2, p, 2);
 
-    qtest_clock_step(n->qts, RETRY_NS * 3 / 4);
+    /*
+     * Acked after a quarter timeout: a round trip too short to raise the
+     * timeout above retry-timeout-ns (test_tx_timeout_adapts()).
+     */
+    qtest_clock_step(n->qts, RETRY_NS / 4);
     peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
-    /* 1.5 timeouts after packet 1 went, 0.75 after the last progress. */
+    /* A whole timeout after packet 1 went, 0.75 after the last progress. */
     qtest_clock_step(n->qts, RETRY_NS * 3 / 4);
     link_expect_silence(n);
     /* A whole timeout without progress: packet 1 goes again. */
@@ -437,41 +542,6 @@ static void test_tx_resync_before_first_ack(void)
 }
 
 /*
- * Take every packet the device has sent by now, returning the credit of
- * each as the switch does: the retransmissions to a peer that is silent,
- * or answered by hand (@answer_nack: a QUEUE_FULL nack to each).
- */
-static unsigned link_drain_packets(Niu *n, bool answer_nack)
-{
-    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
-    struct arctic_e2e_header h;
-    unsigned count = 0;
-    uint16_t type;
-    uint32_t len;
-    uint8_t prio;
-
-    while (link_read(n, &type, wire, &len, QUIET_MS) == 1) {
-        if (type == ARCTIC_FRAME_CREDIT) {
-            n->credits_seen[ARCTIC_PRIORITY_LOW] += arctic_get_le16(wire);
-            n->credits_seen[ARCTIC_PRIORITY_HIGH] += arctic_get_le16(wire + 2);
-            continue;
-        }
-        g_assert_cmpint(type, ==, ARCTIC_FRAME_PACKET);
-        prio = FIELD_EX32(arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET),
-                          ARCTIC_W0, PRIORITY);
-        link_send_credit(n, prio == ARCTIC_PRIORITY_HIGH,
-                         prio == ARCTIC_PRIORITY_LOW);
-        arctic_e2e_decode(wire, &h);
-        if (answer_nack) {
-            peer_control(n, h.dst_node, ARCTIC_E2E_NACK, prio, h.epoch,
-                         h.seq, ARCTIC_NACK_QUEUE_FULL);
-        }
-        count++;
-    }
-    return count;
-}
-
-/*
  * A destination that answers nothing: after peer-timeout-ms (10 s by
  * default) the NIU drops what waits for it, counts it, sets PEER_DEAD
  * naming the node, leaves a notice in the HiRx of the endpoint that sent
@@ -491,13 +561,13 @@ static void test_peer_dead(void)
     epoch = expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 7, 0x77, 0, &v, 1);
     for (i = 0; i < 9; i++) {
         qtest_clock_step(n->qts, second);
-        retries += link_drain_packets(n, false);
+        retries += link_drain_packets(n, false, NULL);
     }
     g_assert_cmpuint(retries, >, 9);
     g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
     g_assert_cmpint(reg_r(n, A_NIU_TX_PENDING), ==, 1);
     qtest_clock_step(n->qts, 3 * second / 2);
-    link_drain_packets(n, false);
+    link_drain_packets(n, false, NULL);
     g_assert_cmpint(reg_r(n, A_NIU_TX_PENDING), ==, 0);
     g_assert_cmpint(counter(n, ARCTIC_CNT_PEER_DROPPED), ==, 1);
     g_assert_cmpuint(FIELD_EX32(reg_r(n, A_NIU_ERROR_INFO), NIU_ERROR_INFO,
@@ -517,7 +587,7 @@ static void test_peer_dead(void)
     guest_send(n, ARCTIC_TXQ_HI, 3, 9, 0x99, 0, &v, 1);
     doorbell(n);
     for (i = 0; i < 15; i++) {
-        link_drain_packets(n, true);
+        link_drain_packets(n, true, NULL);
         qtest_clock_step(n->qts, second);
     }
     g_assert_cmpint(reg_r(n, A_NIU_TX_PENDING), ==, 1);
@@ -537,6 +607,8 @@ void niu_test_add_ack(void)
     qtest_add_func("/arctic-niu/ack/rx-reorder", test_rx_reorder_in_order);
     qtest_add_func("/arctic-niu/ack/rx-resync", test_rx_unknown_stream_resync);
     qtest_add_func("/arctic-niu/ack/tx-timeout", test_tx_timeout_retransmit);
+    qtest_add_func("/arctic-niu/ack/tx-timeout-adapts",
+                   test_tx_timeout_adapts);
     qtest_add_func("/arctic-niu/ack/tx-nack", test_tx_nack_goes_back);
     qtest_add_func("/arctic-niu/ack/tx-timeout-progress",
                    test_tx_timeout_counts_progress);

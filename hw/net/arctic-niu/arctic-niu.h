@@ -100,6 +100,7 @@ typedef struct ArcticLine {
     uint32_t seq;
     uint32_t retries;
     int64_t deadline;       /* virtual ns: retransmit if not acked by then */
+    int64_t sent_ns;        /* virtual ns of its first send */
     uint16_t size;          /* bytes of wire[] */
     uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
 } ArcticLine;
@@ -115,6 +116,14 @@ typedef struct ArcticSendQueue {
     unsigned head, count;
 } ArcticSendQueue;
 
+/*
+ * Retransmit timeouts (niu-tx.c line_timeout()): doubled for each timeout
+ * up to 64 times, from a base that follows the round trips measured but
+ * stays under a second.
+ */
+#define ARCTIC_MAX_BACKOFF 6
+#define ARCTIC_MAX_RTO_NS (1000 * SCALE_MS)
+
 /* Sender side of one (destination, priority) stream. */
 typedef struct ArcticTxStream {
     uint32_t epoch;
@@ -127,6 +136,17 @@ typedef struct ArcticTxStream {
      */
     bool paused;
     uint32_t probe_seq;
+    /*
+     * The retransmit timeout adapts to the round trips the stream sees
+     * (RFC 6298): smoothed round trip and its variation from packets acked
+     * without having been sent again (0: no sample yet), and the doublings
+     * its timeouts have added since the last sample.  A network whose
+     * queues hold packets longer than retry-timeout-ns (64 nodes on two
+     * cores) is then not flooded with copies of what it still carries.
+     */
+    int64_t srtt_ns, rttvar_ns;
+    uint32_t backoff;
+    int64_t backoff_at;         /* when the last timeout doubled it */
 } ArcticTxStream;
 
 /* A requester to tell that this NIU refused some of its remote DMA. */

@@ -948,7 +948,56 @@ ArcticLine *niu_tx_next_line(ArcticNiuState *s, uint8_t prio)
 
 static int64_t line_backoff(uint64_t base, uint32_t retries)
 {
-    return base << MIN(retries, 6);
+    return base << MIN(retries, ARCTIC_MAX_BACKOFF);
+}
+
+/*
+ * How long @line may go unanswered before it is sent again: the stream's
+ * smoothed round trip plus four times its variation, never less than
+ * retry-timeout-ns nor more than ARCTIC_MAX_RTO_NS, doubled for each
+ * timeout of the line or, for a line not yet timed out, of its stream
+ * since the last sample (RFC 6298 §5.5, Karn's algorithm).
+ */
+static int64_t line_timeout(ArcticNiuState *s, const ArcticLine *line)
+{
+    const ArcticTxStream *st = &s->tx_stream[line->prio][line->dst];
+    int64_t rto = s->retry_timeout_ns;
+
+    if (st->srtt_ns) {
+        rto = MAX(rto, MIN(st->srtt_ns + 4 * st->rttvar_ns,
+                           ARCTIC_MAX_RTO_NS));
+    }
+    return line_backoff(rto, MAX(line->retries, st->backoff));
+}
+
+/* A round trip measured on a packet sent once (RFC 6298 §2). */
+static void stream_rtt_sample(ArcticNiuState *s, uint8_t prio, uint16_t dst,
+                              int64_t rtt)
+{
+    ArcticTxStream *st = &s->tx_stream[prio][dst];
+
+    if (!st->srtt_ns) {
+        st->srtt_ns = MAX(rtt, 1);
+        st->rttvar_ns = rtt / 2;
+    } else {
+        st->rttvar_ns += (ABS(st->srtt_ns - rtt) - st->rttvar_ns) / 4;
+        st->srtt_ns = MAX(st->srtt_ns + (rtt - st->srtt_ns) / 8, 1);
+    }
+    st->backoff = 0;
+    trace_arctic_niu_tx_rtt(s->node_id, dst, prio, rtt, st->srtt_ns,
+                            st->rttvar_ns);
+}
+
+/* A timeout of the stream's packets at @now doubles its timeout once. */
+static void stream_timed_out(ArcticNiuState *s, uint8_t prio, uint16_t dst,
+                             int64_t now)
+{
+    ArcticTxStream *st = &s->tx_stream[prio][dst];
+
+    if (st->backoff_at != now) {
+        st->backoff_at = now;
+        st->backoff = MIN(st->backoff + 1, ARCTIC_MAX_BACKOFF);
+    }
 }
 
 void niu_tx_line_sent(ArcticNiuState *s, ArcticLine *line)
@@ -956,8 +1005,11 @@ void niu_tx_line_sent(ArcticNiuState *s, ArcticLine *line)
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
 
     line->queued = false;
+    if (!line->sent_once) {
+        line->sent_ns = now;
+    }
     line->sent_once = true;
-    line->deadline = now + line_backoff(s->retry_timeout_ns, line->retries);
+    line->deadline = now + line_timeout(s, line);
     if (!s->peer_waiting_since[line->dst]) {
         s->peer_waiting_since[line->dst] = now;
     }
@@ -1020,6 +1072,8 @@ static void peer_dead(ArcticNiuState *s, uint16_t node)
         st->next_seq = 0;
         st->acked = false;
         st->paused = false;
+        st->srtt_ns = st->rttvar_ns = 0;    /* a new peer, maybe */
+        st->backoff = 0;
     }
     s->peer_waiting_since[node] = 0;
     s->counters[ARCTIC_CNT_PEER_DROPPED] += dropped;
@@ -1099,6 +1153,9 @@ static void retry_timer_cb(void *opaque)
     for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->lines[i];
         if (l->busy && !l->queued && l->deadline <= now) {
+            if (!l->nack_wait) {
+                stream_timed_out(s, l->prio, l->dst, now);
+            }
             due[n++] = l;
         }
     }
@@ -1227,6 +1284,7 @@ void niu_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
     ArcticTxStream *st = &s->tx_stream[prio][h->src_node];
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     ArcticLine *rest[ARCTIC_MAX_LINES];
+    ArcticLine *sampled = NULL;
     unsigned i, n = 0, freed = 0;
     bool resume;
 
@@ -1246,11 +1304,19 @@ void niu_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
             continue;
         }
         if (seq_before_eq(l->seq, h->seq)) {
+            /* The newest packet the ack covers that went only once. */
+            if (l->sent_once && !l->retries &&
+                (!sampled || !seq_before_eq(l->seq, sampled->seq))) {
+                sampled = l;
+            }
             line_free(s, l);
             freed++;
         } else if (resume && l->parked) {
             rest[n++] = l;
         }
+    }
+    if (sampled) {
+        stream_rtt_sample(s, prio, h->src_node, now - sampled->sent_ns);
     }
     /*
      * The retry timeout measures a receiver that makes no progress, not
@@ -1264,9 +1330,7 @@ void niu_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
 
         if (l->busy && l->dst == h->src_node && l->prio == prio &&
             !l->queued && !l->nack_wait) {
-            l->deadline = MAX(l->deadline,
-                              now + line_backoff(s->retry_timeout_ns,
-                                                 l->retries));
+            l->deadline = MAX(l->deadline, now + line_timeout(s, l));
         }
     }
     if (resume) {
@@ -1472,10 +1536,7 @@ void niu_tx_reset(ArcticNiuState *s)
     s->epoch_base = epoch;
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
         for (d = 0; d < ARCTIC_S; d++) {
-            s->tx_stream[p][d].epoch = epoch;
-            s->tx_stream[p][d].next_seq = 0;
-            s->tx_stream[p][d].acked = false;
-            s->tx_stream[p][d].paused = false;
+            s->tx_stream[p][d] = (ArcticTxStream) { .epoch = epoch };
         }
     }
 }
