@@ -117,12 +117,16 @@ typedef struct ArcticSendQueue {
 } ArcticSendQueue;
 
 /*
- * Retransmit timeouts (niu-tx.c line_timeout()): doubled for each timeout
- * up to 64 times, from a base that follows the round trips measured but
+ * Retransmit timeouts and nack back-offs (niu-tx.c line_timeout(),
+ * line_backoff()): doubled for each retry, at most ARCTIC_MAX_BACKOFF
+ * times, up to a cap in time (a quarter of the peer timeout; the round
+ * trip for a nack), from a base that follows the round trips measured but
  * stays under a second.
  */
-#define ARCTIC_MAX_BACKOFF 6
+#define ARCTIC_MAX_BACKOFF 20
 #define ARCTIC_MAX_RTO_NS (1000 * SCALE_MS)
+/* The longest retransmit timeout when no peer is ever given up. */
+#define NIU_PEERLESS_MAX_TIMEOUT_NS (60 * NANOSECONDS_PER_SECOND)
 
 /* Sender side of one (destination, priority) stream. */
 typedef struct ArcticTxStream {

@@ -152,6 +152,7 @@ static void line_park(ArcticLine *line)
 
 static void retry_timer_rearm(ArcticNiuState *s)
 {
+    int64_t peer_limit = (int64_t)s->peer_timeout_ms * SCALE_MS;
     int64_t next = INT64_MAX;
     unsigned i;
 
@@ -159,6 +160,11 @@ static void retry_timer_rearm(ArcticNiuState *s)
         ArcticLine *l = &s->lines[i];
         if (l->busy && !l->queued && l->deadline < next) {
             next = l->deadline;
+        }
+        /* The peer timeout has a deadline of its own (check_peers()). */
+        if (l->busy && s->peer_timeout_ms && s->peer_waiting_since[l->dst] &&
+            s->peer_waiting_since[l->dst] + peer_limit < next) {
+            next = s->peer_waiting_since[l->dst] + peer_limit;
         }
     }
     /*
@@ -946,28 +952,50 @@ ArcticLine *niu_tx_next_line(ArcticNiuState *s, uint8_t prio)
     return NULL;
 }
 
-static int64_t line_backoff(uint64_t base, uint32_t retries)
+/*
+ * @base doubled @retries times, but no longer than @cap (nor shorter than
+ * @base).  The cap is in time, not in doublings: a receiver held off for
+ * a second (64 guests on two cores) must not be asked hundreds of times
+ * meanwhile, while on an idle host the first retries stay as quick as
+ * @base makes them.
+ */
+static int64_t line_backoff(int64_t base, uint32_t retries, int64_t cap)
 {
-    return base << MIN(retries, ARCTIC_MAX_BACKOFF);
+    return MIN(base << MIN(retries, ARCTIC_MAX_BACKOFF), MAX(base, cap));
 }
 
 /*
- * How long @line may go unanswered before it is sent again: the stream's
- * smoothed round trip plus four times its variation, never less than
- * retry-timeout-ns nor more than ARCTIC_MAX_RTO_NS, doubled for each
- * timeout of the line or, for a line not yet timed out, of its stream
- * since the last sample (RFC 6298 §5.5, Karn's algorithm).
+ * The stream's retransmit timeout before back-off: its smoothed round
+ * trip plus four times its variation, never less than retry-timeout-ns
+ * nor more than ARCTIC_MAX_RTO_NS (RFC 6298 §2).
  */
-static int64_t line_timeout(ArcticNiuState *s, const ArcticLine *line)
+static int64_t stream_rto(ArcticNiuState *s, const ArcticTxStream *st)
 {
-    const ArcticTxStream *st = &s->tx_stream[line->prio][line->dst];
     int64_t rto = s->retry_timeout_ns;
 
     if (st->srtt_ns) {
         rto = MAX(rto, MIN(st->srtt_ns + 4 * st->rttvar_ns,
                            ARCTIC_MAX_RTO_NS));
     }
-    return line_backoff(rto, MAX(line->retries, st->backoff));
+    return rto;
+}
+
+/*
+ * How long @line may go unanswered before it is sent again: the stream's
+ * timeout, doubled for each timeout of the line or, for a line not yet
+ * timed out, of its stream since the last sample (RFC 6298 §5.5, Karn's
+ * algorithm), up to a quarter of the peer timeout so that a silent peer
+ * is still asked several times before it is given up.
+ */
+static int64_t line_timeout(ArcticNiuState *s, const ArcticLine *line)
+{
+    const ArcticTxStream *st = &s->tx_stream[line->prio][line->dst];
+    int64_t cap = s->peer_timeout_ms ?
+                  (int64_t)s->peer_timeout_ms * SCALE_MS / 4 :
+                  NIU_PEERLESS_MAX_TIMEOUT_NS;
+
+    return line_backoff(stream_rto(s, st), MAX(line->retries, st->backoff),
+                        cap);
 }
 
 /* A round trip measured on a packet sent once (RFC 6298 §2). */
@@ -1466,8 +1494,9 @@ void niu_tx_handle_nack(ArcticNiuState *s,
     st->paused = true;
     st->probe_seq = probe->seq;
     if (!probe->queued) {
-        int64_t when = now + line_backoff(s->nack_backoff_ns,
-                                          probe->retries);
+        /* A refusal is retried at most once per round trip. */
+        int64_t when = now + line_backoff(s->nack_backoff_ns, probe->retries,
+                                          stream_rto(s, st));
 
         if (!probe->nack_wait || probe->parked || when < probe->deadline) {
             probe->deadline = when;
