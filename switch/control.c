@@ -680,6 +680,7 @@ static void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st)
         json_builder_begin_object(b);
         sw_json_int(b, "port", i);
         sw_json_bool(b, "connected", p->connected);
+        sw_json_bool(b, "rings", p->rings);
         sw_json_int(b, "connects", (gint64)p->connects);
         json_builder_set_member_name(b, "disconnects");
         json_disconnects(b, p->disconnects);

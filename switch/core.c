@@ -36,6 +36,7 @@ void arctic_switch_config_init(ArcticSwitchConfig *config)
     config->seed = 1;
     config->handshake_timeout_ms = ARCTIC_SWITCH_DEFAULT_HANDSHAKE_TIMEOUT_MS;
     config->credit_delay_us = ARCTIC_SWITCH_DEFAULT_CREDIT_DELAY_US;
+    config->rings = true;
 }
 
 /* --- listeners -------------------------------------------------------- */
@@ -192,6 +193,7 @@ void sw_flush_all(ArcticSwitch *sw)
  */
 static void switch_after_batch(ArcticSwitch *sw)
 {
+    sw_port_read_rings(sw);
     sw_flush_all(sw);
     sw_port_bury_closed(sw);
 }
@@ -277,7 +279,8 @@ ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
     sw->start_ns = sw->now_ns = sw_clock_ns();
     sw_tree_init(sw, NULL);
     sw_faults_init(sw);
-    if (!sw_loop_init(sw, switch_timer, switch_after_batch, errp)) {
+    if (!sw_loop_init(sw, switch_timer, switch_after_batch,
+                      sw_port_may_sleep, errp)) {
         goto fail;
     }
 
@@ -334,6 +337,7 @@ static void snapshot_in_loop(ArcticSwitch *sw, void *opaque)
     for (i = 0; i < sw->ports; i++) {
         st->port[i] = sw->port[i].stats;
         st->port[i].connected = sw_port_live(sw, i);
+        st->port[i].rings = sw_port_uses_rings(sw, i);
         for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
             st->port[i].prio[prio].ingress_depth =
                 sw_port_ingress_depth(sw, i, prio);

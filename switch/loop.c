@@ -5,7 +5,10 @@
  * each watched descriptor names the function its events go to, the timer
  * and the end of each batch of events go to the hooks its owner set
  * (core.c), and every batch is stamped with one clock reading (sw->now_ns)
- * that everything run in it uses.
+ * that everything run in it uses.  Before it sleeps it asks its owner
+ * whether it may: work can wait where no descriptor announces it (bytes
+ * in a shared ring whose producer kicks only a consumer that said it
+ * sleeps), and then the loop looks at its descriptors without sleeping.
  */
 #include <errno.h>
 #include <string.h>
@@ -131,12 +134,14 @@ static void timer_ready(ArcticSwitch *sw, void *object, uint32_t events)
 }
 
 bool sw_loop_init(ArcticSwitch *sw, void (*on_timer)(ArcticSwitch *sw),
-                  void (*after_batch)(ArcticSwitch *sw), GError **errp)
+                  void (*after_batch)(ArcticSwitch *sw),
+                  bool (*may_sleep)(ArcticSwitch *sw), GError **errp)
 {
     struct sw_loop *loop = &sw->loop;
 
     loop->on_timer = on_timer;
     loop->after_batch = after_batch;
+    loop->may_sleep = may_sleep;
     g_mutex_init(&loop->invoke_lock);
     g_cond_init(&loop->invoke_done);
     g_queue_init(&loop->invoke_queue);
@@ -223,7 +228,8 @@ void arctic_switch_run(ArcticSwitch *sw)
     run_invokes(sw);
 
     while (!loop->stop_requested) {
-        int n = epoll_wait(loop->epoll_fd, events, G_N_ELEMENTS(events), -1);
+        int n = epoll_wait(loop->epoll_fd, events, G_N_ELEMENTS(events),
+                           loop->may_sleep(sw) ? -1 : 0);
         int i;
 
         if (n < 0) {

@@ -17,7 +17,7 @@ typedef struct {
     int credit_delay_us;
     double link_mbytes;
     gint64 seed;
-    gboolean timing, verbose, no_stats;
+    gboolean timing, verbose, no_stats, no_rings;
     char **faults;
 } Options;
 
@@ -103,6 +103,9 @@ int main(int argc, char **argv)
           "Freed credits wait up to US microseconds for a frame going to "
           "the NIU anyway, unless half a window waits (default 50; 0: "
           "return each at once)", "US" },
+        { "no-rings", 0, 0, G_OPTION_ARG_NONE, &o.no_rings,
+          "Refuse the shared-memory rings NIUs on this host offer: every "
+          "link stays on its socket", NULL },
         { "seed", 0, 0, G_OPTION_ARG_INT64, &o.seed,
           "Seed of fault injection and random up-routes (default 1)",
           "SEED" },
@@ -181,6 +184,7 @@ int main(int argc, char **argv)
     config.verbose = o.verbose;
     config.handshake_timeout_ms = o.handshake_timeout_ms;
     config.credit_delay_us = o.credit_delay_us;
+    config.rings = !o.no_rings;
 
     sw = arctic_switch_new(&config, &err);
     if (!sw) {

@@ -9,13 +9,23 @@
  * is closed after what was queued for it is flushed; it never disturbs
  * other ports.  What a port learns it reports upward through
  * sw->port_ops (router.c); it knows nothing of routes or routers.
+ *
+ * An NIU on this host may offer shared-memory rings with its HELLO
+ * (arctic/link-ring.h): the port checks the area and the eventfds, answers
+ * a WELCOME that says RINGS, and from then on reads and writes the same
+ * frames through the rings, with no system call while both sides are
+ * awake.  The loop asks the port before it sleeps (sw_port_may_sleep());
+ * each batch reads every ring (sw_port_read_rings()).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <linux/sockios.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <glib-unix.h>
@@ -23,6 +33,9 @@
 #include "switch-internal.h"
 
 static void conn_ready(ArcticSwitch *sw, void *object, uint32_t events);
+static void ring_ready(ArcticSwitch *sw, void *object, uint32_t events);
+static void conn_parse(ArcticSwitch *sw, struct sw_conn *conn,
+                       const uint8_t *data, size_t len);
 
 /* --- connection output ------------------------------------------------ */
 
@@ -44,7 +57,9 @@ static size_t conn_unread(const struct sw_conn *conn)
 {
     int queued = 0;
 
-    if (ioctl(conn->fd, SIOCOUTQ, &queued) < 0) {
+    if (conn->rings) {
+        queued = conn->rings->out.size - arctic_ring_room(&conn->rings->out);
+    } else if (ioctl(conn->fd, SIOCOUTQ, &queued) < 0) {
         queued = 0;
     }
     return conn->output_end - conn->output_start + MAX(queued, 0);
@@ -86,9 +101,55 @@ static void conn_poll_out(ArcticSwitch *sw, struct sw_conn *conn, bool on)
     }
 }
 
-/* Write what is queued; false if the connection failed. */
+static void ring_kick(int fd)
+{
+    uint64_t one = 1;
+
+    if (write(fd, &one, sizeof(one)) < 0) {
+        /* EAGAIN: the counter is full, so a wake-up is pending anyway. */
+    }
+}
+
+/*
+ * Copy what is queued into the NIU's ring, kicking it if it sleeps; when
+ * the ring is full, say so in it and wait for the NIU's kick.  False if
+ * the ring is broken.
+ */
+static bool conn_send_ring(struct sw_conn *conn)
+{
+    struct sw_rings *r = conn->rings;
+
+    while (conn->output_start < conn->output_end) {
+        size_t n = arctic_ring_write(&r->out,
+                                     conn->output + conn->output_start,
+                                     conn->output_end - conn->output_start);
+
+        if (n == ARCTIC_RING_BROKEN) {
+            conn->send_failure = ARCTIC_DISCONNECT_BROKEN_RING;
+            return false;
+        }
+        if (n) {
+            conn->output_start += n;
+            if (arctic_ring_wake_consumer(&r->out)) {
+                ring_kick(r->kick_fd);
+            }
+        } else if (arctic_ring_producer_wait(&r->out, 1)) {
+            conn->waiting_room = true;
+            return true;
+        }
+    }
+    conn->output_start = conn->output_end = 0;
+    conn->waiting_room = false;
+    return true;
+}
+
+/* Write what is queued; false if the connection failed (send_failure). */
 static bool conn_send(ArcticSwitch *sw, struct sw_conn *conn)
 {
+    conn->send_failure = ARCTIC_DISCONNECT_IO_ERROR;
+    if (conn->rings) {
+        return conn_send_ring(conn);
+    }
     while (conn->output_start < conn->output_end) {
         ssize_t n = send(conn->fd, conn->output + conn->output_start,
                          conn->output_end - conn->output_start,
@@ -187,7 +248,7 @@ void sw_port_flush(ArcticSwitch *sw)
         was_full = !conn_output_room(conn, SW_PACKET_FRAME_MAX +
                                               SW_CREDIT_FRAME);
         if (!conn_send(sw, conn)) {
-            sw_conn_close(sw, conn, ARCTIC_DISCONNECT_IO_ERROR);
+            sw_conn_close(sw, conn, conn->send_failure);
             continue;
         }
         /* Room came back without an EPOLLOUT to announce it. */
@@ -197,6 +258,188 @@ void sw_port_flush(ArcticSwitch *sw)
             sw->port_ops->ready(sw, conn->port);
         }
     }
+}
+
+/* --- shared-memory rings ---------------------------------------------- */
+
+static void close_offered(struct sw_conn *conn)
+{
+    unsigned i;
+
+    for (i = 0; i < conn->offered; i++) {
+        close(conn->offered_fds[i]);
+    }
+    conn->offered = 0;
+}
+
+static void rings_free(ArcticSwitch *sw, struct sw_conn *conn)
+{
+    struct sw_rings *r = conn->rings;
+
+    if (!r) {
+        return;
+    }
+    sw_loop_unwatch(sw, r->wake_fd);
+    munmap(r->area, r->area_size);
+    close(r->wake_fd);
+    close(r->kick_fd);
+    g_free(r);
+    conn->rings = NULL;
+}
+
+/* Is @fd an eventfd?  Anything else could block a write or refuse epoll. */
+static bool is_eventfd(int fd)
+{
+    char path[64], target[64];
+    ssize_t n;
+
+    g_snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    n = readlink(path, target, sizeof(target) - 1);
+    if (n < 0) {
+        return false;
+    }
+    target[n] = '\0';
+    return strcmp(target, "anon_inode:[eventfd]") == 0;
+}
+
+/*
+ * Take the rings @conn's HELLO offered: a memfd sealed against shrinking
+ * (so that the NIU cannot take pages from under us) holding a valid area,
+ * and two eventfds.  NULL, with the reason in *@why, if they will not do;
+ * the NIU then stays on its socket.
+ */
+static struct sw_rings *rings_adopt(struct sw_conn *conn, const char **why)
+{
+    int area_fd = conn->offered_fds[ARCTIC_RING_FD_AREA];
+    int wake_fd = conn->offered_fds[ARCTIC_RING_FD_SWITCH_WAKE];
+    int kick_fd = conn->offered_fds[ARCTIC_RING_FD_NIU_WAKE];
+    struct sw_rings *r;
+    struct stat st;
+    uint32_t data_size;
+    void *area;
+    int seals;
+
+    if (conn->offered != ARCTIC_RING_FDS) {
+        *why = "HELLO carried the wrong number of descriptors";
+        return NULL;
+    }
+    seals = fcntl(area_fd, F_GET_SEALS);
+    if (fstat(area_fd, &st) < 0 || !S_ISREG(st.st_mode) || seals < 0 ||
+        !(seals & F_SEAL_SHRINK)) {
+        *why = "the ring area is not a memfd sealed against shrinking";
+        return NULL;
+    }
+    if (!is_eventfd(wake_fd) || !is_eventfd(kick_fd)) {
+        *why = "a wake-up descriptor is not an eventfd";
+        return NULL;
+    }
+    area = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                area_fd, 0);
+    if (area == MAP_FAILED) {
+        *why = "the ring area cannot be mapped";
+        return NULL;
+    }
+    if (!arctic_ring_area_check(area, st.st_size, &data_size)) {
+        munmap(area, st.st_size);
+        *why = "the ring area's header is not one this switch knows";
+        return NULL;
+    }
+    r = g_new0(struct sw_rings, 1);
+    r->area = area;
+    r->area_size = st.st_size;
+    arctic_ring_attach(&r->in, area, data_size, ARCTIC_RING_TO_SWITCH);
+    arctic_ring_attach(&r->out, area, data_size, ARCTIC_RING_TO_NIU);
+    r->wake_fd = wake_fd;
+    r->kick_fd = kick_fd;
+    g_unix_set_fd_nonblocking(wake_fd, TRUE, NULL);
+    g_unix_set_fd_nonblocking(kick_fd, TRUE, NULL);
+    close(area_fd);             /* the mapping keeps the memory */
+    conn->offered = 0;
+    return r;
+}
+
+/* The NIU kicked us: its ring has bytes, or ours has room again. */
+static void ring_ready(ArcticSwitch *sw, void *object, uint32_t events)
+{
+    struct sw_conn *conn = object;
+    uint64_t value;
+
+    if (conn->state == SW_CONN_CLOSING || !conn->rings) {
+        return;
+    }
+    if (read(conn->rings->wake_fd, &value, sizeof(value)) < 0) {
+        /* EAGAIN: an earlier batch took the count. */
+    }
+    /* The bytes are read with every ring's after the batch. */
+    if (conn->waiting_room) {
+        conn_queue_flush(sw, conn);
+        if (conn->state == SW_CONN_LIVE) {
+            sw->port_ops->ready(sw, conn->port);
+        }
+    }
+}
+
+/* What @conn's NIU put in its ring goes through the frame reader. */
+static void ring_input(ArcticSwitch *sw, struct sw_conn *conn)
+{
+    struct sw_rings *r = conn->rings;
+
+    arctic_ring_consumer_awake(&r->in);
+    while (conn->state == SW_CONN_LIVE) {
+        size_t n = arctic_ring_read(&r->in, sw->read_buf,
+                                    SW_CONN_INPUT_BUFFER);
+
+        if (n == ARCTIC_RING_BROKEN) {
+            sw_log(sw, "port %d: its ring's indices are impossible",
+                   conn->port);
+            sw_conn_close(sw, conn, ARCTIC_DISCONNECT_BROKEN_RING);
+            return;
+        }
+        if (!n) {
+            return;
+        }
+        if (arctic_ring_wake_producer(&r->in)) {
+            ring_kick(r->kick_fd);
+        }
+        conn_parse(sw, conn, sw->read_buf, n);
+    }
+}
+
+/* Each batch: every ring's input (its NIU kicks only a sleeping switch). */
+void sw_port_read_rings(ArcticSwitch *sw)
+{
+    struct sw_conn *conn, *next;
+
+    for (conn = sw->conns; conn; conn = next) {
+        next = conn->next;
+        if (conn->rings) {
+            ring_input(sw, conn);
+        }
+    }
+}
+
+/*
+ * Before the loop sleeps: every ring says the switch sleeps, then is
+ * looked at a last time.  False if one holds bytes after all.
+ */
+bool sw_port_may_sleep(ArcticSwitch *sw)
+{
+    struct sw_conn *conn;
+
+    for (conn = sw->conns; conn; conn = conn->next) {
+        if (conn->rings && conn->state == SW_CONN_LIVE &&
+            !arctic_ring_consumer_sleep(&conn->rings->in)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool sw_port_uses_rings(const ArcticSwitch *sw, unsigned port_no)
+{
+    const struct sw_conn *conn = sw->port[port_no].link.conn;
+
+    return conn && conn->rings;
 }
 
 /* --- connection lifecycle --------------------------------------------- */
@@ -240,6 +483,8 @@ struct sw_conn *sw_conn_new(ArcticSwitch *sw, int fd)
     conn = g_new0(struct sw_conn, 1);
     conn->watch.ready = conn_ready;
     conn->watch.object = conn;
+    conn->ring_watch.ready = ring_ready;
+    conn->ring_watch.object = conn;
     conn->fd = fd;
     conn->port = -1;
     conn->state = SW_CONN_HANDSHAKE;
@@ -269,11 +514,13 @@ void sw_conn_close(ArcticSwitch *sw, struct sw_conn *conn,
     if (conn->state == SW_CONN_CLOSING) {
         return;
     }
-    if (conn->output_start < conn->output_end) {
+    if (conn->output_start < conn->output_end && !conn->rings) {
         (void)send(conn->fd, conn->output + conn->output_start,
                    conn->output_end - conn->output_start,
                    MSG_NOSIGNAL | MSG_DONTWAIT);
     }
+    close_offered(conn);
+    rings_free(sw, conn);
     if (conn->port >= 0) {
         struct sw_port *port = &sw->port[conn->port];
         struct sw_link *link = &port->link;
@@ -386,11 +633,36 @@ static void reject(ArcticSwitch *sw, struct sw_conn *conn,
     sw_conn_close(sw, conn, why);
 }
 
+/*
+ * The rings @conn's HELLO offered, if the switch takes rings and they will
+ * do; NULL otherwise (the link stays on the socket).  Either way the
+ * descriptors are the switch's business no longer.
+ */
+static struct sw_rings *welcome_rings(ArcticSwitch *sw, struct sw_conn *conn)
+{
+    struct sw_rings *rings = NULL;
+    const char *why = "the switch runs with --no-rings";
+
+    if (!conn->offered) {
+        return NULL;
+    }
+    if (sw->config.rings) {
+        rings = rings_adopt(conn, &why);
+    }
+    if (!rings) {
+        sw_log(sw, "port %d: shared-memory rings refused: %s", conn->port,
+               why);
+    }
+    close_offered(conn);
+    return rings;
+}
+
 static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
                          const uint8_t *body)
 {
     struct arctic_hello hello;
     struct arctic_welcome welcome = { 0 };
+    struct sw_rings *rings;
     struct sw_port *port;
     struct sw_link *link;
     uint8_t *frame;
@@ -461,15 +733,30 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
     welcome.node_id = hello.node_id;
     welcome.num_nodes = sw->ports;
     welcome.levels = sw->levels;
+    rings = welcome_rings(sw, conn);
     frame = conn_output_reserve(conn, ARCTIC_LINK_HEADER_SIZE +
                                          ARCTIC_WELCOME_SIZE);
-    arctic_frame_header_encode(frame, ARCTIC_FRAME_WELCOME,
-                               ARCTIC_WELCOME_SIZE);
+    arctic_frame_header_encode_flags(frame, ARCTIC_FRAME_WELCOME,
+                                     rings ? R_ARCTIC_WELCOME_FLAGS_RINGS_MASK
+                                           : 0,
+                                     ARCTIC_WELCOME_SIZE);
     arctic_welcome_encode(frame + ARCTIC_LINK_HEADER_SIZE, &welcome);
+    if (rings) {
+        /*
+         * The WELCOME goes on the socket now, every later frame in the
+         * rings; the NIU reads the rings only once it has the WELCOME.
+         */
+        if (!conn_send(sw, conn) || conn->output_end) {
+            sw_conn_close(sw, conn, ARCTIC_DISCONNECT_IO_ERROR);
+            return;
+        }
+        conn->rings = rings;
+        sw_loop_watch(sw, rings->wake_fd, &conn->ring_watch, EPOLLIN);
+    }
     conn_queue_flush(sw, conn);
     sw->port_ops->ready(sw, conn->port);
-    sw_log(sw, "port %u connected (credits low %u high %u)", hello.node_id,
-           hello.credits[0], hello.credits[1]);
+    sw_log(sw, "port %u connected (credits low %u high %u%s)", hello.node_id,
+           hello.credits[0], hello.credits[1], rings ? ", rings" : "");
 }
 
 /* --- frames ----------------------------------------------------------- */
@@ -588,12 +875,62 @@ void sw_conn_feed(ArcticSwitch *sw, struct sw_conn *conn, const uint8_t *data,
     conn_parse(sw, conn, data, len);
 }
 
+/*
+ * Keep the descriptors a message brought, if it is the HELLO's (at most
+ * ARCTIC_RING_FDS, once, before the handshake ends); close any others.
+ */
+static void conn_take_fds(struct sw_conn *conn, struct msghdr *msg)
+{
+    struct cmsghdr *cmsg;
+
+    for (cmsg = CMSG_FIRSTHDR(msg); cmsg; cmsg = CMSG_NXTHDR(msg, cmsg)) {
+        unsigned i, n;
+        int fds[ARCTIC_RING_FDS + 4];
+
+        if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) {
+            continue;
+        }
+        n = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        n = MIN(n, G_N_ELEMENTS(fds));
+        memcpy(fds, CMSG_DATA(cmsg), n * sizeof(int));
+        for (i = 0; i < n; i++) {
+            if (conn->state == SW_CONN_HANDSHAKE &&
+                conn->offered < ARCTIC_RING_FDS) {
+                conn->offered_fds[conn->offered++] = fds[i];
+            } else {
+                close(fds[i]);
+            }
+        }
+    }
+}
+
 static void conn_input(ArcticSwitch *sw, struct sw_conn *conn)
 {
-    ssize_t n = recv(conn->fd, sw->read_buf, SW_CONN_INPUT_BUFFER,
-                     MSG_DONTWAIT);
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * (ARCTIC_RING_FDS + 4))];
+    } control;
+    struct iovec iov = {
+        .iov_base = sw->read_buf,
+        .iov_len = SW_CONN_INPUT_BUFFER,
+    };
+    struct msghdr msg = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = control.buf,
+        .msg_controllen = sizeof(control.buf),
+    };
+    ssize_t n = recvmsg(conn->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 
-    if (n > 0) {
+    if (n >= 0 && msg.msg_controllen) {
+        conn_take_fds(conn, &msg);
+    }
+    if (n > 0 && conn->rings) {
+        /* Once the rings carry the link, the socket carries nothing. */
+        sw_log(sw, "port %d sent bytes on its socket after its rings took "
+               "over", conn->port);
+        sw_conn_close(sw, conn, ARCTIC_DISCONNECT_UNEXPECTED_FRAME);
+    } else if (n > 0) {
         conn_parse(sw, conn, sw->read_buf, n);
     } else if (n == 0) {
         sw_conn_close(sw, conn, ARCTIC_DISCONNECT_PEER_CLOSED);
@@ -613,7 +950,7 @@ static void conn_ready(ArcticSwitch *sw, void *object, uint32_t events)
     }
     if (events & EPOLLOUT) {
         if (!conn_send(sw, conn)) {
-            sw_conn_close(sw, conn, ARCTIC_DISCONNECT_IO_ERROR);
+            sw_conn_close(sw, conn, conn->send_failure);
             return;
         }
         conn_queue_flush(sw, conn);      /* credits held back */

@@ -41,6 +41,7 @@ const char *arctic_disconnect_reason_name(enum arctic_disconnect_reason r)
         [ARCTIC_DISCONNECT_IO_ERROR] = "io_error",
         [ARCTIC_DISCONNECT_SHUTDOWN] = "shutdown",
         [ARCTIC_DISCONNECT_EVICTED] = "evicted",
+        [ARCTIC_DISCONNECT_BROKEN_RING] = "broken_ring",
     };
 
     return r < ARCTIC_DISCONNECT_REASONS ? names[r] : "unknown";

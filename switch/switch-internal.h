@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "arctic/link-ring.h"
 #include "switch.h"
 
 enum {
@@ -128,9 +129,27 @@ struct sw_loop {
     GMutex invoke_lock;
     GCond invoke_done;
     GQueue invoke_queue;
-    /* The owner's hooks: the timer fired; a batch of events was served. */
+    /*
+     * The owner's hooks: the timer fired; a batch of events was served;
+     * may the loop sleep until an event comes (false: work waits where
+     * no descriptor announces it, e.g. in a shared ring)?
+     */
     void (*on_timer)(ArcticSwitch *sw);
     void (*after_batch)(ArcticSwitch *sw);
+    bool (*may_sleep)(ArcticSwitch *sw);
+};
+
+/*
+ * A connection's shared-memory rings (arctic/link-ring.h), once its
+ * WELCOME took them: every frame after it goes through them.
+ */
+struct sw_rings {
+    void *area;
+    size_t area_size;
+    struct arctic_ring in;      /* ARCTIC_RING_TO_SWITCH, we consume */
+    struct arctic_ring out;     /* ARCTIC_RING_TO_NIU, we produce */
+    int wake_fd;                /* eventfd we sleep on */
+    int kick_fd;                /* eventfd the NIU sleeps on */
 };
 
 struct sw_conn {
@@ -144,6 +163,14 @@ struct sw_conn {
     size_t output_start, output_end;
     bool polling_out;
     bool flush_queued;
+    /* Descriptors the HELLO brought (ARCTIC_RING_FDS of them, or none). */
+    int offered_fds[ARCTIC_RING_FDS];
+    unsigned offered;
+    struct sw_rings *rings;     /* NULL: the link is on the socket */
+    struct sw_watch ring_watch; /* on rings->wake_fd */
+    bool waiting_room;          /* output waits for room in rings->out */
+    /* Why conn_send() failed (an I/O error, or a broken ring). */
+    enum arctic_disconnect_reason send_failure;
     struct sw_conn *next_flush;
     struct sw_conn *prev, *next;  /* all connections */
 };
@@ -253,7 +280,8 @@ struct ArcticSwitch {
 uint64_t sw_clock_ns(void);
 void sw_log(ArcticSwitch *sw, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 bool sw_loop_init(ArcticSwitch *sw, void (*on_timer)(ArcticSwitch *sw),
-                  void (*after_batch)(ArcticSwitch *sw), GError **errp);
+                  void (*after_batch)(ArcticSwitch *sw),
+                  bool (*may_sleep)(ArcticSwitch *sw), GError **errp);
 void sw_loop_cleanup(ArcticSwitch *sw);
 void sw_loop_watch(ArcticSwitch *sw, int fd, struct sw_watch *watch,
                    uint32_t events);
@@ -281,6 +309,9 @@ void sw_port_describe(const ArcticSwitch *sw, unsigned port_no,
 void sw_port_timer(ArcticSwitch *sw);
 void sw_port_flush(ArcticSwitch *sw);
 void sw_port_bury_closed(ArcticSwitch *sw);
+bool sw_port_uses_rings(const ArcticSwitch *sw, unsigned port_no);
+void sw_port_read_rings(ArcticSwitch *sw);
+bool sw_port_may_sleep(ArcticSwitch *sw);
 
 /* router.c */
 extern const struct sw_port_ops sw_router_port_ops;

@@ -45,6 +45,7 @@ enum arctic_disconnect_reason {
     ARCTIC_DISCONNECT_IO_ERROR,
     ARCTIC_DISCONNECT_SHUTDOWN,         /* the switch is stopping */
     ARCTIC_DISCONNECT_EVICTED,          /* pending, oldest, made room */
+    ARCTIC_DISCONNECT_BROKEN_RING,      /* impossible shared-ring indices */
     ARCTIC_DISCONNECT_REASONS
 };
 
@@ -86,6 +87,9 @@ typedef struct {
     /* Credits freed for an NIU wait this long for a frame going to it
      * anyway before a CREDIT frame goes alone (0: at once). */
     unsigned credit_delay_us;
+    /* Take the shared-memory rings an NIU offers on the UNIX socket
+     * (arctic/link-ring.h); false: every link stays on its socket. */
+    bool rings;
     bool verbose;               /* log connects and disconnects */
 } ArcticSwitchConfig;
 
@@ -111,6 +115,7 @@ struct arctic_port_stats {
     uint64_t connects;
     uint64_t disconnects[ARCTIC_DISCONNECT_REASONS];
     bool connected;
+    bool rings;                 /* its link uses shared-memory rings */
 };
 
 /*

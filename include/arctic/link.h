@@ -7,9 +7,10 @@
  * Every message is a frame: an 8-byte header then `length` bytes of body.
  *
  *   NIU                                   switch
- *    | -- HELLO (node id, rx credits) -->   |
+ *    | -- HELLO (node id, rx credits) -->   |   [+ ring fds, link-ring.h]
  *    | <-- WELCOME (nodes, levels, credits) |   or REJECT (reason, text)
- *    | <== PACKET / CREDIT both ways ==>    |
+ *    | <== PACKET / CREDIT both ways ==>    |   [in the rings if WELCOME
+ *                                                 says RINGS]
  *
  * Nothing but HELLO may be sent before WELCOME.  Flow control is by credits
  * per priority: each side may have at most as many PACKET frames of a
@@ -26,7 +27,8 @@
 enum {
     ARCTIC_LINK_MAGIC = 0x4c435241,     /* "ARCL" as little-endian bytes */
     ARCTIC_LINK_VERSION_MAJOR = 1,      /* must match exactly */
-    ARCTIC_LINK_VERSION_MINOR = 0,      /* additions a peer may ignore */
+    /* Additions a peer may ignore; 1: shared-memory rings (link-ring.h). */
+    ARCTIC_LINK_VERSION_MINOR = 1,
     ARCTIC_LINK_HEADER_SIZE = 8,
     /* No frame body is larger than this; a bigger length is a protocol
      * error, which bounds what a receiver ever has to buffer. */
@@ -49,11 +51,15 @@ enum arctic_frame_type {
     ARCTIC_FRAME_CREDIT = 5,    /* returns credits, both ways */
 };
 
-/* Frame header: le16 type, le16 flags, le32 body length.  Only PACKET
- * frames have flags: the priority whose credit the packet uses.  It is
- * kept out of the packet itself so that a packet corrupted in the network
- * (fault injection flips bits anywhere in it) cannot upset the credits. */
+/* Frame header: le16 type, le16 flags, le32 body length.  PACKET frames
+ * have flags: the priority whose credit the packet uses.  It is kept out
+ * of the packet itself so that a packet corrupted in the network (fault
+ * injection flips bits anywhere in it) cannot upset the credits. */
 FIELD(ARCTIC_FRAME_FLAGS, PRIORITY, 0, 1)
+/* WELCOME's one flag: the switch took the rings the HELLO offered, and
+ * every later frame goes through them (arctic/link-ring.h).  A switch
+ * sets it only for an NIU that offered rings. */
+FIELD(ARCTIC_WELCOME_FLAGS, RINGS, 0, 1)
 
 struct arctic_frame_header {
     uint16_t type;
@@ -149,8 +155,12 @@ static inline void arctic_frame_header_decode(const void *buf,
 static inline enum arctic_frame_error
 arctic_frame_header_check(const struct arctic_frame_header *h)
 {
-    if (h->flags & ~(h->type == ARCTIC_FRAME_PACKET
-                     ? R_ARCTIC_FRAME_FLAGS_PRIORITY_MASK : 0)) {
+    uint16_t allowed = h->type == ARCTIC_FRAME_PACKET
+                       ? R_ARCTIC_FRAME_FLAGS_PRIORITY_MASK
+                       : h->type == ARCTIC_FRAME_WELCOME
+                       ? R_ARCTIC_WELCOME_FLAGS_RINGS_MASK : 0;
+
+    if (h->flags & ~allowed) {
         return ARCTIC_FRAME_BAD_FLAGS;
     }
     switch (h->type) {

@@ -3,11 +3,15 @@
  * Implementation of the arctic-switch test harness (harness.h): the switch
  * runs in the test process on a thread, exactly the library the daemon
  * uses, and the synthetic clients talk to it over its real UNIX socket so
- * framing, batching and back-pressure are exercised end to end.
+ * framing, batching and back-pressure are exercised end to end, through
+ * the socket or through shared-memory rings (ARCTIC_TEST_LINK=rings).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -84,8 +88,126 @@ void test_client_free(TestClient *c)
     if (c->fd >= 0) {
         close(c->fd);
     }
+    if (c->ring_area) {
+        munmap(c->ring_area, c->ring_area_size);
+        close(c->wake_fd);
+        close(c->kick_fd);
+    }
     g_queue_clear_full(&c->packets, (GDestroyNotify)g_bytes_unref);
     g_free(c);
+}
+
+bool test_rings_wanted(void)
+{
+    return g_strcmp0(g_getenv("ARCTIC_TEST_LINK"), "rings") == 0;
+}
+
+static void kick(int fd)
+{
+    uint64_t one = 1;
+
+    g_assert_cmpint(write(fd, &one, sizeof(one)), ==, sizeof(one));
+}
+
+/* Send up to @len bytes without blocking: how many went, -1 if closed. */
+static ssize_t client_send_some(TestClient *c, const void *data, size_t len)
+{
+    ssize_t n;
+
+    if (c->rings) {
+        size_t put = arctic_ring_write(&c->ring_out, data, len);
+
+        g_assert_cmpuint(put, !=, ARCTIC_RING_BROKEN);
+        if (put && arctic_ring_wake_consumer(&c->ring_out)) {
+            kick(c->kick_fd);
+        }
+        return put;
+    }
+    n = send(c->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ?
+               0 : -1;
+    }
+    return n;
+}
+
+/*
+ * Take what arrived into c->input without blocking: bytes, 0, -1 closed.
+ * The socket is read only if @socket_ready (a poll said so, or the caller
+ * has not polled): with rings it only tells the end of the link.
+ */
+static ssize_t client_recv_some(TestClient *c, bool socket_ready)
+{
+    ssize_t n;
+
+    if (c->rings) {
+        size_t got = arctic_ring_read(&c->ring_in, c->input, sizeof(c->input));
+        char byte;
+
+        g_assert_cmpuint(got, !=, ARCTIC_RING_BROKEN);
+        if (got) {
+            if (arctic_ring_wake_producer(&c->ring_in)) {
+                kick(c->kick_fd);
+            }
+            return got;
+        }
+        if (!socket_ready) {
+            return 0;
+        }
+        n = recv(c->fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK);
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ? -1
+                                                                       : 0;
+    }
+    if (!socket_ready) {
+        return 0;
+    }
+    n = recv(c->fd, c->input, sizeof(c->input), MSG_DONTWAIT);
+    if (n < 0) {
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ?
+               0 : -1;
+    }
+    return n ? n : -1;
+}
+
+/*
+ * Fill @pfd[2] to wait for input (and for room to write, if @out); true if
+ * there is something already and the wait must not sleep.
+ */
+static bool client_pollfds(TestClient *c, struct pollfd *pfd, bool out)
+{
+    pfd[0] = (struct pollfd) { .fd = c->fd, .events = POLLIN };
+    pfd[1] = (struct pollfd) { .fd = -1 };
+    if (!c->rings) {
+        pfd[0].events |= out ? POLLOUT : 0;
+        return false;
+    }
+    pfd[1] = (struct pollfd) { .fd = c->wake_fd, .events = POLLIN };
+    return !arctic_ring_consumer_sleep(&c->ring_in) ||
+           (out && !arctic_ring_producer_wait(&c->ring_out, 1));
+}
+
+/* After a poll over client_pollfds(): the kicks are taken. */
+static void client_poll_done(TestClient *c, struct pollfd *pfd)
+{
+    uint64_t value;
+
+    if (c->rings) {
+        arctic_ring_consumer_awake(&c->ring_in);
+        if (pfd[1].revents && read(c->wake_fd, &value, sizeof(value)) < 0) {
+            /* taken already */
+        }
+    }
+}
+
+/* Wait up to @timeout_ms for input (or room, if @out). */
+static void client_wait(TestClient *c, int timeout_ms, bool out)
+{
+    struct pollfd pfd[2];
+
+    if (!client_pollfds(c, pfd, out)) {
+        poll(pfd, 2, timeout_ms);
+    }
+    client_poll_done(c, pfd);
 }
 
 void test_client_write(TestClient *c, const void *data, size_t len)
@@ -93,20 +215,15 @@ void test_client_write(TestClient *c, const void *data, size_t len)
     const uint8_t *p = data;
 
     while (len) {
-        ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
+        ssize_t n = client_send_some(c, p, len);
 
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            struct pollfd pfd = { .fd = c->fd, .events = POLLOUT };
-
-            poll(&pfd, 1, 100);
-            continue;
-        }
-        if (n <= 0) {
+        if (n < 0) {
             c->closed = true;
             return;
+        }
+        if (n == 0) {
+            client_wait(c, 100, true);
+            continue;
         }
         p += n;
         len -= n;
@@ -123,6 +240,12 @@ static void client_parse(TestClient *c, const uint8_t *data, size_t len,
 
     while ((st = arctic_frame_read(r, &data, &len)) == ARCTIC_FRAME_WHOLE) {
         switch (r->header.type) {
+        case ARCTIC_FRAME_WELCOME:
+            c->welcome_flags = r->header.flags;
+            g_assert_nonnull(control_type);
+            *control_type = r->header.type;
+            memcpy(control_body, r->body, r->header.length);
+            break;
         case ARCTIC_FRAME_CREDIT:
             c->send_credits[ARCTIC_PRIORITY_LOW] += arctic_get_le16(r->body);
             c->send_credits[ARCTIC_PRIORITY_HIGH] +=
@@ -145,17 +268,18 @@ static void client_parse(TestClient *c, const uint8_t *data, size_t len,
 bool test_client_read(TestClient *c, int timeout_ms, uint16_t *control_type,
                       uint8_t *control_body)
 {
-    struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
     ssize_t n;
 
-    if (c->closed || poll(&pfd, 1, timeout_ms) <= 0) {
+    if (c->closed) {
         return false;
     }
-    n = recv(c->fd, c->input, sizeof(c->input), MSG_DONTWAIT);
+    n = client_recv_some(c, true);
+    if (n == 0) {
+        client_wait(c, timeout_ms, false);
+        n = client_recv_some(c, true);
+    }
     if (n <= 0) {
-        if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-            c->closed = true;
-        }
+        c->closed |= n < 0;
         return false;
     }
     client_parse(c, c->input, n, control_type, control_body);
@@ -167,9 +291,82 @@ bool test_client_poll(TestClient *c, int timeout_ms)
     return test_client_read(c, timeout_ms, NULL, NULL);
 }
 
+/*
+ * Make what @offer names: the ring area (a memfd, sealed unless the offer
+ * says otherwise) and the two eventfds, in arctic_ring_fd order in @fds.
+ */
+static void client_make_rings(TestClient *c, TestOffer offer, int *fds)
+{
+    uint32_t data_size = ARCTIC_RING_DATA_SIZE;
+    int pipe_fds[2];
+
+    c->ring_area_size = arctic_ring_area_size(data_size);
+    fds[ARCTIC_RING_FD_AREA] = memfd_create("arctic-test-rings",
+                                            MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    g_assert_cmpint(fds[ARCTIC_RING_FD_AREA], >=, 0);
+    g_assert_cmpint(ftruncate(fds[ARCTIC_RING_FD_AREA], c->ring_area_size),
+                    ==, 0);
+    if (offer != TEST_OFFER_UNSEALED) {
+        g_assert_cmpint(fcntl(fds[ARCTIC_RING_FD_AREA], F_ADD_SEALS,
+                              F_SEAL_SHRINK | F_SEAL_GROW), ==, 0);
+    }
+    c->ring_area = mmap(NULL, c->ring_area_size, PROT_READ | PROT_WRITE,
+                        MAP_SHARED, fds[ARCTIC_RING_FD_AREA], 0);
+    g_assert_true(c->ring_area != MAP_FAILED);
+    arctic_ring_area_init(c->ring_area, data_size);
+    arctic_ring_attach(&c->ring_out, c->ring_area, data_size,
+                       ARCTIC_RING_TO_SWITCH);
+    arctic_ring_attach(&c->ring_in, c->ring_area, data_size,
+                       ARCTIC_RING_TO_NIU);
+    c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    c->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    g_assert_cmpint(c->wake_fd, >=, 0);
+    g_assert_cmpint(c->kick_fd, >=, 0);
+    fds[ARCTIC_RING_FD_SWITCH_WAKE] = c->kick_fd;
+    fds[ARCTIC_RING_FD_NIU_WAKE] = c->wake_fd;
+    if (offer == TEST_OFFER_NOT_EVENTFD) {
+        g_assert_cmpint(pipe(pipe_fds), ==, 0);
+        close(pipe_fds[1]);
+        fds[ARCTIC_RING_FD_SWITCH_WAKE] = pipe_fds[0];
+    }
+}
+
+/* The HELLO frame, with the ring descriptors attached (SCM_RIGHTS). */
+static void client_send_hello_fds(TestClient *c, const uint8_t *frame,
+                                  size_t size, const int *fds)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * ARCTIC_RING_FDS)];
+    } control;
+    struct iovec iov = { .iov_base = (void *)frame, .iov_len = size };
+    struct msghdr msg = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = control.buf,
+        .msg_controllen = sizeof(control.buf),
+    };
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * ARCTIC_RING_FDS);
+    memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * ARCTIC_RING_FDS);
+    g_assert_cmpint(sendmsg(c->fd, &msg, MSG_NOSIGNAL), ==, size);
+}
+
 uint32_t test_client_try_connect(const char *path, unsigned node,
                                  unsigned credits_low, unsigned credits_high,
                                  TestClient **out)
+{
+    return test_client_try_connect_offer(path, node, credits_low,
+                                         credits_high, TEST_OFFER_ENV, out);
+}
+
+uint32_t test_client_try_connect_offer(const char *path, unsigned node,
+                                       unsigned credits_low,
+                                       unsigned credits_high, TestOffer offer,
+                                       TestClient **out)
 {
     TestClient *c = g_new0(TestClient, 1);
     uint8_t frame[ARCTIC_LINK_HEADER_SIZE + ARCTIC_HELLO_SIZE];
@@ -189,7 +386,21 @@ uint32_t test_client_try_connect(const char *path, unsigned node,
     g_queue_init(&c->packets);
     arctic_frame_header_encode(frame, ARCTIC_FRAME_HELLO, ARCTIC_HELLO_SIZE);
     arctic_hello_encode(frame + ARCTIC_LINK_HEADER_SIZE, &hello);
-    test_client_write(c, frame, sizeof(frame));
+    if (offer == TEST_OFFER_ENV) {
+        offer = test_rings_wanted() ? TEST_OFFER_RINGS : TEST_OFFER_NONE;
+    }
+    if (offer != TEST_OFFER_NONE) {
+        int fds[ARCTIC_RING_FDS];
+
+        client_make_rings(c, offer, fds);
+        client_send_hello_fds(c, frame, sizeof(frame), fds);
+        if (offer == TEST_OFFER_NOT_EVENTFD) {
+            close(fds[ARCTIC_RING_FD_SWITCH_WAKE]);
+        }
+        close(fds[ARCTIC_RING_FD_AREA]);
+    } else {
+        test_client_write(c, frame, sizeof(frame));
+    }
     while (!type && !c->closed && g_get_monotonic_time() < deadline) {
         test_client_read(c, 100, &type, body);
     }
@@ -203,6 +414,10 @@ uint32_t test_client_try_connect(const char *path, unsigned node,
         c->levels = w.levels;
         c->send_credits[0] = w.credits[0];
         c->send_credits[1] = w.credits[1];
+        /* RINGS only ever answers an offer. */
+        g_assert_true(!(c->welcome_flags & R_ARCTIC_WELCOME_FLAGS_RINGS_MASK) ||
+                      c->ring_area);
+        c->rings = c->welcome_flags & R_ARCTIC_WELCOME_FLAGS_RINGS_MASK;
         *out = c;
         return 0;
     }
@@ -376,15 +591,12 @@ static void pump_flush(TestClient *c)
     size_t off = 0;
 
     while (off < c->output_len) {
-        ssize_t n = send(c->fd, c->output + off, c->output_len - off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = client_send_some(c, c->output + off, c->output_len - off);
 
         if (n > 0) {
             off += n;
-        } else if (n < 0 && errno == EINTR) {
-            continue;
         } else {
-            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            if (n < 0) {
                 c->closed = true;
                 c->output_len = 0;
                 return;
@@ -470,39 +682,41 @@ static bool pump_drain(TestTraffic *t, unsigned i, struct pump_client *pc)
 uint64_t test_traffic_run(TestTraffic *t)
 {
     struct pump_client *pcs = g_new0(struct pump_client, t->num_clients);
-    struct pollfd *pfds = g_new0(struct pollfd, t->num_clients);
+    /* Two per client: its socket, and its eventfd if it has rings. */
+    struct pollfd *pfds = g_new0(struct pollfd, 2 * t->num_clients);
     gint64 last_progress = g_get_monotonic_time();
     unsigned i;
 
     for (i = 0; i < t->num_clients; i++) {
         g_unix_set_fd_nonblocking(t->clients[i]->fd, TRUE, NULL);
-        pfds[i].fd = t->clients[i]->fd;
     }
     while (t->received_count < t->expected) {
-        bool progress = false;
-        int n;
+        bool progress = false, ready = false;
 
         for (i = 0; i < t->num_clients; i++) {
-            progress |= pump_fill(t, i, &pcs[i]);
-            pump_flush(t->clients[i]);
-            pfds[i].events = POLLIN |
-                             (t->clients[i]->output_len ? POLLOUT : 0);
-        }
-        n = poll(pfds, t->num_clients, 50);
-        for (i = 0; n > 0 && i < t->num_clients; i++) {
             TestClient *c = t->clients[i];
 
-            if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-                ssize_t got = recv(c->fd, c->input, sizeof(c->input),
-                                   MSG_DONTWAIT);
+            progress |= pump_fill(t, i, &pcs[i]);
+            pump_flush(c);
+            ready |= client_pollfds(c, &pfds[2 * i], c->output_len);
+            if (c->closed) {
+                pfds[2 * i].fd = pfds[2 * i + 1].fd = -1;
+            }
+        }
+        poll(pfds, 2 * t->num_clients, ready ? 0 : 50);
+        for (i = 0; i < t->num_clients; i++) {
+            TestClient *c = t->clients[i];
+            ssize_t got;
 
-                if (got > 0) {
-                    client_parse(c, c->input, got, NULL, NULL);
-                    progress = true;
-                } else if (got == 0) {
-                    c->closed = true;
-                    pfds[i].fd = -1;
-                }
+            client_poll_done(c, &pfds[2 * i]);
+            got = c->closed ? 0 :
+                  client_recv_some(c, pfds[2 * i].revents &
+                                      (POLLIN | POLLHUP | POLLERR));
+            if (got > 0) {
+                client_parse(c, c->input, got, NULL, NULL);
+                progress = true;
+            } else if (got < 0) {
+                c->closed = true;
             }
             progress |= pump_drain(t, i, &pcs[i]);
         }

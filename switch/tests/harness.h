@@ -4,11 +4,15 @@
  * on its own thread, synthetic NIU clients speaking the link protocol over
  * real UNIX sockets, and a traffic pump that drives many clients at once
  * (credits both ways, batched writes) for the all-pairs tests and the
- * benchmark.
+ * benchmark.  With ARCTIC_TEST_LINK=rings in the environment every client
+ * offers shared-memory rings with its HELLO (arctic/link-ring.h), as an
+ * NIU on the same host does, and talks through them once the switch says
+ * RINGS: meson runs the switch suite both ways.
  */
 #ifndef ARCTIC_SWITCH_TEST_HARNESS_H
 #define ARCTIC_SWITCH_TEST_HARNESS_H
 
+#include "arctic/link-ring.h"
 #include "switch.h"
 
 typedef struct {
@@ -38,7 +42,23 @@ typedef struct {
     size_t output_len;
     GQueue packets;             /* GBytes received while waiting */
     bool closed;
+    uint16_t welcome_flags;     /* of the WELCOME frame */
+    /* Shared-memory rings, once the WELCOME took them. */
+    bool rings;
+    void *ring_area;
+    size_t ring_area_size;
+    struct arctic_ring ring_out, ring_in;
+    int wake_fd, kick_fd;       /* eventfds: we sleep on, the switch does */
 } TestClient;
+
+/* What a client's HELLO offers. */
+typedef enum {
+    TEST_OFFER_ENV,             /* rings if ARCTIC_TEST_LINK=rings */
+    TEST_OFFER_NONE,            /* a plain HELLO */
+    TEST_OFFER_RINGS,           /* a good area and two eventfds */
+    TEST_OFFER_UNSEALED,        /* an area the client could still shrink */
+    TEST_OFFER_NOT_EVENTFD,     /* a pipe where an eventfd belongs */
+} TestOffer;
 
 int test_connect_unix(const char *path);
 /* Connect and handshake; returns 0 on WELCOME (and *out) or the REJECT
@@ -46,6 +66,13 @@ int test_connect_unix(const char *path);
 uint32_t test_client_try_connect(const char *path, unsigned node,
                                  unsigned credits_low, unsigned credits_high,
                                  TestClient **out);
+/* The same with what the HELLO offers chosen by the test. */
+uint32_t test_client_try_connect_offer(const char *path, unsigned node,
+                                       unsigned credits_low,
+                                       unsigned credits_high, TestOffer offer,
+                                       TestClient **out);
+/* Whether ARCTIC_TEST_LINK=rings asks for rings. */
+bool test_rings_wanted(void);
 TestClient *test_client_connect(const char *path, unsigned node,
                                 unsigned credits_low, unsigned credits_high);
 void test_client_free(TestClient *c);

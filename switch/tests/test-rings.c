@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The switch's side of the shared-memory rings (arctic/link-ring.h): an
+ * NIU that offers good rings gets a WELCOME that says RINGS and its
+ * packets go both ways through them, beside a port on its socket; an
+ * offer that will not do (an area the NIU could shrink, a pipe for an
+ * eventfd, a switch run with --no-rings) leaves the link on its socket;
+ * a ring with impossible indices, or bytes on the socket once the rings
+ * carry the link, end that link alone.
+ */
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+enum { PORTS = 4, RING_NODE = 1, SOCKET_NODE = 2, PACKETS = 2000 };
+
+typedef struct {
+    TestSwitch *ts;
+    TestClient *ring, *sock;
+    uint32_t seq;
+} Fixture;
+
+static void start(Fixture *f, bool rings)
+{
+    ArcticSwitchConfig config;
+
+    arctic_switch_config_init(&config);
+    config.ports = PORTS;
+    config.rings = rings;
+    f->ts = test_switch_start(&config);
+    f->sock = NULL;
+    g_assert_cmpuint(test_client_try_connect_offer(f->ts->socket_path,
+                                                   SOCKET_NODE, 8, 8,
+                                                   TEST_OFFER_NONE, &f->sock),
+                     ==, 0);
+}
+
+static void fixture_setup(Fixture *f, gconstpointer data)
+{
+    start(f, true);
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+    test_client_free(f->ring);
+    test_client_free(f->sock);
+    test_switch_stop(f->ts);
+}
+
+static TestClient *connect_offer(Fixture *f, TestOffer offer)
+{
+    TestClient *c = NULL;
+
+    g_assert_cmpuint(test_client_try_connect_offer(f->ts->socket_path,
+                                                   RING_NODE, 8, 8, offer,
+                                                   &c), ==, 0);
+    return c;
+}
+
+/* One packet from @a to @b, checked, and its credit given back. */
+static void one_packet(Fixture *f, TestClient *a, TestClient *b, bool high)
+{
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    size_t size = test_build_packet(pkt, a->node, b->node, high, false,
+                                    f->seq, f->seq % 21);
+    g_autoptr(GBytes) got = NULL;
+    unsigned src, dst;
+    uint32_t seq;
+    bool was_high;
+
+    g_assert_true(test_client_send_packet(a, pkt, size, 2000));
+    got = test_client_recv_packet(b, 2000);
+    g_assert_nonnull(got);
+    g_assert_true(test_packet_valid(g_bytes_get_data(got, NULL),
+                                    g_bytes_get_size(got), &src, &dst, &seq,
+                                    &was_high));
+    g_assert_cmpuint(src, ==, a->node);
+    g_assert_cmpuint(dst, ==, b->node);
+    g_assert_cmpuint(seq, ==, f->seq);
+    g_assert_cmpint(was_high, ==, high);
+    test_client_return_credits(b, !high, high);
+    f->seq++;
+}
+
+static bool port_uses_rings(Fixture *f, unsigned port)
+{
+    ArcticSwitchStats *st = test_switch_stats(f->ts);
+    bool rings = st->port[port].rings;
+
+    arctic_switch_stats_free(st);
+    return rings;
+}
+
+/* Good rings are taken; packets cross between a ring port and a socket
+ * port, both ways, at both priorities, many times round each ring. */
+static void test_rings_adopted(Fixture *f, gconstpointer data)
+{
+    unsigned i;
+
+    f->ring = connect_offer(f, TEST_OFFER_RINGS);
+    g_assert_true(f->ring->rings);
+    g_assert_false(f->sock->rings);
+    g_assert_true(port_uses_rings(f, RING_NODE));
+    g_assert_false(port_uses_rings(f, SOCKET_NODE));
+    for (i = 0; i < PACKETS; i++) {
+        one_packet(f, f->ring, f->sock, i & 1);
+        one_packet(f, f->sock, f->ring, i & 2);
+    }
+    /* 2 * PACKETS frames of up to 128 bytes: each ring wrapped. */
+    g_assert_cmpuint(f->ring->ring_out.own, >, 2 * ARCTIC_RING_DATA_SIZE);
+    g_assert_cmpuint(f->ring->ring_in.own, >, 2 * ARCTIC_RING_DATA_SIZE);
+}
+
+/* Offers that will not do leave the link on its socket, working. */
+static void expect_refused(Fixture *f, TestOffer offer)
+{
+    f->ring = connect_offer(f, offer);
+    g_assert_false(f->ring->rings);
+    g_assert_cmpuint(f->ring->welcome_flags, ==, 0);
+    g_assert_false(port_uses_rings(f, RING_NODE));
+    one_packet(f, f->ring, f->sock, false);
+    one_packet(f, f->sock, f->ring, true);
+}
+
+static void test_rings_unsealed(Fixture *f, gconstpointer data)
+{
+    expect_refused(f, TEST_OFFER_UNSEALED);
+}
+
+static void test_rings_not_eventfd(Fixture *f, gconstpointer data)
+{
+    expect_refused(f, TEST_OFFER_NOT_EVENTFD);
+}
+
+static void test_rings_switched_off(Fixture *f, gconstpointer data)
+{
+    test_client_free(f->sock);
+    test_switch_stop(f->ts);
+    start(f, false);
+    expect_refused(f, TEST_OFFER_RINGS);
+}
+
+/* The link ended @why, and the socket port still works. */
+static void expect_closed(Fixture *f, enum arctic_disconnect_reason why)
+{
+    TestClient *other = NULL;
+    ArcticSwitchStats *st;
+
+    g_assert_true(test_client_wait_closed(f->ring, 5000));
+    st = test_switch_stats(f->ts);
+    g_assert_cmpuint(st->port[RING_NODE].disconnects[why], ==, 1);
+    g_assert_false(st->port[RING_NODE].connected);
+    g_assert_true(st->port[SOCKET_NODE].connected);
+    arctic_switch_stats_free(st);
+    /* A new NIU takes the port and talks with the bystander. */
+    g_assert_cmpuint(test_client_try_connect_offer(f->ts->socket_path,
+                                                   RING_NODE, 8, 8,
+                                                   TEST_OFFER_RINGS, &other),
+                     ==, 0);
+    one_packet(f, other, f->sock, false);
+    one_packet(f, f->sock, other, false);
+    test_client_free(other);
+}
+
+/* An NIU that writes a head more than a ring ahead of the switch's tail. */
+static void test_rings_broken(Fixture *f, gconstpointer data)
+{
+    struct arctic_ring_area *area;
+    uint64_t one = 1;
+
+    f->ring = connect_offer(f, TEST_OFFER_RINGS);
+    one_packet(f, f->ring, f->sock, false);
+    area = f->ring->ring_area;
+    area->ctl[ARCTIC_RING_TO_SWITCH].head = f->ring->ring_out.own +
+                                            ARCTIC_RING_DATA_SIZE + 1;
+    g_assert_cmpint(write(f->ring->kick_fd, &one, sizeof(one)), ==,
+                    sizeof(one));
+    expect_closed(f, ARCTIC_DISCONNECT_BROKEN_RING);
+}
+
+/* Once the rings carry the link, the socket must carry nothing. */
+static void test_rings_socket_bytes(Fixture *f, gconstpointer data)
+{
+    f->ring = connect_offer(f, TEST_OFFER_RINGS);
+    g_assert_cmpint(send(f->ring->fd, "x", 1, MSG_NOSIGNAL), ==, 1);
+    expect_closed(f, ARCTIC_DISCONNECT_UNEXPECTED_FRAME);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+#define ADD(path, fn) \
+    g_test_add("/switch/rings/" path, Fixture, NULL, fixture_setup, fn, \
+               fixture_teardown)
+    ADD("adopted", test_rings_adopted);
+    ADD("refused-unsealed", test_rings_unsealed);
+    ADD("refused-not-eventfd", test_rings_not_eventfd);
+    ADD("refused-switched-off", test_rings_switched_off);
+    ADD("broken", test_rings_broken);
+    ADD("socket-bytes", test_rings_socket_bytes);
+#undef ADD
+    return g_test_run();
+}
