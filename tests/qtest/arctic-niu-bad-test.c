@@ -193,16 +193,14 @@ static void test_bad_frames_reset_link(void)
 
     /* An unknown frame type: the device drops the connection. */
     arctic_frame_header_encode(junk, 77, 4);
-    g_assert_cmpint(send(n->fd, junk, sizeof(junk), MSG_NOSIGNAL), ==,
-                    sizeof(junk));
+    link_write_bytes(n, junk, sizeof(junk));
     g_assert_cmpint(link_read(n, &type, buf, &len, WAIT_MS), ==, -1);
     link_close(n);
     expect_errors(n, 1u << ARCTIC_ERR_LINK_PROTOCOL);
     /* It comes back; now a frame too large for any buffer. */
     link_handshake(n, 8, 8);
     arctic_frame_header_encode(junk, ARCTIC_FRAME_PACKET, 1u << 30);
-    g_assert_cmpint(send(n->fd, junk, ARCTIC_LINK_HEADER_SIZE, MSG_NOSIGNAL),
-                    ==, ARCTIC_LINK_HEADER_SIZE);
+    link_write_bytes(n, junk, ARCTIC_LINK_HEADER_SIZE);
     g_assert_cmpint(link_read(n, &type, buf, &len, WAIT_MS), ==, -1);
     link_close(n);
     expect_errors(n, 1u << ARCTIC_ERR_LINK_PROTOCOL);
@@ -225,7 +223,7 @@ static void test_bad_frames_reset_link(void)
             arctic_frame_header_encode(frame, ARCTIC_FRAME_PACKET, size);
             off += ARCTIC_LINK_HEADER_SIZE + size;
         }
-        g_assert_cmpint(send(n->fd, burst, off, MSG_NOSIGNAL), ==, off);
+        link_write_bytes(n, burst, off);
     }
     while (link_read(n, &type, buf, &len, WAIT_MS) == 1) {
         g_assert_cmpint(type, ==, ARCTIC_FRAME_CREDIT);
@@ -287,7 +285,7 @@ static void test_random_input_survives(void)
     for (i = 0; i < sizeof(junk); i++) {
         junk[i] = g_test_rand_int();
     }
-    send(n->fd, junk, sizeof(junk), MSG_NOSIGNAL);
+    link_write_bytes(n, junk, sizeof(junk));
     link_close(n);
     wait_link_status(n, R_NIU_LINK_STATUS_CONNECTED_MASK, false);
     reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_RESET_MASK);

@@ -5,6 +5,7 @@
 
 #include "qemu/osdep.h"
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <glib/gstdio.h>
@@ -140,6 +141,56 @@ void guest_send(Niu *n, unsigned q, unsigned dest, unsigned type,
  * The switch side of the link
  */
 
+static void ring_kick(int fd)
+{
+    uint64_t one = 1;
+
+    g_assert_cmpint(write(fd, &one, sizeof(one)), ==, sizeof(one));
+}
+
+/* Wait on the rings' eventfd (and the socket, for its end) up to @ms. */
+static void ring_wait(Niu *n, int ms)
+{
+    struct pollfd pfd[2] = {
+        { .fd = n->fd, .events = POLLIN },
+        { .fd = n->ring_wake_fd, .events = POLLIN },
+    };
+    uint64_t value;
+
+    if (poll(pfd, 2, ms) > 0 && pfd[1].revents) {
+        g_assert_cmpint(read(n->ring_wake_fd, &value, sizeof(value)), ==,
+                        sizeof(value));
+    }
+}
+
+/*
+ * Bytes to the device as the switch sends them: into its ring once the
+ * rings carry the link (kicking it if it sleeps, waiting for room if
+ * full), else on the socket.
+ */
+void link_write_bytes(Niu *n, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+
+    if (!n->rings) {
+        g_assert_cmpint(send(n->fd, buf, len, MSG_NOSIGNAL), ==, len);
+        return;
+    }
+    while (len) {
+        size_t put = arctic_ring_write(&n->ring_out, p, len);
+
+        g_assert_cmpuint(put, !=, ARCTIC_RING_BROKEN);
+        if (put && arctic_ring_wake_consumer(&n->ring_out)) {
+            ring_kick(n->ring_kick_fd);
+        }
+        if (!put && arctic_ring_producer_wait(&n->ring_out, 1)) {
+            ring_wait(n, WAIT_MS);
+        }
+        p += put;
+        len -= put;
+    }
+}
+
 void link_write_flags(Niu *n, uint16_t type, uint16_t flags,
                       const void *body, uint32_t len)
 {
@@ -147,13 +198,95 @@ void link_write_flags(Niu *n, uint16_t type, uint16_t flags,
 
     arctic_frame_header_encode_flags(buf, type, flags, len);
     memcpy(buf + ARCTIC_LINK_HEADER_SIZE, body, len);
-    g_assert_cmpint(send(n->fd, buf, ARCTIC_LINK_HEADER_SIZE + len,
-                         MSG_NOSIGNAL), ==, ARCTIC_LINK_HEADER_SIZE + len);
+    link_write_bytes(n, buf, ARCTIC_LINK_HEADER_SIZE + len);
 }
 
 void link_write(Niu *n, uint16_t type, const void *body, uint32_t len)
 {
     link_write_flags(n, type, 0, body, len);
+}
+
+/* Keep the descriptors the device's HELLO brought; close any others. */
+static void link_take_fds(Niu *n, struct msghdr *msg)
+{
+    struct cmsghdr *cmsg;
+
+    for (cmsg = CMSG_FIRSTHDR(msg); cmsg; cmsg = CMSG_NXTHDR(msg, cmsg)) {
+        unsigned i, count = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        int fds[ARCTIC_RING_FDS + 4];
+
+        g_assert_cmpint(cmsg->cmsg_type, ==, SCM_RIGHTS);
+        g_assert_cmpuint(count, <=, G_N_ELEMENTS(fds));
+        memcpy(fds, CMSG_DATA(cmsg), count * sizeof(int));
+        for (i = 0; i < count; i++) {
+            if (n->offered < ARCTIC_RING_FDS) {
+                n->offered_fds[n->offered++] = fds[i];
+            } else {
+                close(fds[i]);
+            }
+        }
+    }
+}
+
+/*
+ * What the device sent since the last read, into n->in, waiting up to
+ * @timeout_ms: the bytes, 0 on timeout, -1 when it closed the connection.
+ */
+static ssize_t link_take_input(Niu *n, int timeout_ms)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * (ARCTIC_RING_FDS + 4))];
+    } control;
+    struct iovec iov = { .iov_base = n->in, .iov_len = sizeof(n->in) };
+    struct msghdr msg = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = control.buf,
+        .msg_controllen = sizeof(control.buf),
+    };
+    struct pollfd pfd = { .fd = n->fd, .events = POLLIN };
+    ssize_t got;
+
+    if (n->rings) {
+        gint64 deadline = g_get_monotonic_time() + timeout_ms * 1000ll;
+        char byte;
+
+        for (;;) {
+            size_t taken = arctic_ring_read(&n->ring_in, n->in,
+                                            sizeof(n->in));
+
+            g_assert_cmpuint(taken, !=, ARCTIC_RING_BROKEN);
+            if (taken) {
+                if (arctic_ring_wake_producer(&n->ring_in)) {
+                    ring_kick(n->ring_kick_fd);
+                }
+                return taken;
+            }
+            /* The socket says only that the device closed the link. */
+            got = recv(n->fd, &byte, 1, MSG_DONTWAIT);
+            g_assert_cmpint(got, <=, 0);
+            if (got == 0 || (got < 0 && errno != EAGAIN)) {
+                return -1;
+            }
+            if (g_get_monotonic_time() >= deadline) {
+                return 0;
+            }
+            if (arctic_ring_consumer_sleep(&n->ring_in)) {
+                ring_wait(n, MAX((deadline - g_get_monotonic_time()) / 1000,
+                                 1));
+            }
+            arctic_ring_consumer_awake(&n->ring_in);
+        }
+    }
+    if (poll(&pfd, 1, timeout_ms) == 0) {
+        return 0;
+    }
+    got = recvmsg(n->fd, &msg, MSG_CMSG_CLOEXEC);
+    if (got > 0 && msg.msg_controllen) {
+        link_take_fds(n, &msg);
+    }
+    return got > 0 ? got : -1;
 }
 
 /*
@@ -167,7 +300,6 @@ int link_read(Niu *n, uint16_t *type, uint8_t *body, uint32_t *len,
         const uint8_t *p = n->in + n->in_off;
         size_t left = n->in_len - n->in_off;
         enum arctic_frame_status st = arctic_frame_read(&n->reader, &p, &left);
-        struct pollfd pfd = { .fd = n->fd, .events = POLLIN };
         ssize_t got;
 
         n->in_off = p - n->in;
@@ -179,27 +311,31 @@ int link_read(Niu *n, uint16_t *type, uint8_t *body, uint32_t *len,
             memcpy(body, n->reader.body, *len);
             return 1;
         }
-        if (poll(&pfd, 1, timeout_ms) == 0) {
-            return 0;
-        }
-        got = recv(n->fd, n->in, sizeof(n->in), 0);
+        got = link_take_input(n, timeout_ms);
         if (got <= 0) {
-            return -1;
+            return got;
         }
         n->in_off = 0;
         n->in_len = got;
     }
 }
 
-void link_accept(Niu *n)
+/* Forget the last connection's ring descriptors and rings. */
+static void link_forget_rings(Niu *n)
 {
-    struct pollfd pfd = { .fd = n->listen_fd, .events = POLLIN };
+    unsigned i;
 
-    g_assert_cmpint(poll(&pfd, 1, 10000), ==, 1);
-    n->fd = accept(n->listen_fd, NULL, NULL);
-    g_assert_cmpint(n->fd, >=, 0);
-    n->in_off = n->in_len = 0;
-    arctic_frame_reader_reset(&n->reader);
+    for (i = 0; i < n->offered; i++) {
+        close(n->offered_fds[i]);
+    }
+    n->offered = 0;
+    if (n->ring_area) {
+        munmap(n->ring_area, n->ring_area_size);
+        close(n->ring_wake_fd);
+        close(n->ring_kick_fd);
+        n->ring_area = NULL;
+    }
+    n->rings = false;
 }
 
 void link_close(Niu *n)
@@ -208,6 +344,19 @@ void link_close(Niu *n)
         close(n->fd);
         n->fd = -1;
     }
+    link_forget_rings(n);
+}
+
+void link_accept(Niu *n)
+{
+    struct pollfd pfd = { .fd = n->listen_fd, .events = POLLIN };
+
+    link_forget_rings(n);
+    g_assert_cmpint(poll(&pfd, 1, 10000), ==, 1);
+    n->fd = accept(n->listen_fd, NULL, NULL);
+    g_assert_cmpint(n->fd, >=, 0);
+    n->in_off = n->in_len = 0;
+    arctic_frame_reader_reset(&n->reader);
 }
 
 /* Wait (bounded) until a NIU_LINK_STATUS bit reads @want, and check it. */
@@ -222,7 +371,41 @@ void wait_link_status(Niu *n, uint32_t mask, bool want)
     g_assert_cmpint(!!(reg_r(n, A_NIU_LINK_STATUS) & mask), ==, want);
 }
 
-void link_send_welcome(Niu *n, uint16_t hi_credits, uint16_t lo_credits)
+/*
+ * Take the rings the device's HELLO offered, as the switch does: the
+ * memfd must be sealed against shrinking, the area's header right.
+ */
+void link_adopt_rings(Niu *n)
+{
+    int area_fd = n->offered_fds[ARCTIC_RING_FD_AREA];
+    struct stat st;
+    uint32_t data_size;
+
+    g_assert_cmpuint(n->offered, ==, ARCTIC_RING_FDS);
+    g_assert_cmpint(fstat(area_fd, &st), ==, 0);
+    g_assert_true(fcntl(area_fd, F_GET_SEALS) & F_SEAL_SHRINK);
+    n->ring_area_size = st.st_size;
+    n->ring_area = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                        area_fd, 0);
+    g_assert_true(n->ring_area != MAP_FAILED);
+    g_assert_true(arctic_ring_area_check(n->ring_area, st.st_size,
+                                         &data_size));
+    arctic_ring_attach(&n->ring_in, n->ring_area, data_size,
+                       ARCTIC_RING_TO_SWITCH);
+    arctic_ring_attach(&n->ring_out, n->ring_area, data_size,
+                       ARCTIC_RING_TO_NIU);
+    n->ring_wake_fd = n->offered_fds[ARCTIC_RING_FD_SWITCH_WAKE];
+    n->ring_kick_fd = n->offered_fds[ARCTIC_RING_FD_NIU_WAKE];
+    close(area_fd);
+    n->offered = 0;
+}
+
+/*
+ * A WELCOME with frame @flags: with RINGS, our rings (link_adopt_rings())
+ * carry every frame after it.
+ */
+void link_send_welcome_flags(Niu *n, uint16_t flags, uint16_t hi_credits,
+                             uint16_t lo_credits)
 {
     uint8_t body[ARCTIC_WELCOME_SIZE];
     struct arctic_welcome w = {
@@ -237,7 +420,23 @@ void link_send_welcome(Niu *n, uint16_t hi_credits, uint16_t lo_credits)
     w.credits[ARCTIC_PRIORITY_HIGH] = hi_credits;
     w.credits[ARCTIC_PRIORITY_LOW] = lo_credits;
     arctic_welcome_encode(body, &w);
-    link_write(n, ARCTIC_FRAME_WELCOME, body, sizeof(body));
+    link_write_flags(n, ARCTIC_FRAME_WELCOME, flags, body, sizeof(body));
+    n->rings = n->ring_area && (flags & R_ARCTIC_WELCOME_FLAGS_RINGS_MASK);
+}
+
+/*
+ * The WELCOME a switch sends: with ARCTIC_NIU_TEST_LINK=rings it takes the
+ * rings the device offered, else it leaves the link on the socket.
+ */
+void link_send_welcome(Niu *n, uint16_t hi_credits, uint16_t lo_credits)
+{
+    if (link_rings_wanted() && n->offered) {
+        link_adopt_rings(n);
+        link_send_welcome_flags(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK,
+                                hi_credits, lo_credits);
+    } else {
+        link_send_welcome_flags(n, 0, hi_credits, lo_credits);
+    }
 }
 
 /* Read the device's HELLO and check every field of it. */
@@ -565,7 +764,17 @@ uint32_t expect_data(Niu *n, unsigned dest, uint8_t prio,
  */
 bool link_thread(void)
 {
-    return g_strcmp0(g_getenv("ARCTIC_NIU_TEST_LINK"), "thread") == 0;
+    return g_strcmp0(g_getenv("ARCTIC_NIU_TEST_LINK"), "thread") == 0 ||
+           link_rings_wanted();
+}
+
+/*
+ * ARCTIC_NIU_TEST_LINK=rings: the link thread as for "thread", and the
+ * fake switch takes the shared-memory rings its HELLO offers.
+ */
+bool link_rings_wanted(void)
+{
+    return g_strcmp0(g_getenv("ARCTIC_NIU_TEST_LINK"), "rings") == 0;
 }
 
 /* @props: extra "-device arctic-niu" properties, or "". */

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * arctic-niu qtests: the link session: going down and up, the send order,
- * rejection, busy polling.
+ * rejection, busy polling, the shared-memory rings.
  */
 
 #include "qemu/osdep.h"
+#include <sys/socket.h>
 #include "arctic-niu-test.h"
 
 /*
@@ -188,6 +189,127 @@ static void test_link_rejected_then_accepted(void)
     niu_stop(n);
 }
 
+/* Is @fd an eventfd? */
+static bool is_eventfd(int fd)
+{
+    g_autofree char *path = g_strdup_printf("/proc/self/fd/%d", fd);
+    g_autofree char *target = g_file_read_link(path, NULL);
+
+    return g_strcmp0(target, "anon_inode:[eventfd]") == 0;
+}
+
+/* Start an NIU with @props and take its HELLO. */
+static Niu *start_to_hello(const char *props)
+{
+    Niu *n = niu_start_node("listen", NIU_NODE, props);
+
+    niu_setup(n);
+    link_accept(n);
+    link_expect_hello(n);
+    return n;
+}
+
+/*
+ * What the HELLO carries: with the link thread on a UNIX socket the
+ * rings' descriptors (a memfd sealed against any change of size, holding
+ * a valid area, and two eventfds); with link-rings=off or a chardev none.
+ */
+static void test_link_rings_offer(void)
+{
+    Niu *n = start_to_hello("");
+    int area_fd, seals;
+
+    if (!link_thread()) {
+        g_assert_cmpuint(n->offered, ==, 0);
+        niu_stop(n);
+        return;
+    }
+    g_assert_cmpuint(n->offered, ==, ARCTIC_RING_FDS);
+    area_fd = n->offered_fds[ARCTIC_RING_FD_AREA];
+    seals = fcntl(area_fd, F_GET_SEALS);
+    g_assert_cmpint(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), ==,
+                    F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+    g_assert_true(is_eventfd(n->offered_fds[ARCTIC_RING_FD_SWITCH_WAKE]));
+    g_assert_true(is_eventfd(n->offered_fds[ARCTIC_RING_FD_NIU_WAKE]));
+    link_adopt_rings(n);            /* checks the area's header */
+    g_assert_cmpuint(n->ring_in.size, ==, ARCTIC_RING_DATA_SIZE);
+    niu_stop(n);
+
+    n = start_to_hello("link-rings=off");
+    g_assert_cmpuint(n->offered, ==, 0);
+    niu_stop(n);
+}
+
+/* A WELCOME that takes rings nobody offered breaks the link protocol. */
+static void test_link_rings_unoffered(void)
+{
+    Niu *n = start_to_hello("link-rings=off");
+    uint8_t buf[ARCTIC_LINK_MAX_BODY];
+    uint16_t type;
+    uint32_t len;
+
+    g_assert_cmpuint(n->offered, ==, 0);
+    link_send_welcome_flags(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK, 8, 8);
+    g_assert_cmpint(link_read(n, &type, buf, &len, WAIT_MS), ==, -1);
+    link_close(n);
+    expect_errors(n, 1u << ARCTIC_ERR_LINK_PROTOCOL);
+    link_handshake(n, 8, 8);
+    g_assert_false(n->rings);
+    niu_stop(n);
+}
+
+/*
+ * Once the rings carry the link, a switch that breaks them (@head_skew:
+ * a head that many bytes beyond a whole ring; 0: a byte on the socket
+ * instead) ends the connection with a protocol error, and the NIU comes
+ * back and carries a message.
+ */
+static void rings_broken(uint32_t head_skew)
+{
+    Niu *n;
+    uint32_t v = 0x5151;
+
+    if (!link_thread()) {
+        g_test_skip("the rings need the link thread");
+        return;
+    }
+    n = start_to_hello("");
+    link_adopt_rings(n);
+    link_send_welcome_flags(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK, 8, 8);
+    wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
+    mark_rx_slots(n);
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 4, 5, 6, &v, 1);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 4, 5, 6, &v, 1);
+    if (head_skew) {
+        struct arctic_ring_area *area = n->ring_area;
+        uint64_t one = 1;
+
+        area->ctl[ARCTIC_RING_TO_NIU].head = n->ring_out.own +
+                                             n->ring_out.size + head_skew;
+        g_assert_cmpint(write(n->ring_kick_fd, &one, sizeof(one)), ==,
+                        sizeof(one));
+    } else {
+        g_assert_cmpint(send(n->fd, "x", 1, MSG_NOSIGNAL), ==, 1);
+    }
+    wait_link_status(n, R_NIU_LINK_STATUS_CONNECTED_MASK, false);
+    link_close(n);
+    expect_errors(n, 1u << ARCTIC_ERR_LINK_PROTOCOL);
+    link_handshake(n, 8, 8);
+    peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 4, 7, 8, &v, 1);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 4, 7, 8, &v, 1);
+    niu_stop(n);
+}
+
+static void test_link_rings_bad_head(void)
+{
+    rings_broken(1);
+}
+
+static void test_link_rings_socket_bytes(void)
+{
+    rings_broken(0);
+}
+
 void niu_test_add_link(void)
 {
     qtest_add_func("/arctic-niu/link/busy-poll", test_link_busy_poll);
@@ -196,4 +318,11 @@ void niu_test_add_link(void)
                    test_link_send_order_kept);
     qtest_add_func("/arctic-niu/link/rejected",
                    test_link_rejected_then_accepted);
+    qtest_add_func("/arctic-niu/link/rings-offer", test_link_rings_offer);
+    qtest_add_func("/arctic-niu/link/rings-unoffered",
+                   test_link_rings_unoffered);
+    qtest_add_func("/arctic-niu/link/rings-bad-head",
+                   test_link_rings_bad_head);
+    qtest_add_func("/arctic-niu/link/rings-socket-bytes",
+                   test_link_rings_socket_bytes);
 }

@@ -362,6 +362,8 @@ static void test_state_introspection(void)
     g_assert_cmpstr(qdict_get_str(state, "link"), ==, "up");
     g_assert_cmpstr(qdict_get_str(state, "link-transport"), ==,
                     link_thread() ? "thread" : "chardev");
+    g_assert_cmpint(qdict_get_bool(state, "link-rings"), ==,
+                    link_rings_wanted());
     g_assert_cmpstr(qdict_get_str(state, "tx"), ==, "on");
     g_assert_cmpstr(qdict_get_str(state, "last-error"), ==,
                     "read-only register");

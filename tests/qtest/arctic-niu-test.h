@@ -19,6 +19,7 @@
 #include "arctic/niu-hw.h"
 #include "arctic/packet.h"
 #include "arctic/link.h"
+#include "arctic/link-ring.h"
 #include "arctic/route.h"
 
 #define NIU_NODE        1
@@ -61,6 +62,16 @@ typedef struct Niu {
     uint32_t peer_incarnation;      /* stamped in the test's acks/nacks */
     uint32_t niu_incarnation;       /* seen in the device's */
     bool niu_incarnation_known;
+    /* Descriptors the device's HELLO brought (arctic/link-ring.h). */
+    int offered_fds[ARCTIC_RING_FDS];
+    unsigned offered;
+    /* Its shared-memory rings, once our WELCOME took them. */
+    bool rings;
+    void *ring_area;
+    size_t ring_area_size;
+    struct arctic_ring ring_in;     /* ARCTIC_RING_TO_SWITCH */
+    struct arctic_ring ring_out;    /* ARCTIC_RING_TO_NIU */
+    int ring_wake_fd, ring_kick_fd; /* we sleep on, the device sleeps on */
 } Niu;
 
 /* Registers and guest memory */
@@ -87,6 +98,7 @@ void guest_send(Niu *n, unsigned q, unsigned dest, unsigned type,
                 unsigned len);
 
 /* The switch side of the link */
+void link_write_bytes(Niu *n, const void *buf, size_t len);
 void link_write_flags(Niu *n, uint16_t type, uint16_t flags,
                       const void *body, uint32_t len);
 void link_write(Niu *n, uint16_t type, const void *body, uint32_t len);
@@ -96,6 +108,9 @@ void link_accept(Niu *n);
 void link_close(Niu *n);
 void wait_link_status(Niu *n, uint32_t mask, bool want);
 void link_send_welcome(Niu *n, uint16_t hi_credits, uint16_t lo_credits);
+void link_send_welcome_flags(Niu *n, uint16_t flags, uint16_t hi_credits,
+                             uint16_t lo_credits);
+void link_adopt_rings(Niu *n);
 void link_expect_hello(Niu *n);
 void link_handshake(Niu *n, uint16_t hi_credits, uint16_t lo_credits);
 size_t link_expect_packet_within(Niu *n, uint8_t *wire, int ms);
@@ -129,6 +144,7 @@ uint32_t expect_data(Niu *n, unsigned dest, uint8_t prio,
 
 /* Set-up */
 bool link_thread(void);
+bool link_rings_wanted(void);
 Niu *niu_start_node_args(const char *link, unsigned node, const char *props,
                          const char *qemu_args);
 Niu *niu_start_node(const char *link, unsigned node, const char *props);

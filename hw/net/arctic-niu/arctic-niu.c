@@ -935,6 +935,14 @@ static void visit_u64(Visitor *v, const char *name, uint64_t value,
     }
 }
 
+static void visit_bool(Visitor *v, const char *name, bool value,
+                       Error **errp)
+{
+    if (!*errp) {
+        visit_type_bool(v, name, &value, errp);
+    }
+}
+
 static void visit_str(Visitor *v, const char *name, const char *value,
                       Error **errp)
 {
@@ -977,6 +985,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_u64(v, "num-nodes", s->link.num_nodes, &err);
     visit_str(v, "link", niu_link_state_name(s->link.state), &err);
     visit_str(v, "link-transport", niu_link_transport_name(&s->link), &err);
+    visit_bool(v, "link-rings", s->link.rings, &err);
     visit_u64(v, "link-up-count", s->link.up_count, &err);
     visit_u64(v, "tx-credits-high", s->link.tx_credits[ARCTIC_PRIORITY_HIGH],
               &err);
@@ -1166,7 +1175,8 @@ static bool niu_link_setup(ArcticNiuState *s, Error **errp)
     if (s->link_socket) {
         return niu_link_init_thread(&s->link, s->link_socket,
                                     s->link_reconnect_ms,
-                                    s->link_busy_poll_ns, errp);
+                                    s->link_busy_poll_ns, s->link_rings,
+                                    errp);
     }
     if (qemu_chr_fe_backend_connected(&s->chr)) {
         return niu_link_init_chr(&s->link, &s->chr, errp);
@@ -1265,6 +1275,7 @@ static const Property arctic_niu_properties[] = {
     DEFINE_PROP_STRING("link-socket", ArcticNiuState, link_socket),
     DEFINE_PROP_UINT32("link-reconnect-ms", ArcticNiuState, link_reconnect_ms,
                        200),
+    DEFINE_PROP_BOOL("link-rings", ArcticNiuState, link_rings, true),
     DEFINE_PROP_UINT32("node-id", ArcticNiuState, node_id, 0),
     DEFINE_PROP_UINT32("lines", ArcticNiuState, num_lines,
                        ARCTIC_DEFAULT_LINES),

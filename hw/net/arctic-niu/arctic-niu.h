@@ -313,6 +313,7 @@ struct ArcticNiuState {
     char *link_socket;          /* served by the link thread */
     uint32_t link_reconnect_ms;
     uint64_t link_busy_poll_ns; /* the thread leaves input to a polling vCPU */
+    bool link_rings;            /* offer the switch shared-memory rings */
 
     Error *migration_blocker;
 };

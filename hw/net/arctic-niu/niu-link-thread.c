@@ -18,17 +18,30 @@
  * straight to the socket without blocking; only when the socket is full
  * does it ask the link thread to wait for room.
  *
+ * On a UNIX socket the NIU offers the switch shared-memory rings with its
+ * HELLO (link-rings=on, the default; arctic/link-ring.h): a sealed memfd
+ * and two eventfds go with the first write (SCM_RIGHTS).  A switch that
+ * takes them says so in its WELCOME, and from then on every frame goes
+ * through the rings: a send is a copy into the ring, and a kick of the
+ * switch's eventfd only if the switch said it sleeps; a busy-polling vCPU
+ * finds input with one load instead of a recv().  The socket then only
+ * tells the end of the link.  A switch that does not take them leaves
+ * the link on the socket, as over TCP.
+ *
  * The thread never spins: on a 2-core host every spinning thread takes
  * the core a vCPU or the switch wants.  Locking: the device lock
- * (link->lock) covers the session, the device and the fd (opened and
- * closed only under it); the flags the thread reads without it are
- * atomics, and every change of them that needs the thread's attention
- * kicks the notifier.
+ * (link->lock) covers the session, the device, the fd and the rings
+ * (set up and freed only under it, and only by the thread); the flags the
+ * thread reads without it are atomics, and every change of them that
+ * needs the thread's attention kicks the notifier.  The ring the switch
+ * writes is read under rx_lock, like the socket; the ring the NIU writes
+ * only under the device lock.
  */
 
 #include "qemu/osdep.h"
 #include "qemu/error-report.h"
 #include "qemu/event_notifier.h"
+#include "qemu/memfd.h"
 #include "qemu/rcu.h"
 #include "qemu/thread.h"
 #include "qemu/sockets.h"
@@ -38,6 +51,7 @@
 
 #include <sys/un.h>
 
+#include "arctic/link-ring.h"
 #include "niu-link.h"
 
 enum {
@@ -50,6 +64,17 @@ enum {
 
 /* A wait for the device lock longer than this is traced (..._lock_wait). */
 #define NIU_LINK_THREAD_SLOW_LOCK_NS (10 * SCALE_MS)
+
+/* The shared-memory rings offered with one connection's HELLO. */
+typedef struct NiuRings {
+    void *area;
+    size_t size;
+    int area_fd;                /* -1 once it went with the HELLO */
+    EventNotifier wake;         /* ARCTIC_RING_FD_NIU_WAKE: we sleep on it */
+    EventNotifier kick;         /* ARCTIC_RING_FD_SWITCH_WAKE: the switch's */
+    struct arctic_ring out;     /* ARCTIC_RING_TO_SWITCH, under the lock */
+    struct arctic_ring in;      /* ARCTIC_RING_TO_NIU, under rx_lock */
+} NiuRings;
 
 struct NiuLinkThread {
     NiuLink *link;
@@ -80,6 +105,10 @@ struct NiuLinkThread {
     uint64_t busy_poll_ns;
     int64_t polled_until;   /* atomic: a vCPU busy-polls until then */
     bool connect_failed;    /* the last attempt failed (for traces) */
+    bool rings_wanted;      /* link-rings=on, and a UNIX socket */
+    NiuRings *rings;        /* offered with this connection's HELLO */
+    bool rings_offer;       /* the next write carries the offer */
+    bool rings_on;          /* atomic: the WELCOME took the rings */
 };
 
 static void thread_kick(NiuLinkThread *t)
@@ -145,6 +174,153 @@ static int thread_connect(NiuLinkThread *t)
     return fd;
 }
 
+/* --- shared-memory rings ---------------------------------------------- */
+
+static void rings_free(NiuRings *r)
+{
+    if (!r) {
+        return;
+    }
+    qemu_memfd_free(r->area, r->size, r->area_fd);
+    event_notifier_cleanup(&r->wake);
+    event_notifier_cleanup(&r->kick);
+    g_free(r);
+}
+
+/*
+ * Under the device lock, in the thread, for a new connection: the area and
+ * the eventfds to offer with the HELLO.  NULL if they cannot be made; the
+ * link then stays on its socket.
+ */
+static NiuRings *rings_new(NiuLinkThread *t)
+{
+    NiuRings *r = g_new0(NiuRings, 1);
+    Error *err = NULL;
+    int ret;
+
+    r->size = arctic_ring_area_size(ARCTIC_RING_DATA_SIZE);
+    r->area = qemu_memfd_alloc("arctic-niu-link", r->size,
+                               F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL,
+                               &r->area_fd, &err);
+    if (!r->area) {
+        ret = -ENOMEM;
+        error_free(err);
+        goto fail_area;
+    }
+    ret = event_notifier_init(&r->wake, false);
+    if (ret < 0) {
+        goto fail_wake;
+    }
+    ret = event_notifier_init(&r->kick, false);
+    if (ret < 0) {
+        goto fail_kick;
+    }
+    arctic_ring_area_init(r->area, ARCTIC_RING_DATA_SIZE);
+    arctic_ring_attach(&r->out, r->area, ARCTIC_RING_DATA_SIZE,
+                       ARCTIC_RING_TO_SWITCH);
+    arctic_ring_attach(&r->in, r->area, ARCTIC_RING_DATA_SIZE,
+                       ARCTIC_RING_TO_NIU);
+    trace_arctic_niu_link_rings_offer(t->link->node_id, 0);
+    return r;
+
+fail_kick:
+    event_notifier_cleanup(&r->wake);
+fail_wake:
+    qemu_memfd_free(r->area, r->size, r->area_fd);
+fail_area:
+    trace_arctic_niu_link_rings_offer(t->link->node_id, -ret);
+    g_free(r);
+    return NULL;
+}
+
+/*
+ * Send @buf with the rings' descriptors attached; they go with the first
+ * byte that leaves.
+ */
+static ssize_t rings_send_offer(NiuLinkThread *t, const uint8_t *buf,
+                                size_t len)
+{
+    NiuRings *r = t->rings;
+    int fds[ARCTIC_RING_FDS] = {
+        [ARCTIC_RING_FD_AREA] = r->area_fd,
+        [ARCTIC_RING_FD_SWITCH_WAKE] = event_notifier_get_fd(&r->kick),
+        [ARCTIC_RING_FD_NIU_WAKE] = event_notifier_get_fd(&r->wake),
+    };
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(fds))];
+    } control;
+    struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+    struct msghdr msg = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = control.buf,
+        .msg_controllen = sizeof(control.buf),
+    };
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    ssize_t n;
+
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(fds));
+    memcpy(CMSG_DATA(cmsg), fds, sizeof(fds));
+    n = sendmsg(t->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+        t->rings_offer = false;
+        /* The switch has its own copy; the mapping keeps ours. */
+        close(r->area_fd);
+        r->area_fd = -1;
+    }
+    return n;
+}
+
+/* Under the device lock: the session's frames into the switch's ring. */
+static size_t rings_write(NiuLinkThread *t, const uint8_t *buf, size_t len)
+{
+    NiuRings *r = t->rings;
+    size_t n = arctic_ring_write(&r->out, buf, len);
+
+    if (n == ARCTIC_RING_BROKEN) {
+        /* The thread sees the end and closes; what was sent is re-sent. */
+        trace_arctic_niu_link_rings_broken(t->link->node_id,
+                                           "the switch's tail");
+        shutdown(t->fd, SHUT_RDWR);
+        return len;
+    }
+    if (n && arctic_ring_wake_consumer(&r->out)) {
+        event_notifier_set(&r->kick);
+    }
+    if (n < len) {
+        /*
+         * Full: the switch kicks our eventfd once it has read (and the
+         * thread then retries), unless room came meanwhile.
+         */
+        qatomic_set(&t->want_out, true);
+        if (!arctic_ring_producer_wait(&r->out, 1)) {
+            thread_kick(t);
+        }
+    }
+    return n;
+}
+
+/*
+ * Under rx_lock: up to @max bytes of the switch's ring into @buf; kicks
+ * the switch if it waits for room.  ARCTIC_RING_BROKEN if its head is
+ * impossible.
+ */
+static size_t rings_read(NiuLinkThread *t, uint8_t *buf, size_t max)
+{
+    NiuRings *r = t->rings;
+    size_t n = arctic_ring_read(&r->in, buf, max);
+
+    if (n && n != ARCTIC_RING_BROKEN && arctic_ring_wake_producer(&r->in)) {
+        event_notifier_set(&r->kick);
+    }
+    return n;
+}
+
+/* --- the connection ---------------------------------------------------- */
+
 /* Under the device lock. */
 static void thread_close(NiuLinkThread *t)
 {
@@ -155,7 +331,20 @@ static void thread_close(NiuLinkThread *t)
         qatomic_set(&t->want_out, false);
         qatomic_set(&t->hold_input, false);
         qatomic_set(&t->deadline, 0);
+        qatomic_set(&t->rings_on, false);
+        t->rings_offer = false;
+        rings_free(t->rings);
+        t->rings = NULL;
     }
+}
+
+/* Under the device lock, in the thread: a new connection says HELLO. */
+static void thread_opened(NiuLinkThread *t, int fd)
+{
+    t->fd = fd;
+    t->rings = t->rings_wanted ? rings_new(t) : NULL;
+    t->rings_offer = t->rings != NULL;
+    niu_link_opened(t->link);
 }
 
 /*
@@ -177,9 +366,9 @@ static int64_t thread_timeout_ns(NiuLinkThread *t, int64_t now,
 }
 
 /*
- * Under the device lock and rx_lock: bytes read from the socket go to
- * the session; if they leave it no room, the socket is not read again
- * until it takes input (thread_accept_input()).
+ * Under the device lock and rx_lock: bytes read from the socket or the
+ * ring go to the session; if they leave it no room, no more is read until
+ * it takes input (thread_accept_input()).
  */
 static void thread_input(NiuLinkThread *t, const uint8_t *buf, size_t n)
 {
@@ -203,32 +392,90 @@ static void thread_deferral(NiuLinkThread *t, int64_t now)
 }
 
 /*
- * What one wake-up found, handed to the session under one hold of the
- * device lock: posted work, room to write, a batch read from the socket
- * (or its end), a deferral run out.  The socket is read before the lock
- * is taken.
+ * Under rx_lock, without the device lock: take a batch of input, from the
+ * ring once the rings carry the link, else from the socket.  Returns the
+ * bytes (0: none now), -1 at the end of the connection (errno set), or -2
+ * for a broken link (*@broken says what).
  */
-static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
-                         uint8_t *buf)
+static ssize_t thread_take_input(NiuLinkThread *t, uint8_t *buf,
+                                 const char **broken)
+{
+    ssize_t n;
+
+    if (qatomic_read(&t->rings_on)) {
+        size_t got = rings_read(t, buf, NIU_LINK_THREAD_READ);
+
+        if (got == ARCTIC_RING_BROKEN) {
+            *broken = "its ring's head is impossible";
+            return -2;
+        }
+        return got;
+    }
+    n = recv(t->fd, buf, NIU_LINK_THREAD_READ, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        return 0;
+    }
+    if (n == 0) {
+        errno = 0;          /* an orderly end */
+        return -1;
+    }
+    return n;
+}
+
+/*
+ * Once the rings carry the link the socket says only that it ended: its
+ * end (-1), or bytes it must not carry (-2).
+ */
+static ssize_t thread_socket_after_rings(NiuLinkThread *t,
+                                         const char **broken)
+{
+    uint8_t byte;
+    ssize_t n = recv(t->fd, &byte, 1, MSG_DONTWAIT);
+
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        return 0;
+    }
+    if (n > 0) {
+        *broken = "bytes on the socket after the rings took over";
+        return -2;
+    }
+    if (n == 0) {
+        errno = 0;          /* an orderly end */
+    }
+    return -1;
+}
+
+/*
+ * What one wake-up found, handed to the session under one hold of the
+ * device lock: posted work, room to write, a batch of input (or the
+ * end of the connection), a deferral run out.  Input is read before the
+ * lock is taken.
+ */
+static void thread_serve(NiuLinkThread *t, bool writable, bool socket_ready,
+                         bool ring_ready, uint8_t *buf)
 {
     bool posted = qatomic_xchg(&t->posted, false);
     int64_t deadline = qatomic_read(&t->deadline);
     int64_t now = get_clock();
     bool due = deadline && now >= deadline;
+    bool reading = false, rings = qatomic_read(&t->rings_on);
+    const char *broken = NULL;
     ssize_t n = 0;
 
-    if (readable) {
+    if (socket_ready && rings) {
+        n = thread_socket_after_rings(t, &broken);
+    } else if (socket_ready || ring_ready) {
         qemu_mutex_lock(&t->rx_lock);
-        n = recv(t->fd, buf, NIU_LINK_THREAD_READ, MSG_DONTWAIT);
-        readable = n >= 0 || (errno != EAGAIN && errno != EINTR);
-        if (!readable) {
-            qemu_mutex_unlock(&t->rx_lock);
-        }
+        reading = true;
+        n = thread_take_input(t, buf, &broken);
     }
     if (writable) {
         qatomic_set(&t->want_out, false);
     }
-    if (!posted && !writable && !readable && !due) {
+    if (!posted && !writable && !n && !due) {
+        if (reading) {
+            qemu_mutex_unlock(&t->rx_lock);
+        }
         return;
     }
     qemu_rec_mutex_lock(t->link->lock);
@@ -254,18 +501,34 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool readable,
     if (writable) {
         niu_link_writable(t->link);
     }
-    if (readable && n > 0) {
+    if (n > 0 && !broken) {
         thread_input(t, buf, n);
-    } else if (readable) {
-        trace_arctic_niu_link_thread_closed(t->link->node_id,
-                                            n < 0 ? errno : 0);
+    } else if (n == -2) {
+        trace_arctic_niu_link_rings_broken(t->link->node_id, broken);
+        niu_link_broken(t->link, broken, 0);
+    } else if (n < 0) {
+        trace_arctic_niu_link_thread_closed(t->link->node_id, errno);
         thread_close(t);
     }
-    if (readable) {
+    if (reading) {
         qemu_mutex_unlock(&t->rx_lock);
     }
     thread_deferral(t, now);
     qemu_rec_mutex_unlock(t->link->lock);
+}
+
+/*
+ * Before sleeping with the rings on: say so in the switch's ring and look a
+ * last time (arctic/link-ring.h) -- unless the input is held or left to a
+ * busy-polling vCPU, when no kick is wanted.  True if input waits.
+ */
+static bool thread_ring_input_waits(NiuLinkThread *t, bool take_input)
+{
+    if (!take_input) {
+        arctic_ring_consumer_awake(&t->rings->in);
+        return false;
+    }
+    return !arctic_ring_consumer_sleep(&t->rings->in);
 }
 
 static void *thread_run(void *opaque)
@@ -276,8 +539,9 @@ static void *thread_run(void *opaque)
 
     rcu_register_thread();
     while (!qatomic_read(&t->quit)) {
-        GPollFD pfd[2];
-        int64_t now, polled_until;
+        GPollFD pfd[3];
+        int64_t now, polled_until, timeout;
+        bool take_input, rings, ring_ready = false;
         int fd;
 
         if (t->fd < 0) {
@@ -297,8 +561,7 @@ static void *thread_run(void *opaque)
             t->connect_failed = false;
             trace_arctic_niu_link_thread_connect(t->link->node_id, t->path, 0);
             qemu_rec_mutex_lock(t->link->lock);
-            t->fd = fd;
-            niu_link_opened(t->link);
+            thread_opened(t, fd);
             qemu_rec_mutex_unlock(t->link->lock);
             continue;
         }
@@ -307,25 +570,54 @@ static void *thread_run(void *opaque)
         if (polled_until <= now) {
             polled_until = 0;
         }
+        take_input = !qatomic_read(&t->hold_input) && !polled_until;
+        rings = qatomic_read(&t->rings_on);
+        timeout = thread_timeout_ns(t, now, polled_until);
+        if (rings && thread_ring_input_waits(t, take_input)) {
+            timeout = 0;
+        }
+        /*
+         * With the rings on, the socket is watched only for its end, and
+         * the rings' eventfd says input or room (the switch kicks it
+         * only after we said we sleep or wait).
+         */
         pfd[0] = (GPollFD) {
             .fd = t->fd,
-            .events = (qatomic_read(&t->hold_input) || polled_until ?
-                       0 : G_IO_IN) |
+            .events = rings ? G_IO_IN :
+                      (take_input ? G_IO_IN : 0) |
                       (qatomic_read(&t->want_out) ? G_IO_OUT : 0),
         };
         pfd[1] = (GPollFD) {
             .fd = event_notifier_get_fd(&t->wake),
             .events = G_IO_IN,
         };
-        if (qemu_poll_ns(pfd, 2,
-                         thread_timeout_ns(t, now, polled_until)) < 0) {
+        pfd[2] = (GPollFD) {
+            .fd = rings ? event_notifier_get_fd(&t->rings->wake) : -1,
+            .events = G_IO_IN,
+        };
+        if (qemu_poll_ns(pfd, rings ? 3 : 2, timeout) < 0) {
             continue;       /* EINTR */
         }
         if (pfd[1].revents) {
             event_notifier_test_and_clear(&t->wake);
         }
-        thread_serve(t, pfd[0].revents & G_IO_OUT,
-                     pfd[0].revents & (G_IO_IN | G_IO_HUP | G_IO_ERR), buf);
+        if (rings) {
+            if (pfd[2].revents) {
+                event_notifier_test_and_clear(&t->rings->wake);
+            }
+            arctic_ring_consumer_awake(&t->rings->in);
+            ring_ready = take_input && arctic_ring_used(&t->rings->in);
+        }
+        /*
+         * With the rings on, output that waits is retried at every
+         * wake-up: room is said by the switch's kick or, if it came while
+         * the writer looked, by our own.
+         */
+        thread_serve(t,
+                     rings ? qatomic_read(&t->want_out)
+                           : pfd[0].revents & G_IO_OUT,
+                     pfd[0].revents & (G_IO_IN | G_IO_HUP | G_IO_ERR),
+                     ring_ready, buf);
     }
     rcu_unregister_thread();
     return NULL;
@@ -340,7 +632,14 @@ static size_t thread_write(NiuLink *link, const uint8_t *buf, size_t len)
     if (t->fd < 0) {
         return len;         /* no connection: the session is down */
     }
-    n = send(t->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (qatomic_read(&t->rings_on)) {
+        return rings_write(t, buf, len);
+    }
+    if (t->rings_offer) {
+        n = rings_send_offer(t, buf, len);
+    } else {
+        n = send(t->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
     if (n < 0) {
         if (errno != EAGAIN && errno != EINTR) {
             return len;     /* broken: the thread sees it and closes */
@@ -352,6 +651,23 @@ static size_t thread_write(NiuLink *link, const uint8_t *buf, size_t len)
         thread_kick(t);
     }
     return n;
+}
+
+/*
+ * Under the device lock: the WELCOME took the rings this connection's
+ * HELLO offered.  The thread is kicked to watch them instead of the
+ * socket (a busy-polling vCPU may have read the WELCOME).
+ */
+static bool thread_rings_up(NiuLink *link)
+{
+    NiuLinkThread *t = link->thread;
+
+    if (!t->rings || t->rings_offer) {
+        return false;
+    }
+    qatomic_set(&t->rings_on, true);
+    thread_kick(t);
+    return true;
 }
 
 static void thread_accept_input(NiuLink *link)
@@ -411,12 +727,14 @@ static bool thread_post(NiuLink *link)
 
 /*
  * Under the device lock, in a vCPU that busy-polls (USER_LINK_POLL): what the
- * socket holds goes to the session now, without waiting for the link
- * thread to get a core.  If the thread is reading, it delivers.
+ * socket or the ring holds goes to the session now, without waiting for
+ * the link thread to get a core.  If the thread is reading, it delivers.
+ * With the rings on, an empty poll costs a load, not a system call.
  */
 static bool thread_poll_input(NiuLink *link)
 {
     NiuLinkThread *t = link->thread;
+    const char *broken = NULL;
     int64_t now;
     ssize_t n;
 
@@ -432,12 +750,17 @@ static bool thread_poll_input(NiuLink *link)
         qatomic_xchg(&t->polled_until, now + t->busy_poll_ns) <= now) {
         thread_kick(t);
     }
-    if (qemu_mutex_trylock(&t->rx_lock)) {
+    if ((qatomic_read(&t->rings_on) && !arctic_ring_used(&t->rings->in)) ||
+        qemu_mutex_trylock(&t->rx_lock)) {
+        thread_deferral(t, now);
         return false;
     }
-    n = recv(t->fd, t->poll_buf, NIU_LINK_THREAD_READ, MSG_DONTWAIT);
+    n = thread_take_input(t, t->poll_buf, &broken);
     if (n > 0) {
         thread_input(t, t->poll_buf, n);
+    } else if (n == -2) {
+        trace_arctic_niu_link_rings_broken(t->link->node_id, broken);
+        niu_link_broken(t->link, broken, 0);
     }
     thread_deferral(t, now);
     qemu_mutex_unlock(&t->rx_lock);
@@ -469,6 +792,7 @@ static void thread_cleanup(NiuLink *link)
     if (t->fd >= 0) {
         close(t->fd);
     }
+    rings_free(t->rings);
     event_notifier_cleanup(&t->wake);
     qemu_mutex_destroy(&t->rx_lock);
     g_free(t->poll_buf);
@@ -487,12 +811,13 @@ static const NiuTransportOps thread_transport = {
     .post = thread_post,
     .poll_input = thread_poll_input,
     .poll_end = thread_poll_end,
+    .rings_up = thread_rings_up,
     .cleanup = thread_cleanup,
 };
 
 bool niu_link_init_thread(NiuLink *link, const char *path,
                           uint32_t reconnect_ms, uint64_t busy_poll_ns,
-                          Error **errp)
+                          bool rings, Error **errp)
 {
     g_autoptr(InetSocketAddress) inet = NULL;
     NiuLinkThread *t;
@@ -523,6 +848,8 @@ bool niu_link_init_thread(NiuLink *link, const char *path,
     t->link = link;
     t->path = g_strdup(path);
     t->inet = g_steal_pointer(&inet);
+    /* Descriptors cross only a UNIX socket. */
+    t->rings_wanted = rings && !t->inet;
     t->reconnect_ms = reconnect_ms;
     t->busy_poll_ns = busy_poll_ns;
     t->fd = -1;

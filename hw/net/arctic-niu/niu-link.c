@@ -179,8 +179,12 @@ void niu_link_writable(NiuLink *link)
     }
 }
 
-static void link_protocol_error(NiuLink *link, const char *what,
-                                uint32_t value)
+/*
+ * The connection broke the link protocol (@what, with @value): the device
+ * says so and the transport drops the connection.  Transports call it too,
+ * for what only they can see (a shared ring with impossible indices).
+ */
+void niu_link_broken(NiuLink *link, const char *what, uint32_t value)
 {
     g_autofree char *text = g_strdup_printf("link protocol error: %s (0x%x); "
                                             "reconnecting", what, value);
@@ -191,7 +195,8 @@ static void link_protocol_error(NiuLink *link, const char *what,
     link->transport->disconnect(link);
 }
 
-static void link_handle_welcome(NiuLink *link, const uint8_t *body)
+static void link_handle_welcome(NiuLink *link, uint16_t flags,
+                                const uint8_t *body)
 {
     struct arctic_welcome w;
     unsigned p;
@@ -199,14 +204,14 @@ static void link_handle_welcome(NiuLink *link, const uint8_t *body)
     arctic_welcome_decode(body, &w);
     if (w.magic != ARCTIC_LINK_MAGIC ||
         w.version_major != ARCTIC_LINK_VERSION_MAJOR) {
-        link_protocol_error(link, "WELCOME with bad magic or version",
+        niu_link_broken(link, "WELCOME with bad magic or version",
                             w.version_major);
         return;
     }
     if (w.node_id != link->node_id || w.num_nodes == 0 ||
         w.num_nodes > ARCTIC_LINK_MAX_NODES || w.node_id >= w.num_nodes ||
         w.levels == 0 || w.levels > ARCTIC_MAX_LEVELS) {
-        link_protocol_error(link, "WELCOME with inconsistent network",
+        niu_link_broken(link, "WELCOME with inconsistent network",
                             w.node_id);
         return;
     }
@@ -216,11 +221,18 @@ static void link_handle_welcome(NiuLink *link, const uint8_t *body)
          * whose buffers still hold packets of our last session).
          */
         if (w.credits[p] > ARCTIC_LINK_MAX_CREDITS) {
-            link_protocol_error(link, "WELCOME with bad credits",
+            niu_link_broken(link, "WELCOME with bad credits",
                                 w.credits[p]);
             return;
         }
         link->tx_credits[p] = w.credits[p];
+    }
+    if (FIELD_EX32(flags, ARCTIC_WELCOME_FLAGS, RINGS)) {
+        if (!link->transport->rings_up || !link->transport->rings_up(link)) {
+            niu_link_broken(link, "WELCOME took rings nobody offered", flags);
+            return;
+        }
+        link->rings = true;
     }
     link->num_nodes = w.num_nodes;
     link->levels = w.levels;
@@ -229,7 +241,8 @@ static void link_handle_welcome(NiuLink *link, const uint8_t *body)
     link_set_state(link, NIU_LINK_UP);
     trace_arctic_niu_link_welcome(link->node_id, w.num_nodes, w.levels,
                                   w.credits[ARCTIC_PRIORITY_HIGH],
-                                  w.credits[ARCTIC_PRIORITY_LOW]);
+                                  w.credits[ARCTIC_PRIORITY_LOW],
+                                  link->rings);
     link->ops->up(link);
 }
 
@@ -251,7 +264,7 @@ static void link_handle_packet(NiuLink *link, uint8_t prio,
                                const uint8_t *body, uint32_t len)
 {
     if (link->rx_outstanding[prio] == 0) {
-        link_protocol_error(link, "PACKET beyond the credits granted", prio);
+        niu_link_broken(link, "PACKET beyond the credits granted", prio);
         return;
     }
     link->rx_outstanding[prio]--;
@@ -267,7 +280,7 @@ static void link_handle_credit(NiuLink *link, const uint8_t *body)
     if (link->tx_credits[ARCTIC_PRIORITY_LOW] + lo > ARCTIC_LINK_MAX_CREDITS ||
         link->tx_credits[ARCTIC_PRIORITY_HIGH] + hi >
         ARCTIC_LINK_MAX_CREDITS) {
-        link_protocol_error(link, "CREDIT beyond any sane window", lo + hi);
+        niu_link_broken(link, "CREDIT beyond any sane window", lo + hi);
         return;
     }
     link->tx_credits[ARCTIC_PRIORITY_LOW] += lo;
@@ -280,11 +293,11 @@ static void link_dispatch(NiuLink *link, uint16_t type, uint16_t flags,
     trace_arctic_niu_link_frame_in(link->node_id, type, len);
     if (link->state == NIU_LINK_HELLO_SENT) {
         if (type == ARCTIC_FRAME_WELCOME) {
-            link_handle_welcome(link, body);
+            link_handle_welcome(link, flags, body);
         } else if (type == ARCTIC_FRAME_REJECT) {
             link_handle_reject(link, body);
         } else {
-            link_protocol_error(link, "frame before WELCOME", type);
+            niu_link_broken(link, "frame before WELCOME", type);
         }
         return;
     }
@@ -298,7 +311,7 @@ static void link_dispatch(NiuLink *link, uint16_t type, uint16_t flags,
         link_handle_credit(link, body);
         break;
     default:
-        link_protocol_error(link, "unexpected frame", type);
+        niu_link_broken(link, "unexpected frame", type);
         break;
     }
 }
@@ -333,7 +346,7 @@ void niu_link_input(NiuLink *link, const uint8_t *buf, size_t size)
             break;
         }
         if (st == ARCTIC_FRAME_MALFORMED) {
-            link_protocol_error(link, "malformed frame header", r->error);
+            niu_link_broken(link, "malformed frame header", r->error);
             return;
         }
         link_dispatch(link, r->header.type, r->header.flags, r->body,
@@ -385,6 +398,7 @@ void niu_link_opened(NiuLink *link)
     g_byte_array_set_size(link->out_buf, 0);
     link->out_blocked = false;
     link->credits_due = false;
+    link->rings = false;
     arctic_frame_reader_reset(&link->reader);
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
         link->tx_credits[p] = 0;

@@ -21,7 +21,10 @@
  *                          served by a link thread that sleeps in poll()
  *                          and is woken by the switch, taking the device
  *                          lock (never the BQL) to hand a batch of input
- *                          to the session.
+ *                          to the session; on a UNIX socket it offers the
+ *                          switch shared-memory rings with its HELLO
+ *                          (arctic/link-ring.h), and once the WELCOME
+ *                          takes them the frames go through those.
  *
  * Everything here runs under the owner's lock (@lock, the device lock),
  * whichever thread calls it: the owner holds it when it calls in, and a
@@ -112,6 +115,12 @@ typedef struct NiuTransportOps {
      * transport's own reader takes the input again now.
      */
     void (*poll_end)(NiuLink *link);
+    /*
+     * The WELCOME says the switch took the rings this connection's HELLO
+     * offered: every later frame goes through them.  False if none were
+     * offered (NULL: the transport never offers any).
+     */
+    bool (*rings_up)(NiuLink *link);
     void (*cleanup)(NiuLink *link);
 } NiuTransportOps;
 
@@ -127,6 +136,7 @@ struct NiuLink {
     NiuLinkState state;
     bool rejected;                      /* the last answer was REJECT */
     uint16_t up_count;
+    bool rings;                         /* this session runs over rings */
     uint32_t num_nodes;
     uint32_t levels;
     uint32_t tx_credits[ARCTIC_NUM_PRIORITIES];     /* we may send */
@@ -163,7 +173,7 @@ void niu_link_init(NiuLink *link, const NiuLinkOps *ops, void *opaque,
 bool niu_link_init_chr(NiuLink *link, CharBackend *chr, Error **errp);
 bool niu_link_init_thread(NiuLink *link, const char *path,
                           uint32_t reconnect_ms, uint64_t busy_poll_ns,
-                          Error **errp);
+                          bool rings, Error **errp);
 void niu_link_cleanup(NiuLink *link);
 bool niu_link_is_up(const NiuLink *link);
 bool niu_link_can_send(const NiuLink *link, uint8_t prio);
@@ -186,5 +196,6 @@ void niu_link_input(NiuLink *link, const uint8_t *buf, size_t size);
 void niu_link_writable(NiuLink *link);
 void niu_link_deferred_due(NiuLink *link);
 void niu_link_posted_due(NiuLink *link);
+void niu_link_broken(NiuLink *link, const char *what, uint32_t value);
 
 #endif /* HW_NET_ARCTIC_NIU_LINK_H */
