@@ -43,13 +43,19 @@ arctic_qemu_paths() {
 }
 
 # Set link_args (QEMU options before -device) and link_prop (the
-# arctic-niu property) for link transport $1 (thread or chardev) to the
-# switch at $2: its UNIX socket's path, or tcp:HOST:PORT.
+# arctic-niu property) for link transport $1 to the switch at $2: its UNIX
+# socket's path, or tcp:HOST:PORT.  Transports: thread (the NIU's link
+# thread; on a UNIX socket it offers the switch shared-memory rings),
+# socket (the same thread kept on its socket, link-rings=off) and chardev
+# (a -chardev socket served by QEMU's main loop).
 arctic_link_args() {
     local hostport=${2#tcp:}
     if [ "$1" = thread ]; then
         link_args=()
         link_prop="link-socket=$2"
+    elif [ "$1" = socket ]; then
+        link_args=()
+        link_prop="link-socket=$2,link-rings=off"
     elif [ "$hostport" != "$2" ]; then
         link_args=(-chardev "socket,id=link,host=${hostport%:*},port=${hostport##*:},reconnect-ms=200")
         link_prop="chardev=link"
