@@ -51,8 +51,8 @@
 
 #include <sys/un.h>
 
+#include "niu-link.h"         /* before arctic/: QEMU's registerfields */
 #include "arctic/link-ring.h"
-#include "niu-link.h"
 
 enum {
     /*
