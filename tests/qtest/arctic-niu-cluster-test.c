@@ -49,6 +49,18 @@ static unsigned free_tcp_port(void)
 }
 
 /*
+ * A failed assertion aborts the test: the switch must not outlive it (it
+ * would hold the test's output open, and meson would wait for it until
+ * its timeout), as libqtest kills its QEMUs.
+ */
+static void cluster_kill_switch(void *data)
+{
+    Cluster *c = data;
+
+    kill(c->switch_pid, SIGKILL);
+}
+
+/*
  * Start the switch and @nodes NIUs.  @tcp: the NIUs join it over TCP on
  * 127.0.0.1 (as the nodes of another host would), else on its UNIX socket.
  */
@@ -87,6 +99,7 @@ static void cluster_start_on(Cluster *c, unsigned nodes, const char *fault,
     g_assert_true(g_spawn_async(NULL, (char **)argv, NULL,
                                 G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
                                 &c->switch_pid, NULL));
+    qtest_add_abrt_handler(cluster_kill_switch, c);
     for (t = 0; t < 5000 && !g_file_test(c->sock, G_FILE_TEST_EXISTS); t++) {
         g_usleep(1000);
     }
@@ -109,6 +122,7 @@ static void cluster_stop(Cluster *c)
     for (i = 0; i < c->nodes; i++) {
         niu_stop(c->node[i]);
     }
+    qtest_remove_abrt_handler(c);
     kill(c->switch_pid, SIGTERM);
     g_assert_cmpint(waitpid(c->switch_pid, &status, 0), ==, c->switch_pid);
     g_spawn_close_pid(c->switch_pid);
