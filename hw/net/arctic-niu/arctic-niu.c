@@ -122,6 +122,45 @@ MemTxResult niu_dma_rw(ArcticNiuState *s, dma_addr_t addr, void *buf,
                       MEMTXATTRS_UNSPECIFIED);
 }
 
+/*
+ * A slot's header word, loaded or stored as one 32-bit access, as a CPU
+ * makes it.  The seed's handshake (§3.1) hands a slot from one side to the
+ * other through that word alone, so a store of it must be single-copy
+ * atomic: niu_dma_rw() copies with memmove(), which (glibc, 4 to 7 bytes)
+ * stores the word twice, and a consumer that reads and clears the header
+ * between the two stores sees it come back valid (docs/guest.md, "Stale
+ * receive headers").  address_space_stl_le() stores RAM with one store.
+ */
+MemTxResult niu_dma_load_header(ArcticNiuState *s, dma_addr_t addr,
+                                uint32_t *val)
+{
+    MemTxResult res;
+
+    if (!niu_dma_is_ram(s, addr, 4, false)) {
+        trace_arctic_niu_dma_not_ram(s->node_id, addr, 4, false);
+        return MEMTX_ACCESS_ERROR;
+    }
+    *val = address_space_ldl_le(pci_get_address_space(PCI_DEVICE(s)), addr,
+                                MEMTXATTRS_UNSPECIFIED, &res);
+    return res;
+}
+
+MemTxResult niu_dma_store_header(ArcticNiuState *s, dma_addr_t addr,
+                                 uint32_t val)
+{
+    MemTxResult res;
+
+    if (!niu_dma_is_ram(s, addr, 4, true)) {
+        trace_arctic_niu_dma_not_ram(s->node_id, addr, 4, true);
+        return MEMTX_ACCESS_ERROR;
+    }
+    /* Whatever the slot holds must be visible before the header (§3.1). */
+    smp_wmb();
+    address_space_stl_le(pci_get_address_space(PCI_DEVICE(s)), addr, val,
+                         MEMTXATTRS_UNSPECIFIED, &res);
+    return res;
+}
+
 /* INTx follows IRQ_STATUS when MSI-X is off.  Under the BQL. */
 static void niu_update_intx(ArcticNiuState *s)
 {

@@ -334,6 +334,12 @@ static inline MemTxResult niu_dma_write(ArcticNiuState *s, dma_addr_t addr,
     return niu_dma_rw(s, addr, (void *)buf, len, DMA_DIRECTION_FROM_DEVICE);
 }
 
+/* A slot's header word, as one 32-bit access (host order). */
+MemTxResult niu_dma_load_header(ArcticNiuState *s, dma_addr_t addr,
+                                uint32_t *val);
+MemTxResult niu_dma_store_header(ArcticNiuState *s, dma_addr_t addr,
+                                 uint32_t val);
+
 void niu_error(ArcticNiuState *s, enum arctic_error cause,
                unsigned ep, unsigned queue, uint32_t detail,
                const char *fmt, ...) G_GNUC_PRINTF(6, 7);

@@ -186,10 +186,10 @@ static RxVerdict write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
         (dma_addr_t)idx * ARCTIC_SLOT_SIZE;
     uint32_t old;
 
-    if (niu_dma_read(s, addr, &old, 4) != MEMTX_OK) {
+    if (niu_dma_load_header(s, addr, &old) != MEMTX_OK) {
         return rx_slot_dma_failed(s, epn, q, idx, addr);
     }
-    if (FIELD_EX32(le32_to_cpu(old), MPI_HEADER, VALID)) {
+    if (FIELD_EX32(old, MPI_HEADER, VALID)) {
         trace_arctic_niu_rx_queue_full(s->node_id, epn, q, idx);
         return rx_refused(ARCTIC_NACK_QUEUE_FULL);
     }
@@ -200,12 +200,11 @@ static RxVerdict write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                       4 * payload_words) != MEMTX_OK) {
         return rx_slot_dma_failed(s, epn, q, idx, addr);
     }
-    /* The body must be visible before the valid bit (§3.1). */
-    smp_wmb();
+    /* The body is visible before the valid bit: one store, after it. */
     header = FIELD_DP32(header, MPI_HEADER, LAP,
                         FIELD_EX32(ep->rx_head[q], EP_RX_HD, LAP));
-    header = cpu_to_le32(FIELD_DP32(header, MPI_HEADER, VALID, 1));
-    if (niu_dma_write(s, addr, &header, 4) != MEMTX_OK) {
+    header = FIELD_DP32(header, MPI_HEADER, VALID, 1);
+    if (niu_dma_store_header(s, addr, header) != MEMTX_OK) {
         return rx_slot_dma_failed(s, epn, q, idx, addr);
     }
     /* INDEX and LAP count on together: LAP flips as INDEX wraps. */

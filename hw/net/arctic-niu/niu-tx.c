@@ -230,10 +230,13 @@ static void tx_slot_dma_failed(ArcticNiuState *s, unsigned epn, unsigned q,
 static void release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                          dma_addr_t addr)
 {
-    uint32_t zero = 0;
     ArcticEndpoint *ep = &s->ep[epn];
 
-    if (niu_dma_write(s, addr, &zero, sizeof(zero)) != MEMTX_OK) {
+    /*
+     * One store: the program may write the slot's next header as soon as
+     * it reads this one clear, and a second store of 0 would erase it.
+     */
+    if (niu_dma_store_header(s, addr, 0) != MEMTX_OK) {
         tx_slot_dma_failed(s, epn, q, addr);
     }
     trace_arctic_niu_tx_slot_release(s->node_id, epn, q, ep->tx_tail[q]);
@@ -575,11 +578,10 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             trace_arctic_niu_tx_lines_full(s->node_id, epn, q);
             break;
         }
-        if (niu_dma_read(s, addr, &header, 4) != MEMTX_OK) {
+        if (niu_dma_load_header(s, addr, &header) != MEMTX_OK) {
             tx_slot_dma_failed(s, epn, q, addr);
             break;
         }
-        header = le32_to_cpu(header);
         if (!FIELD_EX32(header, MPI_HEADER, VALID)) {
             *left = false;
             break;
