@@ -325,6 +325,31 @@ static void cluster_exchange(unsigned nodes, const char *fault)
 }
 
 /*
+ * Before a failed check of the stream: what the receive queue holds, so
+ * that a wrong header says where each message went (slot, LAP, the
+ * message number in COMMAND0) and where the NIU's head is.
+ */
+static void stream_dump_queue(Niu *rx, unsigned got)
+{
+    unsigned i;
+
+    g_test_message("expected message %u in slot %u (lap %u); NIU head 0x%x",
+                   got, got % ARCTIC_N, (got / ARCTIC_N) & 1,
+                   ep_r(rx, 0, A_EP_LO_RX_HD));
+    for (i = 0; i < ARCTIC_N; i++) {
+        uint64_t slot = rx_slot_addr(ARCTIC_RXQ_LO, i);
+        uint32_t w0 = qtest_readl(rx->qts, slot);
+
+        if (FIELD_EX32(w0, MPI_HEADER, VALID)) {
+            g_test_message("slot %3u: header 0x%08x lap %u message %u", i,
+                           w0, FIELD_EX32(w0, MPI_HEADER, LAP),
+                           qtest_readl(rx->qts,
+                                       slot + ARCTIC_SLOT_COMMAND0));
+        }
+    }
+}
+
+/*
  * A long one-way stream through the real switch, many laps of the queues,
  * with a consumer slower than the producer so the receive queue fills,
  * packets are refused and sent again: every message must arrive once, in
@@ -375,6 +400,12 @@ static void test_cluster_stream(void)
                 break;
             }
             len = got % (ARCTIC_MAX_PAYLOAD + 1);
+            if (le32_to_cpu(w[0]) != rx_tail_header(rx, ARCTIC_RXQ_LO,
+                                                     mpi_header(0, got & 0x7f,
+                                                                len)) ||
+                le32_to_cpu(w[1]) != got) {
+                stream_dump_queue(rx, got);
+            }
             g_assert_cmphex(le32_to_cpu(w[0]), ==,
                             rx_tail_header(rx, ARCTIC_RXQ_LO,
                                            mpi_header(0, got & 0x7f, len)));

@@ -788,8 +788,12 @@ Niu *niu_start_node_args(const char *link, unsigned node, const char *props,
 
     g_string_append_printf(args, "%s ", qemu_args);
     if (g_getenv("ARCTIC_NIU_TEST_TRACE")) {
-        /* e.g. ARCTIC_NIU_TEST_TRACE=/tmp/niu.log: trace every device event */
-        g_string_append_printf(args, "-trace arctic_niu_*,file=%s.%u ",
+        /*
+         * e.g. ARCTIC_NIU_TEST_TRACE=/tmp/niu.log: trace every device
+         * event, with the wall-clock time (g_get_real_time()) of each
+         */
+        g_string_append_printf(args, "-msg timestamp=on "
+                               "-trace arctic_niu_*,file=%s.%u ",
                                g_getenv("ARCTIC_NIU_TEST_TRACE"), node);
     }
 
