@@ -218,6 +218,19 @@ static inline size_t arctic_ring_read(struct arctic_ring *r, void *buf,
 }
 
 /*
+ * After publishing an index: is the other side's sleep flag set?  If so it
+ * is taken back (at most one kick per sleep).  The fence orders the index
+ * just published before the flag is read, against the sleeper's flag
+ * store before its last look.
+ */
+static inline bool arctic_ring_take_flag(uint32_t *flag)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return __atomic_load_n(flag, __ATOMIC_RELAXED) &&
+           __atomic_exchange_n(flag, 0, __ATOMIC_RELAXED);
+}
+
+/*
  * Producer, after writing: must the consumer be kicked?  True at most once
  * per sleep: the flag is taken back here.  The fence orders the head just
  * published before the flag is read, against the consumer's flag store
@@ -225,10 +238,7 @@ static inline size_t arctic_ring_read(struct arctic_ring *r, void *buf,
  */
 static inline bool arctic_ring_wake_consumer(struct arctic_ring *r)
 {
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    return __atomic_load_n(&r->ctl->consumer_sleeping, __ATOMIC_RELAXED) &&
-           __atomic_exchange_n(&r->ctl->consumer_sleeping, 0,
-                               __ATOMIC_RELAXED);
+    return arctic_ring_take_flag(&r->ctl->consumer_sleeping);
 }
 
 /*
@@ -281,10 +291,7 @@ static inline bool arctic_ring_producer_wait(struct arctic_ring *r,
 /* Consumer, after reading: must the producer be kicked (it waits for room)? */
 static inline bool arctic_ring_wake_producer(struct arctic_ring *r)
 {
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    return __atomic_load_n(&r->ctl->producer_waiting, __ATOMIC_RELAXED) &&
-           __atomic_exchange_n(&r->ctl->producer_waiting, 0,
-                               __ATOMIC_RELAXED);
+    return arctic_ring_take_flag(&r->ctl->producer_waiting);
 }
 
 #endif /* ARCTIC_LINK_RING_H */

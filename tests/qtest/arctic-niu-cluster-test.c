@@ -392,7 +392,7 @@ static void test_cluster_stream(void)
         /* Consumer: a few per round, checking each one whole. */
         for (i = 0; i < TAKE_PER_ROUND; i++) {
             uint64_t slot = rx_tail_slot(rx, ARCTIC_RXQ_LO);
-            uint32_t w[ARCTIC_SLOT_SIZE / 4];
+            uint32_t w[ARCTIC_SLOT_SIZE / 4], want;
             unsigned len, k;
 
             qtest_memread(rx->qts, slot, w, sizeof(w));
@@ -400,15 +400,12 @@ static void test_cluster_stream(void)
                 break;
             }
             len = got % (ARCTIC_MAX_PAYLOAD + 1);
-            if (le32_to_cpu(w[0]) != rx_tail_header(rx, ARCTIC_RXQ_LO,
-                                                     mpi_header(0, got & 0x7f,
-                                                                len)) ||
-                le32_to_cpu(w[1]) != got) {
+            want = rx_tail_header(rx, ARCTIC_RXQ_LO,
+                                  mpi_header(0, got & 0x7f, len));
+            if (le32_to_cpu(w[0]) != want || le32_to_cpu(w[1]) != got) {
                 stream_dump_queue(rx, got);
             }
-            g_assert_cmphex(le32_to_cpu(w[0]), ==,
-                            rx_tail_header(rx, ARCTIC_RXQ_LO,
-                                           mpi_header(0, got & 0x7f, len)));
+            g_assert_cmphex(le32_to_cpu(w[0]), ==, want);
             g_assert_cmphex(le32_to_cpu(w[1]), ==, got);
             g_assert_cmphex(le32_to_cpu(w[2]), ==, ~got);
             for (k = 0; k < len; k++) {

@@ -110,12 +110,21 @@ static bool niu_dma_is_ram(ArcticNiuState *s, dma_addr_t addr,
  * that remaps its memory while the NIU's DMA runs can still slip MMIO
  * under a check made just before; it would only hurt itself.)
  */
+/* niu_dma_is_ram(), traced when it is not. */
+static bool niu_dma_reaches_ram(ArcticNiuState *s, dma_addr_t addr,
+                                dma_addr_t len, bool write)
+{
+    if (!niu_dma_is_ram(s, addr, len, write)) {
+        trace_arctic_niu_dma_not_ram(s->node_id, addr, len, write);
+        return false;
+    }
+    return true;
+}
+
 MemTxResult niu_dma_rw(ArcticNiuState *s, dma_addr_t addr, void *buf,
                        dma_addr_t len, DMADirection dir)
 {
-    if (!niu_dma_is_ram(s, addr, len, dir == DMA_DIRECTION_FROM_DEVICE)) {
-        trace_arctic_niu_dma_not_ram(s->node_id, addr, len,
-                                     dir == DMA_DIRECTION_FROM_DEVICE);
+    if (!niu_dma_reaches_ram(s, addr, len, dir == DMA_DIRECTION_FROM_DEVICE)) {
         return MEMTX_ACCESS_ERROR;
     }
     return pci_dma_rw(PCI_DEVICE(s), addr, buf, len, dir,
@@ -136,8 +145,7 @@ MemTxResult niu_dma_load_header(ArcticNiuState *s, dma_addr_t addr,
 {
     MemTxResult res;
 
-    if (!niu_dma_is_ram(s, addr, 4, false)) {
-        trace_arctic_niu_dma_not_ram(s->node_id, addr, 4, false);
+    if (!niu_dma_reaches_ram(s, addr, 4, false)) {
         return MEMTX_ACCESS_ERROR;
     }
     *val = address_space_ldl_le(pci_get_address_space(PCI_DEVICE(s)), addr,
@@ -150,8 +158,7 @@ MemTxResult niu_dma_store_header(ArcticNiuState *s, dma_addr_t addr,
 {
     MemTxResult res;
 
-    if (!niu_dma_is_ram(s, addr, 4, true)) {
-        trace_arctic_niu_dma_not_ram(s->node_id, addr, 4, true);
+    if (!niu_dma_reaches_ram(s, addr, 4, true)) {
         return MEMTX_ACCESS_ERROR;
     }
     /* Whatever the slot holds must be visible before the header (§3.1). */
