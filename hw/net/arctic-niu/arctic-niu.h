@@ -208,9 +208,10 @@ struct ArcticNiuState {
      * credits never wait for a vCPU that holds the BQL.  Lock order: the
      * BQL, then this lock.  Nothing that holds it takes the BQL: the
      * NIU's DMA reaches RAM only (niu_dma_rw()), and an interrupt raised
-     * without the BQL goes through irq_bh.  Recursive, because a
-     * chardev may report a disconnect from inside the write the device
-     * made.
+     * without the BQL waits in irq_fired for the link thread to let go
+     * of this lock (niu_on_link_released()) or for irq_bh.  Recursive,
+     * because a chardev may report a disconnect from inside the write
+     * the device made.
      */
     QemuRecMutex lock;
 
@@ -238,7 +239,7 @@ struct ArcticNiuState {
     uint32_t irq_status;
     uint32_t irq_enable;
     QEMUBH *irq_bh;             /* raises what was fired without the BQL */
-    uint32_t irq_fired;         /* causes irq_bh still has to signal */
+    uint32_t irq_fired;         /* fired causes not signalled yet */
     uint32_t error_cause;
     uint32_t error_warned;      /* causes warned about since link up */
     uint32_t error_info;

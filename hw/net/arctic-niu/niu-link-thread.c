@@ -41,6 +41,7 @@
 #include "qemu/osdep.h"
 #include "qemu/error-report.h"
 #include "qemu/event_notifier.h"
+#include "qemu/main-loop.h"
 #include "qemu/memfd.h"
 #include "qemu/rcu.h"
 #include "qemu/thread.h"
@@ -515,6 +516,7 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool socket_ready,
     }
     thread_deferral(t, now);
     qemu_rec_mutex_unlock(t->link->lock);
+    niu_link_released(t->link);
 }
 
 /*
@@ -563,6 +565,7 @@ static void *thread_run(void *opaque)
             qemu_rec_mutex_lock(t->link->lock);
             thread_opened(t, fd);
             qemu_rec_mutex_unlock(t->link->lock);
+            niu_link_released(t->link);
             continue;
         }
         now = get_clock();
@@ -787,8 +790,18 @@ static void thread_cleanup(NiuLink *link)
 
     qatomic_set(&t->quit, true);
     thread_kick(t);
-    /* Called without the device lock: the thread may be waiting for it. */
-    qemu_thread_join(&t->thread);
+    /*
+     * Called without the device lock: the thread may be waiting for it,
+     * or for the BQL in niu_link_released() (as cpu_remove_sync() lets a
+     * vCPU thread finish).
+     */
+    if (bql_locked()) {
+        bql_unlock();
+        qemu_thread_join(&t->thread);
+        bql_lock();
+    } else {
+        qemu_thread_join(&t->thread);
+    }
     if (t->fd >= 0) {
         close(t->fd);
     }
@@ -800,6 +813,12 @@ static void thread_cleanup(NiuLink *link)
     g_free(t->path);
     g_free(t);
     link->thread = NULL;
+}
+
+/* Is the caller the link thread (which calls niu_link_released())? */
+bool niu_link_thread_is_self(NiuLink *link)
+{
+    return link->thread && qemu_thread_is_self(&link->thread->thread);
 }
 
 static const NiuTransportOps thread_transport = {

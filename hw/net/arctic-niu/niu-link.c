@@ -159,6 +159,17 @@ void niu_link_posted_due(NiuLink *link)
     }
 }
 
+/*
+ * Without the owner's lock, in the transport's own thread, after each of
+ * its reports: the owner finishes what needs the BQL.
+ */
+void niu_link_released(NiuLink *link)
+{
+    if (link->ops->released) {
+        link->ops->released(link);
+    }
+}
+
 /* The deferral ran out: what was held back goes now. */
 void niu_link_deferred_due(NiuLink *link)
 {

@@ -29,7 +29,8 @@
  * Everything here runs under the owner's lock (@lock, the device lock),
  * whichever thread calls it: the owner holds it when it calls in, and a
  * transport takes it before it reports anything.  Nothing here may take
- * the BQL.
+ * the BQL; a transport's own thread calls niu_link_released() each time
+ * it has let go of the lock, where the owner may.
  */
 #ifndef HW_NET_ARCTIC_NIU_LINK_H
 #define HW_NET_ARCTIC_NIU_LINK_H
@@ -70,6 +71,13 @@ typedef struct NiuLinkOps {
     void (*deferred)(NiuLink *link);
     /* Work the owner handed to the transport's thread (niu_link_post()). */
     void (*posted)(NiuLink *link);
+    /*
+     * The transport's own thread let go of the owner's lock after
+     * reporting: called without it and without the BQL, so the owner
+     * may take the BQL here to finish what it could not do under its
+     * lock (raise an interrupt).  NULL: nothing to finish.
+     */
+    void (*released)(NiuLink *link);
     /*
      * Something for the device's error registers and log (a protocol
      * error, a refusal), said in @what; the link has traced it.
@@ -196,6 +204,8 @@ void niu_link_input(NiuLink *link, const uint8_t *buf, size_t size);
 void niu_link_writable(NiuLink *link);
 void niu_link_deferred_due(NiuLink *link);
 void niu_link_posted_due(NiuLink *link);
+void niu_link_released(NiuLink *link);
+bool niu_link_thread_is_self(NiuLink *link);
 void niu_link_broken(NiuLink *link, const char *what, uint32_t value);
 
 #endif /* HW_NET_ARCTIC_NIU_LINK_H */
