@@ -25,7 +25,8 @@
 #           every word of the blocks checked
 #   suite-4  niu-suite (seed 001's dmm, fft, gauss, jacobi, sort at the
 #           Table 6.2 sizes) on 4 nodes: every kernel's result equal to
-#           node 0's serial run, times and speedup reported
+#           node 0's serial run, times and speedup reported; then a 4096-
+#           point FFT, whose transpose goes by remote DMA
 #   collectives-8  niu-coll-test on 8 nodes with 128 MB each: barrier,
 #           all-to-all, broadcast from every root, reduce and allreduce,
 #           active messages and a block transfer, every value checked
@@ -173,9 +174,13 @@ bw-2)
     expect "both nodes ok" '^node [01]: ok$' 2
     ;;
 suite-4)
-    run_cluster -n 4 -- niu-suite
-    expect "every kernel verified, with times" '^\[node 0\] niu-suite: (dmm|fft|gauss|jacobi|sort) +[0-9].* nodes=4 parallel=[0-9]+\.[0-9]{3}s serial=[0-9]+\.[0-9]{3}s speedup=[0-9]+\.[0-9]{2} PASS$' 5
-    expect "no kernel failed" '^\[node 0\] niu-suite: 0 failure\(s\): PASS$'
+    run_cluster -n 4 -- "niu-suite && niu-suite -s fft=4096 fft"
+    expect "every kernel verified, with times" '^\[node 0\] niu-suite: (dmm|fft|gauss|jacobi|sort) +[0-9].* nodes=4 parallel=[0-9]+\.[0-9]{3}s serial=[0-9]+\.[0-9]{3}s speedup=[0-9]+\.[0-9]{2} PASS$' 6
+    # 1024 points over 4 nodes leave blocks under ARCTIC_D: messages;
+    # 4096 points fill whole DMA units.
+    expect "the small FFT's transpose by messages" '^\[node 0\] niu-suite: fft +1024 complex points, msgs +nodes=4 .* PASS$'
+    expect "the larger FFT's transpose by remote DMA" '^\[node 0\] niu-suite: fft +4096 complex points, DMA +nodes=4 .* PASS$'
+    expect "no kernel failed" '^\[node 0\] niu-suite: 0 failure\(s\): PASS$' 2
     expect "all nodes ok" '^node [0-3]: ok$' 4
     ;;
 collectives-16)
