@@ -216,7 +216,7 @@ static enum arctic_drop_reason wire_error_reason(enum arctic_wire_error e)
         return ARCTIC_DROP_BAD_KIND;
     case ARCTIC_WIRE_NOT_ZERO:
         return ARCTIC_DROP_NOT_ZERO;
-    default:
+    default:                    /* arctic_wire_check() finds no others */
         return ARCTIC_DROP_BAD_LENGTH;
     }
 }

@@ -204,6 +204,13 @@ enum arctic_wire_error {
     ARCTIC_WIRE_BAD_CRC,
     ARCTIC_WIRE_BAD_KIND,      /* e2e kind is none of enum arctic_e2e_kind */
     ARCTIC_WIRE_NOT_ZERO,      /* upper half of word 0 not zero */
+    /*
+     * Well formed, but wrong where it arrived; only the NIU, which knows
+     * its node, finds these (not arctic_wire_check()).
+     */
+    ARCTIC_WIRE_MISROUTED,     /* dst_node not this node, or src_node >= S */
+    ARCTIC_WIRE_BAD_ANSWER,    /* an ack or nack without its incarnation */
+    ARCTIC_WIRE_BAD_PRIORITY,  /* data off its stream's priority network */
 };
 
 /* Check a whole wire packet of @size bytes: length field, CRC, header

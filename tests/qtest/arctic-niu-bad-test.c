@@ -139,10 +139,26 @@ static void test_error_log_classes(void)
     rmdir(dir);
 }
 
+/*
+ * The @count-th bad packet was dropped, and ERROR_INFO names its reason
+ * (enum arctic_wire_error).
+ */
+static void expect_dropped(Niu *n, uint32_t count, enum arctic_wire_error why)
+{
+    uint32_t info;
+
+    wait_counter(n, ARCTIC_CNT_BAD_PACKETS, count);
+    info = reg_r(n, A_NIU_ERROR_INFO);
+    g_assert_cmpint(FIELD_EX32(info, NIU_ERROR_INFO, CAUSE), ==,
+                    ARCTIC_ERR_BAD_PACKET);
+    g_assert_cmpint(FIELD_EX32(info, NIU_ERROR_INFO, DETAIL), ==, why);
+}
+
 static void test_bad_packets_from_network(void)
 {
     Niu *n = niu_start_linked(8, 8);
     uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint32_t w0;
     size_t size;
 
     mark_rx_slots(n);
@@ -151,18 +167,37 @@ static void test_bad_packets_from_network(void)
                      2, 3, NULL, 0);
     wire[ARCTIC_WIRE_WORDS_OFFSET + 9] ^= 0x40;
     link_send_packet(n, wire, size);
+    expect_dropped(n, 1, ARCTIC_WIRE_BAD_CRC);
     /* Misrouted: meant for node 2. */
     size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0, 1,
                      2, 3, NULL, 0);
     wire[4] = 2;
     arctic_wire_seal(wire, size);
     link_send_packet(n, wire, size);
+    expect_dropped(n, 2, ARCTIC_WIRE_MISROUTED);
     /* Length field disagreeing with the frame. */
     size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0, 1,
                      2, 3, NULL, 0);
     wire[ARCTIC_WIRE_WORDS_OFFSET + 4] += 1;
     arctic_wire_seal(wire, size);
     link_send_packet(n, wire, size);
+    expect_dropped(n, 3, ARCTIC_WIRE_BAD_LENGTH);
+    /* An ack with a data packet's length: no incarnation word. */
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0, 1,
+                     2, 3, NULL, 0);
+    wire[0] = ARCTIC_E2E_ACK;
+    arctic_wire_seal(wire, size);
+    link_send_packet(n, wire, size);
+    expect_dropped(n, 4, ARCTIC_WIRE_BAD_ANSWER);
+    /* Data of a high-priority stream that travelled low. */
+    size = peer_data(n, wire, PEER, ARCTIC_PRIORITY_HIGH, n->peer_epoch, 0, 1,
+                     2, 3, NULL, 0);
+    w0 = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET);
+    arctic_put_le32(wire + ARCTIC_WIRE_WORDS_OFFSET,
+                    FIELD_DP32(w0, ARCTIC_W0, PRIORITY, ARCTIC_PRIORITY_LOW));
+    arctic_wire_seal(wire, size);
+    link_send_packet(n, wire, size);
+    expect_dropped(n, 5, ARCTIC_WIRE_BAD_PRIORITY);
     /* An MPI packet claiming 21 payload words is dropped but acked. */
     {
         uint32_t big[ARCTIC_MAX_PAYLOAD + 1] = { 0 };
@@ -172,7 +207,7 @@ static void test_bad_packets_from_network(void)
         expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
                        n->peer_epoch, 0, 0);
     }
-    g_assert_cmpint(counter(n, ARCTIC_CNT_BAD_PACKETS), ==, 4);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_BAD_PACKETS), ==, 6);
     g_assert_cmpint(qtest_readl(n->qts, rx_slot_addr(ARCTIC_RXQ_HI, 0)), ==,
                     0);
     expect_errors(n, 1u << ARCTIC_ERR_BAD_PACKET);

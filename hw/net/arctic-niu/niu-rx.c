@@ -383,12 +383,12 @@ void niu_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
     if (err == ARCTIC_WIRE_OK) {
         arctic_e2e_decode(pkt, &h);
         if (h.dst_node != s->node_id || h.src_node >= ARCTIC_S) {
-            err = ARCTIC_WIRE_BAD_KIND;     /* misrouted or forged */
+            err = ARCTIC_WIRE_MISROUTED;    /* or forged */
         } else if (h.kind != ARCTIC_E2E_DATA &&
                    FIELD_EX32(arctic_get_le32(words + 4), ARCTIC_W1, LENGTH) !=
                    ARCTIC_CONTROL_PACKET_LENGTH) {
             /* An answer without its incarnation word. */
-            err = ARCTIC_WIRE_BAD_KIND;
+            err = ARCTIC_WIRE_BAD_ANSWER;
         } else if (h.kind == ARCTIC_E2E_DATA &&
                    FIELD_EX32(h.flags, ARCTIC_E2E_FLAGS, PRIORITY) !=
                    FIELD_EX32(arctic_get_le32(words), ARCTIC_W0, PRIORITY)) {
@@ -396,7 +396,7 @@ void niu_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
              * Data travels on the network of its stream's priority; acks
              * and nacks always travel high.
              */
-            err = ARCTIC_WIRE_BAD_KIND;
+            err = ARCTIC_WIRE_BAD_PRIORITY;
         }
     }
     if (err != ARCTIC_WIRE_OK) {
