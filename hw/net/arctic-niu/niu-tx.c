@@ -150,22 +150,36 @@ static void line_park(ArcticLine *line)
     line->deadline = INT64_MAX;
 }
 
+/*
+ * When the node a busy line waits for is declared dead (check_peers()):
+ * INT64_MAX if never (no peer timeout, or it has answered since).
+ */
+static int64_t peer_deadline(ArcticNiuState *s, const ArcticLine *l)
+{
+    int64_t since = s->peer_waiting_since[l->dst];
+
+    if (!s->peer_timeout_ms || !since) {
+        return INT64_MAX;
+    }
+    return since + (int64_t)s->peer_timeout_ms * SCALE_MS;
+}
+
 static void retry_timer_rearm(ArcticNiuState *s)
 {
-    int64_t peer_limit = (int64_t)s->peer_timeout_ms * SCALE_MS;
     int64_t next = INT64_MAX;
     unsigned i;
 
     for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->lines[i];
-        if (l->busy && !l->queued && l->deadline < next) {
+
+        if (!l->busy) {
+            continue;
+        }
+        if (!l->queued && l->deadline < next) {
             next = l->deadline;
         }
-        /* The peer timeout has a deadline of its own (check_peers()). */
-        if (l->busy && s->peer_timeout_ms && s->peer_waiting_since[l->dst] &&
-            s->peer_waiting_since[l->dst] + peer_limit < next) {
-            next = s->peer_waiting_since[l->dst] + peer_limit;
-        }
+        /* The peer timeout has a deadline of its own. */
+        next = MIN(next, peer_deadline(s, l));
     }
     /*
      * Only ever earlier: a timer left at an older deadline fires, finds
@@ -772,12 +786,19 @@ static void tx_main_loop_poll(Notifier *notifier, void *data)
     ArcticNiuState *s = container_of(notifier, ArcticNiuState,
                                      tx_main_loop_notifier);
     MainLoopPoll *mlpoll = data;
-    QEMU_LOCK_GUARD(&s->lock);
 
-    if (mlpoll->state == MAIN_LOOP_POLL_FILL && s->tx_poll_parked &&
-        !all_cpu_threads_idle()) {
-        niu_tx_unpark(s);
+    /*
+     * Only this thread parks the poll (tx_poll_park() runs from its
+     * timer), so a parked poll is never missed by this look without the
+     * lock; the lock, which the link thread and the vCPUs take per
+     * packet, is taken only when there is something to do.
+     */
+    if (mlpoll->state != MAIN_LOOP_POLL_FILL ||
+        !qatomic_read(&s->tx_poll_parked) || all_cpu_threads_idle()) {
+        return;
     }
+    QEMU_LOCK_GUARD(&s->lock);
+    niu_tx_unpark(s);
 }
 
 /*
@@ -1124,17 +1145,12 @@ static void peer_dead(ArcticNiuState *s, uint16_t node)
 /* Declare dead every node that has left packets unanswered too long. */
 static void check_peers(ArcticNiuState *s, int64_t now)
 {
-    int64_t limit = (int64_t)s->peer_timeout_ms * SCALE_MS;
     unsigned i;
 
-    if (!s->peer_timeout_ms) {
-        return;
-    }
     for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->lines[i];
 
-        if (l->busy && s->peer_waiting_since[l->dst] &&
-            now - s->peer_waiting_since[l->dst] >= limit) {
+        if (l->busy && now >= peer_deadline(s, l)) {
             peer_dead(s, l->dst);
         }
     }
