@@ -261,21 +261,42 @@ static bool tx_slot_free(struct niu_endpoint *ep, enum niu_priority prio)
 	return !(ep->tx[prio][ep->tx_head[prio]].header & ARCTIC_MPI_VALID);
 }
 
+/* Every message waiting in @prio's receive queue into its stash. */
+static void keep_queue(struct niu_endpoint *ep, enum niu_priority prio)
+{
+	struct niu_msg msg;
+
+	while (take_slot(ep, prio, &msg)) {
+		if (stash_put(&ep->stash[prio], &msg))
+			abort();	/* a million unread messages */
+	}
+}
+
 /*
  * Take whatever has arrived at both priorities and keep it aside, so that
  * a peer blocked sending to us can go on while we wait for the NIU.
  */
 static void keep_incoming(struct niu_endpoint *ep)
 {
-	struct niu_msg msg;
 	int p;
 
-	for (p = NIU_HI; p < NIU_NUM_PRIORITIES; p++) {
-		while (take_slot(ep, p, &msg)) {
-			if (stash_put(&ep->stash[p], &msg))
-				abort();	/* a million unread messages */
-		}
-	}
+	for (p = NIU_HI; p < NIU_NUM_PRIORITIES; p++)
+		keep_queue(ep, p);
+}
+
+/*
+ * A wait that reads one priority's queue keeps the other's messages
+ * aside, so that queue never fills while nobody reads it.  A full
+ * receive queue makes the NIU refuse (nack) what comes, and the senders
+ * retry: with 64 nodes, a node in a low-priority collective left its
+ * high-priority queue full of the next barrier's messages, and the
+ * high-priority retries and nacks that followed kept the switch's
+ * buffers from the low-priority packets the collective waited for
+ * (docs/scale.md).  Every reader of a priority looks in its stash first.
+ */
+static void keep_other(struct niu_endpoint *ep, enum niu_priority reading)
+{
+	keep_queue(ep, reading == NIU_HI ? NIU_LO : NIU_HI);
 }
 
 /*
@@ -609,6 +630,7 @@ int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
 	while (!niu_try_recv(ep, prio, msg)) {
 		if (ep->peer_down)
 			return -EHOSTDOWN;
+		keep_other(ep, prio);
 		idle(ep, &spins, NIU_WAIT_RX);
 	}
 	return 0;
@@ -658,6 +680,7 @@ static int barrier_wait(struct niu_endpoint *ep,
 	if (stash_take(stash, is_barrier_msg, want, &msg))
 		return 0;
 	for (;;) {
+		keep_other(ep, NIU_HI);
 		while (take_slot(ep, NIU_HI, &msg)) {
 			if (is_barrier_msg(&msg, want))
 				return 0;
@@ -805,6 +828,7 @@ int niu_alltoallv(struct niu_endpoint *ep, const uint32_t *const send[],
 			progress = true;
 			break;
 		}
+		keep_other(ep, NIU_LO);
 		while (take_slot(ep, NIU_LO, &msg)) {
 			progress = true;
 			if (is_exchange_msg(&msg, &x))

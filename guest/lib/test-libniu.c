@@ -269,6 +269,7 @@ static void test_stash_grows_in_order(void)
 static void test_exchange_two_nodes(void)
 {
 	uint32_t mine[45], theirs[45], got[2][45], next[3], head = 0, i;
+	uint32_t hi_head = 0;
 	const uint32_t *send[2] = { mine, mine };
 	uint32_t *recv[2] = { got[0], got[1] };
 	size_t send_words[2] = { 45, 45 }, recv_words[2] = { 45, 45 };
@@ -290,9 +291,22 @@ static void test_exchange_two_nodes(void)
 		      next, 1);
 	deliver_words(&ep, NIU_LO, &head, 1, NIU_TYPE_COLLECTIVE, 1, 20,
 		      theirs + 20, 20);
+	/* The next barrier's message, high priority, arrives meanwhile. */
+	deliver(&ep, NIU_HI, &hi_head, 1, NIU_TYPE_BARRIER, 1, 0, 0);
+	deliver(&ep, NIU_HI, &hi_head, 1, 9, 99, 0, 0);
 	CHECK(niu_alltoallv(&ep, send, send_words, recv, recv_words) == 0);
 	CHECK(memcmp(got[0], mine, sizeof(mine)) == 0);
 	CHECK(memcmp(got[1], theirs, sizeof(theirs)) == 0);
+	/* Its queue was emptied into the stash, in order (docs/scale.md). */
+	CHECK(!(ep.rx[NIU_HI][0].header & ARCTIC_MPI_VALID));
+	CHECK(!(ep.rx[NIU_HI][1].header & ARCTIC_MPI_VALID));
+	CHECK(ep.stash[NIU_HI].count == 2);
+	{
+		struct niu_msg msg;
+
+		CHECK(niu_try_recv(&ep, NIU_HI, &msg) == 1);
+		CHECK(msg.type == 9 && msg.command[0] == 99);
+	}
 	/* What went to node 1: 20 + 20 + 5 words, offsets in command1. */
 	CHECK(ARCTIC_FIELD_GET(MPI_HEADER, DEST, ep.tx[NIU_LO][0].header) == 1);
 	CHECK(ARCTIC_FIELD_GET(MPI_HEADER, LENGTH,
