@@ -100,16 +100,6 @@ static bool niu_dma_is_ram(ArcticNiuState *s, dma_addr_t addr,
     return true;
 }
 
-/*
- * The NIU's DMA reaches guest RAM only.  A queue, slot or DMA window over
- * anything else (the NIU's own BARs, another device's registers, nothing)
- * fails as an access error, which the callers report as ERROR_CAUSE.DMA:
- * so no delivery can run register side effects of this or another device
- * in its middle, and the link thread, which holds the device lock but not
- * the BQL, never needs the BQL that MMIO dispatch would take.  (A guest
- * that remaps its memory while the NIU's DMA runs can still slip MMIO
- * under a check made just before; it would only hurt itself.)
- */
 /* niu_dma_is_ram(), traced when it is not. */
 static bool niu_dma_reaches_ram(ArcticNiuState *s, dma_addr_t addr,
                                 dma_addr_t len, bool write)
@@ -121,6 +111,16 @@ static bool niu_dma_reaches_ram(ArcticNiuState *s, dma_addr_t addr,
     return true;
 }
 
+/*
+ * The NIU's DMA reaches guest RAM only.  A queue, slot or DMA window over
+ * anything else (the NIU's own BARs, another device's registers, nothing)
+ * fails as an access error, which the callers report as ERROR_CAUSE.DMA:
+ * so no delivery can run register side effects of this or another device
+ * in its middle, and the link thread, which holds the device lock but not
+ * the BQL, never needs the BQL that MMIO dispatch would take.  (A guest
+ * that remaps its memory while the NIU's DMA runs can still slip MMIO
+ * under a check made just before; it would only hurt itself.)
+ */
 MemTxResult niu_dma_rw(ArcticNiuState *s, dma_addr_t addr, void *buf,
                        dma_addr_t len, DMADirection dir)
 {
@@ -196,7 +196,11 @@ static void niu_irq_signal(ArcticNiuState *s, uint32_t fire)
     niu_update_intx(s);
 }
 
-/* What the link thread fired, signalled from the main loop. */
+/*
+ * What was fired without the BQL, signalled under it: irq_bh's callback in
+ * the main loop, and the link thread's once it has let go of the device
+ * lock (niu_on_link_released()).
+ */
 static void niu_irq_bh(void *opaque)
 {
     ArcticNiuState *s = opaque;
