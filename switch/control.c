@@ -25,8 +25,17 @@ enum {
     CONTROL_OUTPUT_LIMIT = 256 * 1024,
 };
 
+struct ArcticSwitchControl {
+    ArcticSwitch *sw;
+    char *path;
+    int listen_fd;
+    struct sw_watch watch;
+    GList *clients;
+};
+
 struct sw_control_client {
     struct sw_watch watch;
+    ArcticSwitchControl *control;
     int fd;
     GString *input;
     GString *output;
@@ -38,57 +47,79 @@ static void control_accept(ArcticSwitch *sw, void *object, uint32_t events);
 static void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st);
 static void control_event(ArcticSwitch *sw, void *object, uint32_t events);
 
-bool sw_control_listen(ArcticSwitch *sw, GError **errp)
+ArcticSwitchControl *arctic_switch_control_new(ArcticSwitch *sw,
+                                               const char *path,
+                                               GError **errp)
 {
-    sw->control_listen_fd = sw_unix_listen(sw->control_path, errp);
-    if (sw->control_listen_fd < 0) {
-        return false;
+    ArcticSwitchControl *ctl;
+    int fd = sw_unix_listen(path, errp);
+
+    if (fd < 0) {
+        return NULL;
     }
-    sw->control_watch.ready = control_accept;
-    sw_loop_watch(sw, sw->control_listen_fd, &sw->control_watch, EPOLLIN);
-    return true;
+    ctl = g_new0(ArcticSwitchControl, 1);
+    ctl->sw = sw;
+    ctl->path = g_strdup(path);
+    ctl->listen_fd = fd;
+    ctl->watch.ready = control_accept;
+    ctl->watch.object = ctl;
+    sw_loop_watch(sw, fd, &ctl->watch, EPOLLIN);
+    return ctl;
 }
 
-static void client_free(ArcticSwitch *sw, struct sw_control_client *c)
+static void client_free(struct sw_control_client *c)
 {
-    sw->control_clients = g_list_remove(sw->control_clients, c);
-    sw_loop_unwatch(sw, c->fd);
+    ArcticSwitchControl *ctl = c->control;
+
+    ctl->clients = g_list_remove(ctl->clients, c);
+    sw_loop_unwatch(ctl->sw, c->fd);
     close(c->fd);
     g_string_free(c->input, TRUE);
     g_string_free(c->output, TRUE);
     g_free(c);
 }
 
-void sw_control_close_all(ArcticSwitch *sw)
+void arctic_switch_control_free(ArcticSwitchControl *ctl)
 {
-    while (sw->control_clients) {
-        client_free(sw, sw->control_clients->data);
+    if (!ctl) {
+        return;
     }
+    while (ctl->clients) {
+        client_free(ctl->clients->data);
+    }
+    sw_loop_unwatch(ctl->sw, ctl->listen_fd);
+    close(ctl->listen_fd);
+    unlink(ctl->path);
+    g_free(ctl->path);
+    g_free(ctl);
 }
 
 static void control_accept(ArcticSwitch *sw, void *object, uint32_t events)
 {
+    ArcticSwitchControl *ctl = object;
+
     for (;;) {
-        int fd = accept4(sw->control_listen_fd, NULL, NULL,
+        int fd = accept4(ctl->listen_fd, NULL, NULL,
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
         struct sw_control_client *c;
 
         if (fd < 0) {
             return;
         }
-        if (g_list_length(sw->control_clients) >= CONTROL_MAX_CLIENTS) {
+        if (g_list_length(ctl->clients) >= CONTROL_MAX_CLIENTS) {
             close(fd);
             continue;
         }
         c = g_new0(struct sw_control_client, 1);
         c->watch.ready = control_event;
         c->watch.object = c;
+        c->control = ctl;
         c->fd = fd;
         c->input = g_string_new(NULL);
         c->output = g_string_new(NULL);
         c->registered_events = EPOLLIN;
         sw_loop_watch(sw, fd, &c->watch, EPOLLIN);
-        sw->control_clients = g_list_prepend(sw->control_clients, c);
+        ctl->clients = g_list_prepend(ctl->clients, c);
     }
 }
 
@@ -575,7 +606,7 @@ static void control_event(ArcticSwitch *sw, void *object, uint32_t events)
             c->closing = true;
         }
         if (!client_write(sw, c)) {
-            client_free(sw, c);
+            client_free(c);
             return;
         }
         /* Writing may have made room for requests still waiting. */

@@ -3,7 +3,8 @@
  * The switch itself: its configuration, the listening sockets, and how its
  * layers are wired together.  From the bottom: the event loop (loop.c),
  * the ports with their NIU links (port.c), the routers of the fat tree
- * (router.c), and on top the control socket (control.c); counters and
+ * (router.c); the control socket (control.c) sits on top of the switch,
+ * which knows nothing of it (arctic_switch_control_new()); counters and
  * their names are a leaf (stats.c), as are fault injection (faults.c) and
  * the capture (pcap.c).  Each loop batch reads what the sockets hold, lets
  * the routers move packets, then writes every connection's output with one
@@ -262,10 +263,8 @@ ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
     sw->config = *config;
     sw->socket_path = g_strdup(config->socket_path);
     sw->tcp_address = g_strdup(config->tcp_address);
-    sw->control_path = g_strdup(config->control_path);
     sw->config.socket_path = sw->socket_path;
     sw->config.tcp_address = sw->tcp_address;
-    sw->config.control_path = sw->control_path;
     sw->config.pcap_path = NULL;
     sw->ports = config->ports;
     sw->levels = config->levels ? config->levels
@@ -273,7 +272,7 @@ ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
     sw->ns_per_byte = 1000.0 / config->link_mbytes_per_s;
     sw->loop.epoll_fd = sw->loop.wakeup_fd = sw->loop.timer_fd = -1;
     sw->read_buf = g_malloc(SW_CONN_INPUT_BUFFER);
-    sw->unix_listen_fd = sw->tcp_listen_fd = sw->control_listen_fd = -1;
+    sw->unix_listen_fd = sw->tcp_listen_fd = -1;
     sw->port = g_new0(struct sw_port, sw->ports);
     sw->port_ops = &sw_router_port_ops;
     sw->start_ns = sw->now_ns = sw_clock_ns();
@@ -302,10 +301,6 @@ ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
         sw->tcp_watch.ready = accept_connections;
         sw->tcp_watch.object = &sw->tcp_watch;
         sw_loop_watch(sw, sw->tcp_listen_fd, &sw->tcp_watch, EPOLLIN);
-    }
-    if (sw->control_path && !sw_control_listen(sw, errp)) {
-        g_clear_pointer(&sw->control_path, g_free);
-        goto fail;
     }
     if (config->pcap_path && !arctic_switch_pcap_open(sw, config->pcap_path,
                                                       errp)) {
@@ -385,7 +380,6 @@ void arctic_switch_free(ArcticSwitch *sw)
         return;
     }
     sw_port_close_all(sw);
-    sw_control_close_all(sw);
     arctic_switch_pcap_close(sw);
     if (sw->unix_listen_fd >= 0) {
         close(sw->unix_listen_fd);
@@ -394,10 +388,6 @@ void arctic_switch_free(ArcticSwitch *sw)
     if (sw->tcp_listen_fd >= 0) {
         close(sw->tcp_listen_fd);
     }
-    if (sw->control_listen_fd >= 0) {
-        close(sw->control_listen_fd);
-        unlink(sw->control_path);
-    }
     sw_loop_cleanup(sw);
     sw_tree_free(sw);
     sw_faults_free(sw);
@@ -405,6 +395,5 @@ void arctic_switch_free(ArcticSwitch *sw)
     g_free(sw->read_buf);
     g_free(sw->socket_path);
     g_free(sw->tcp_address);
-    g_free(sw->control_path);
     g_free(sw);
 }

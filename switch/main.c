@@ -126,6 +126,7 @@ int main(int argc, char **argv)
     g_autoptr(GError) err = NULL;
     ArcticSwitchConfig config;
     ArcticSwitch *sw;
+    ArcticSwitchControl *control = NULL;
     ArcticSwitchStats *stats;
     GThread *thread;
     unsigned i;
@@ -171,7 +172,6 @@ int main(int argc, char **argv)
     arctic_switch_config_init(&config);
     config.socket_path = o.socket_path;
     config.tcp_address = o.tcp_address;
-    config.control_path = o.control_path;
     config.pcap_path = o.pcap_path;
     config.ports = o.ports;
     config.levels = o.levels;
@@ -191,6 +191,14 @@ int main(int argc, char **argv)
         g_printerr("arctic-switch: %s\n", err->message);
         return 1;
     }
+    if (o.control_path) {
+        control = arctic_switch_control_new(sw, o.control_path, &err);
+        if (!control) {
+            g_printerr("arctic-switch: --control: %s\n", err->message);
+            arctic_switch_free(sw);
+            return 1;
+        }
+    }
     for (i = 0; o.faults && o.faults[i]; i++) {
         struct arctic_fault_params params;
         int port, priority;
@@ -199,6 +207,7 @@ int main(int argc, char **argv)
                                      &err) ||
             !arctic_switch_set_faults(sw, port, priority, &params, &err)) {
             g_printerr("arctic-switch: --fault: %s\n", err->message);
+            arctic_switch_control_free(control);
             arctic_switch_free(sw);
             return 2;
         }
@@ -219,6 +228,7 @@ int main(int argc, char **argv)
     g_main_loop_run(main_loop);
     arctic_switch_stop(sw);
     g_thread_join(thread);
+    arctic_switch_control_free(control);
 
     if (!o.no_stats) {
         stats = arctic_switch_stats_snapshot(sw);

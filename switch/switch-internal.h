@@ -230,11 +230,9 @@ struct sw_port_ops {
     void (*detached)(ArcticSwitch *sw, unsigned port_no);
 };
 
-struct sw_control_client;
-
 struct ArcticSwitch {
     ArcticSwitchConfig config;
-    char *socket_path, *tcp_address, *control_path;
+    char *socket_path, *tcp_address;
     unsigned ports, levels, routers_per_level;
     struct sw_router *routers;      /* [levels][routers_per_level] */
     struct sw_port *port;
@@ -246,7 +244,7 @@ struct ArcticSwitch {
     uint64_t now_ns, start_ns;      /* now_ns: the loop's batch clock */
 
     /* core.c: the listening sockets */
-    int unix_listen_fd, tcp_listen_fd, control_listen_fd;
+    int unix_listen_fd, tcp_listen_fd;
     struct sw_watch unix_watch, tcp_watch;
 
     /* port.c: the connections and how ports report upward */
@@ -266,10 +264,6 @@ struct ArcticSwitch {
     /* counters: port.c and router.c count, stats.c names them */
     uint64_t unattached_disconnects[ARCTIC_DISCONNECT_REASONS];
     uint64_t latency[ARCTIC_NUM_PRIORITIES][ARCTIC_LATENCY_BUCKETS];
-
-    /* control.c */
-    struct sw_watch control_watch;
-    GList *control_clients;
 
     /* pcap.c */
     FILE *pcap;
@@ -351,10 +345,6 @@ enum {
 void sw_pcap_record(ArcticSwitch *sw, enum sw_pcap_event event,
                     int drop_reason, unsigned flags, unsigned in_port,
                     unsigned out_port, const uint8_t *bytes, size_t size);
-
-/* control.c */
-bool sw_control_listen(ArcticSwitch *sw, GError **errp);
-void sw_control_close_all(ArcticSwitch *sw);
 
 /* stats.c */
 void sw_stats_latency(ArcticSwitch *sw, unsigned priority, uint64_t ns);

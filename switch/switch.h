@@ -73,7 +73,6 @@ enum {
 typedef struct {
     const char *socket_path;    /* UNIX listener, or NULL */
     const char *tcp_address;    /* "host:port" listener, or NULL */
-    const char *control_path;   /* JSON control socket, or NULL */
     const char *pcap_path;      /* capture file, or NULL */
     unsigned ports;             /* 1..ARCTIC_LINK_MAX_NODES */
     unsigned levels;            /* 0: arctic_tree_levels(ports) */
@@ -189,6 +188,18 @@ bool arctic_fault_spec_parse(const char *spec, int *port, int *priority,
 bool arctic_switch_pcap_open(ArcticSwitch *sw, const char *path,
                              GError **errp);
 void arctic_switch_pcap_close(ArcticSwitch *sw);
+
+/*
+ * The JSON control socket (docs/switch.md), on top of a switch: listens
+ * at @path and serves its clients in the switch loop.  Create it before
+ * arctic_switch_run(); free it after the loop has returned and before
+ * arctic_switch_free().
+ */
+typedef struct ArcticSwitchControl ArcticSwitchControl;
+ArcticSwitchControl *arctic_switch_control_new(ArcticSwitch *sw,
+                                               const char *path,
+                                               GError **errp);
+void arctic_switch_control_free(ArcticSwitchControl *ctl);
 
 /* Copy of every counter; safe from any thread. */
 ArcticSwitchStats *arctic_switch_stats_snapshot(ArcticSwitch *sw);

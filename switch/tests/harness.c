@@ -42,10 +42,11 @@ TestSwitch *test_switch_start(ArcticSwitchConfig *config)
     ts->socket_path = g_build_filename(ts->dir, "switch.sock", NULL);
     ts->control_path = g_build_filename(ts->dir, "control.sock", NULL);
     config->socket_path = ts->socket_path;
-    config->control_path = ts->control_path;
     ts->sw = arctic_switch_new(config, &err);
     g_assert_no_error(err);
     g_assert_nonnull(ts->sw);
+    ts->control = arctic_switch_control_new(ts->sw, ts->control_path, &err);
+    g_assert_no_error(err);
     ts->thread = test_switch_run_thread(ts->sw);
     return ts;
 }
@@ -54,6 +55,7 @@ void test_switch_stop(TestSwitch *ts)
 {
     arctic_switch_stop(ts->sw);
     g_thread_join(ts->thread);
+    arctic_switch_control_free(ts->control);
     arctic_switch_free(ts->sw);
     g_rmdir(ts->dir);
     g_free(ts->dir);

@@ -21,6 +21,7 @@ typedef struct {
     char *dir;
     char *socket_path;
     char *control_path;
+    ArcticSwitchControl *control;   /* listening at control_path */
 } TestSwitch;
 
 /* Start a switch whose sockets live in a fresh temporary directory (the

@@ -273,6 +273,61 @@ static void test_control_flood_bounded(void)
     test_switch_stop(ts);
 }
 
+/*
+ * The control socket lives on top of the switch: freeing it closes its
+ * clients (they read end of file) and removes its socket, and the switch
+ * goes on without it.
+ */
+static void test_control_free(void)
+{
+    static const char request[] = "{\"command\":\"info\"}\n";
+    const struct timeval timeout = { .tv_sec = 10 };
+    ArcticSwitchConfig config;
+    TestSwitch *ts;
+    g_autofree char *path = NULL;
+    g_autoptr(GError) err = NULL;
+    char buf[4096];
+    ssize_t n;
+    int fd;
+
+    arctic_switch_config_init(&config);
+    config.ports = 2;
+    ts = test_switch_start(&config);
+    path = g_strdup(ts->control_path);
+    fd = test_connect_unix(path);
+    /* A socket left open fails the test instead of hanging it. */
+    g_assert_cmpint(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout,
+                               sizeof(timeout)), ==, 0);
+    /* Answered: the switch has taken this client. */
+    g_assert_cmpint(send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL), ==,
+                    (ssize_t)sizeof(request) - 1);
+    n = recv(fd, buf, sizeof(buf), 0);
+    g_assert_cmpint(n, >, 0);
+    g_assert_nonnull(memchr(buf, '\n', n));
+
+    arctic_switch_stop(ts->sw);
+    g_thread_join(ts->thread);
+    arctic_switch_control_free(ts->control);
+    ts->control = NULL;
+    g_assert_cmpint(recv(fd, buf, sizeof(buf), 0), ==, 0);
+    close(fd);
+    g_assert_false(g_file_test(path, G_FILE_TEST_EXISTS));
+
+    /* A second one may take the path again; a regular file is refused. */
+    ts->control = arctic_switch_control_new(ts->sw, path, &err);
+    g_assert_no_error(err);
+    g_assert_true(g_file_test(path, G_FILE_TEST_EXISTS));
+    arctic_switch_control_free(ts->control);
+    g_assert_true(g_file_set_contents(path, "", 0, NULL));
+    ts->control = arctic_switch_control_new(ts->sw, path, &err);
+    g_assert_null(ts->control);
+    g_assert_error(err, G_IO_ERROR, G_IO_ERROR_EXISTS);
+    g_unlink(path);
+
+    ts->thread = test_switch_run_thread(ts->sw);
+    test_switch_stop(ts);
+}
+
 static void test_daemon_options(void)
 {
     const char *exe = g_getenv("ARCTIC_SWITCH");
@@ -280,6 +335,7 @@ static void test_daemon_options(void)
      * the option tested, never about the socket. */
     g_autofree char *dir = g_dir_make_tmp("arctic-options-XXXXXX", NULL);
     g_autofree char *sock = g_build_filename(dir, "s.sock", NULL);
+    g_autofree char *file = g_build_filename(dir, "file", NULL);
     const char *x = sock;
     struct {
         const char *args[4];
@@ -297,10 +353,13 @@ static void test_daemon_options(void)
         { { "--tcp", "nocolon" }, 1, "HOST:PORT" },
         { { "-s", x, "--handshake-timeout", "0" }, 2, "at least 1 ms" },
         { { "-s", x, "--handshake-timeout", "-5" }, 2, "must not be negative" },
+        { { "-s", x, "-c", file }, 1, "--control: " },
+        { { "-s", x, "-c", file }, 1, "file exists and is not a socket" },
     };
     unsigned i;
 
     g_assert_nonnull(exe);
+    g_assert_true(g_file_set_contents(file, "", 0, NULL));
     for (i = 0; i < G_N_ELEMENTS(cases); i++) {
         g_autofree char *out = NULL, *err = NULL;
         char *argv[6] = { (char *)exe };
@@ -318,6 +377,8 @@ static void test_daemon_options(void)
                                 cases[i].message));
     }
     g_assert_false(g_file_test(sock, G_FILE_TEST_EXISTS));
+    g_assert_true(g_file_test(file, G_FILE_TEST_IS_REGULAR));
+    g_unlink(file);
     g_rmdir(dir);
 }
 
@@ -381,6 +442,7 @@ int main(int argc, char **argv)
     g_test_add_func("/switch/control/commands", test_control_commands);
     g_test_add_func("/switch/control/flood-bounded",
                     test_control_flood_bounded);
+    g_test_add_func("/switch/control/free", test_control_free);
     g_test_add_func("/switch/daemon/options", test_daemon_options);
     g_test_add_func("/switch/daemon/run", test_daemon_run);
     return g_test_run();
