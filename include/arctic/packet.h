@@ -121,14 +121,27 @@ struct arctic_e2e_header {
     uint8_t flags;       /* ARCTIC_E2E_FLAGS */
     uint16_t src_node;   /* sender of this packet */
     uint16_t dst_node;   /* node the route leads to: checked on arrival */
-    uint16_t job;        /* DATA: job tag (GID) stamped by the sending
-                            NIU; ACK/NACK: the low 16 bits of the
-                            receiver's incarnation (the whole of it is
-                            word 2 of the packet) */
+    /* Bytes 6-7: one field on the wire, named for what each kind puts
+     * there. */
+    union {
+        uint16_t job;            /* DATA: job tag (GID) stamped by the
+                                    sending NIU */
+        uint16_t incarnation_lo; /* ACK/NACK: the low 16 bits of the
+                                    answering receiver's incarnation (the
+                                    whole of it is word 2 of the packet,
+                                    arctic_control_incarnation()) */
+    };
     uint32_t epoch;      /* DATA: sender's session; ACK/NACK: the session
-                            acknowledged */
-    uint32_t seq;        /* DATA: sequence number per (src, dst, priority);
-                            ACK/NACK: the sequence acknowledged */
+                            answered */
+    /* Bytes 12-15, likewise. */
+    union {
+        uint32_t seq;            /* DATA: sequence number per (src, dst,
+                                    priority); ACK: the last one taken;
+                                    NACK: the first one refused */
+        uint32_t resync_epoch;   /* NACK with ARCTIC_NACK_RESYNC: the
+                                    receiver's current epoch of the
+                                    stream (0: it holds none) */
+    };
 };
 
 enum {

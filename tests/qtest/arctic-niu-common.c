@@ -622,7 +622,7 @@ void peer_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
                  ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, REASON, reason),
         .src_node = src,
         .dst_node = NIU_NODE,
-        .job = n->peer_incarnation & 0xffff,
+        .incarnation_lo = n->peer_incarnation & 0xffff,
         .epoch = epoch,
         .seq = seq,
     };
@@ -673,7 +673,7 @@ void expect_control_within(Niu *n, int ms, unsigned src, uint8_t kind,
         n->niu_incarnation = arctic_control_incarnation(wire);
         n->niu_incarnation_known = true;
     }
-    h.job = n->niu_incarnation & 0xffff;
+    h.incarnation_lo = n->niu_incarnation & 0xffff;
     want_size = build_wire(want, &h, arctic_route_entry(NIU_NODE, src, true,
                                                         false),
                            0, n->niu_incarnation, 0, NULL, -1);

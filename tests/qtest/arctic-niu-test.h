@@ -125,6 +125,10 @@ size_t peer_data(Niu *n, uint8_t *wire, unsigned src, uint8_t prio,
                  uint32_t epoch, uint32_t seq, unsigned type,
                  uint32_t cmd0, uint32_t cmd1, const uint32_t *payload,
                  int len);
+/*
+ * An ACK or NACK from the peer, and the one expected from the NIU: @seq
+ * fills the header's seq field, which a RESYNC nack names resync_epoch.
+ */
 void peer_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
                   uint32_t epoch, uint32_t seq, uint8_t reason);
 void expect_control_within(Niu *n, int ms, unsigned src, uint8_t kind,

@@ -98,6 +98,30 @@ static void test_wire_check(void)
 
 /* Every single-bit corruption of a packet of every size is refused, and
  * every cut of it is too short or of the wrong length. */
+/*
+ * The header's two shared fields: an answer's incarnation goes where a
+ * DATA packet's job tag goes, a RESYNC nack's epoch where the seq goes.
+ */
+static void test_e2e_shared_fields(void)
+{
+    struct arctic_e2e_header h = {
+        .kind = ARCTIC_E2E_NACK,
+        .incarnation_lo = 0xbeef,
+        .epoch = 0x01020304,
+        .resync_epoch = 0xa0b0c0d0,
+    }, got;
+    uint8_t b[ARCTIC_E2E_HEADER_SIZE];
+
+    g_assert_cmpuint(sizeof(h), ==, ARCTIC_E2E_HEADER_SIZE);
+    arctic_e2e_encode(b, &h);
+    g_assert_cmphex(arctic_get_le16(b + 6), ==, 0xbeef);
+    g_assert_cmphex(arctic_get_le32(b + 12), ==, 0xa0b0c0d0);
+    arctic_e2e_decode(b, &got);
+    g_assert_cmphex(got.job, ==, 0xbeef);
+    g_assert_cmphex(got.seq, ==, 0xa0b0c0d0);
+    g_assert_cmphex(got.epoch, ==, 0x01020304);
+}
+
 static void test_wire_check_corruption(void)
 {
     uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
@@ -417,6 +441,7 @@ int main(int argc, char **argv)
     g_test_add_func("/contract/crc", test_crc_check_value);
     g_test_add_func("/contract/crc-fast", test_crc_fast_matches_table);
     g_test_add_func("/contract/wire-check", test_wire_check);
+    g_test_add_func("/contract/e2e-shared-fields", test_e2e_shared_fields);
     g_test_add_func("/contract/wire-check-corruption",
                     test_wire_check_corruption);
     g_test_add_func("/contract/frame-header-check", test_frame_header_check);

@@ -176,7 +176,7 @@ typedef struct ArcticRxStream {
     uint32_t epoch;
     uint32_t expected;
     uint32_t nack_epoch;    /* epoch the nack refers to */
-    uint32_t nack_seq;
+    uint32_t nack_seq;      /* RESYNC: the epoch we hold (resync_epoch) */
 } ArcticRxStream;
 
 typedef struct ArcticEndpoint {

@@ -446,7 +446,7 @@ bool niu_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
              * word 2): a sender tells a reset receiver from a reordered
              * answer by it.
              */
-            .job = s->epoch_base & 0xffff,
+            .incarnation_lo = s->epoch_base & 0xffff,
         };
         uint32_t w1;
 
@@ -461,7 +461,11 @@ bool niu_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
             h.flags = FIELD_DP32(h.flags, ARCTIC_E2E_FLAGS, REASON,
                                  st->nack_reason);
             h.epoch = st->nack_epoch;
-            h.seq = st->nack_seq;
+            if (st->nack_reason == ARCTIC_NACK_RESYNC) {
+                h.resync_epoch = st->nack_seq;
+            } else {
+                h.seq = st->nack_seq;
+            }
         }
         if (!st->ack_due && !st->nack_due) {
             st->in_ctrl_fifo = false;

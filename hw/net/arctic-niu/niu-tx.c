@@ -1444,13 +1444,13 @@ void niu_tx_handle_nack(ArcticNiuState *s,
     }
     trace_arctic_niu_tx_nack(s->node_id, h->src_node, prio, h->seq, reason);
     if (reason == ARCTIC_NACK_RESYNC) {
-        if (!st->acked && (int32_t)(h->seq - st->epoch) >= 0) {
+        if (!st->acked && (int32_t)(h->resync_epoch - st->epoch) >= 0) {
             /*
              * The receiver holds an epoch of ours at least as new (from
              * before this NIU's reset): it can never adopt this one, and
              * never took any of it, so renumbering is safe.
              */
-            tx_resync(s, prio, h->src_node, h->seq);
+            tx_resync(s, prio, h->src_node, h->resync_epoch);
             niu_tx_pump(s, false);
             return;
         }
@@ -1468,7 +1468,7 @@ void niu_tx_handle_nack(ArcticNiuState *s,
              * deliveries went to a guest that is gone, so number what is
              * left again in a new epoch.
              */
-            tx_resync(s, prio, h->src_node, h->seq);
+            tx_resync(s, prio, h->src_node, h->resync_epoch);
             niu_tx_pump(s, false);
             return;
         } else {
