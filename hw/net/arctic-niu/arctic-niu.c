@@ -5,8 +5,9 @@
  * the privileged register file of seed 002 §4 plus identity, status, test
  * and per-endpoint registers (control BAR), the user pages with the
  * doorbells (user BAR), interrupts, the test DMA engine, the "state"
- * view, and reset.  The datapaths are in niu-tx.c and niu-rx.c, dMPI raw
- * mode in niu-raw.c, the link to arctic-switch in niu-link.c.
+ * view, and reset.  The queue engine is in niu-tx.c, niu-rx.c and
+ * niu-raw.c (dMPI raw mode), the end-to-end protocol in niu-e2e.c, the
+ * link to arctic-switch in niu-link*.c (arctic-niu.h has the map).
  * docs/programming-guide.md describes the device for driver authors.
  */
 
@@ -608,7 +609,7 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
         val = FIELD_DP32(val, NIU_CTRL, RAW, s->rx_raw);
         break;
     case A_NIU_TX_PENDING:
-        val = niu_tx_pending(s);
+        val = niu_e2e_pending(s);
         break;
     case A_NIU_VMASK:
         val = s->vmask;
@@ -1053,7 +1054,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
                        niu_tx_draining(s) ? "draining" : "off", &err);
     visit_str(v, "rx", s->rx_enabled ? "on" : s->rx_raw ? "raw" : "off",
               &err);
-    visit_u64(v, "tx-pending", niu_tx_pending(s), &err);
+    visit_u64(v, "tx-pending", niu_e2e_pending(s), &err);
     visit_u64(v, "vmask", s->vmask, &err);
     visit_u64(v, "error-cause", s->error_cause, &err);
     visit_str(v, "last-error",
@@ -1135,6 +1136,7 @@ void niu_full_reset(ArcticNiuState *s)
     memset(s->ep, 0, sizeof(s->ep));
     niu_tx_reset(s);
     niu_rx_reset(s);
+    niu_e2e_reset(s);
     niu_raw_reset(s);
 }
 
@@ -1174,8 +1176,9 @@ static void niu_on_link_up(NiuLink *link)
 
     niu_count(s, ARCTIC_CNT_LINK_UPS);
     s->error_warned = 0;        /* the network's faults are news again */
-    niu_tx_link_up(s);
-    niu_tx_pump(s, false);
+    niu_e2e_link_up(s);
+    niu_tx_kick(s);
+    niu_e2e_pump(s, false);
 }
 
 static void niu_on_link_down(NiuLink *link)
@@ -1186,7 +1189,7 @@ static void niu_on_link_down(NiuLink *link)
 static void niu_on_link_packet(NiuLink *link, uint8_t prio,
                                const uint8_t *wire, size_t size)
 {
-    niu_rx_packet(link_owner(link), wire, size);
+    niu_e2e_packet(link_owner(link), wire, size);
 }
 
 static void niu_on_link_ready(NiuLink *link)
@@ -1196,7 +1199,7 @@ static void niu_on_link_ready(NiuLink *link)
 
 static void niu_on_link_deferred(NiuLink *link)
 {
-    niu_tx_pump(link_owner(link), false);
+    niu_e2e_pump(link_owner(link), false);
 }
 
 static void niu_on_link_posted(NiuLink *link)
@@ -1236,6 +1239,45 @@ static const NiuLinkOps arctic_niu_link_ops = {
     .posted = niu_on_link_posted,
     .released = niu_on_link_released,
     .error = niu_on_link_error,
+};
+
+/*
+ * ------------------------------------------------------------------------
+ * What the end-to-end protocol reports (niu-e2e.h), handed to the queue
+ * engine.  Called with the device lock held.
+ */
+
+static ArcticNiuState *e2e_owner(NiuE2E *e2e)
+{
+    return container_of(e2e, ArcticNiuState, e2e);
+}
+
+static RxVerdict niu_on_e2e_deliver(NiuE2E *e2e, uint8_t prio, uint16_t src,
+                                    uint16_t job, uint8_t flags,
+                                    const uint8_t *pkt, size_t size)
+{
+    return niu_rx_deliver(e2e_owner(e2e), prio, src, job, flags, pkt, size);
+}
+
+/* Each endpoint that lost packets to @node gets a notice in its HiRx. */
+static void niu_on_e2e_peer_lost(NiuE2E *e2e, uint16_t node,
+                                 uint32_t endpoints)
+{
+    ArcticNiuState *s = e2e_owner(e2e);
+    unsigned i;
+
+    for (i = 0; i < ARCTIC_ENDPOINTS; i++) {
+        if (endpoints & (1u << i)) {
+            niu_rx_local_notice(s, i, FIELD_DP32(0, MPI_HEADER, ENDPOINT, i),
+                                node, ARCTIC_NOTICE_PEER_DEAD);
+        }
+    }
+    niu_tx_kick(s);
+}
+
+static const NiuE2EOps arctic_niu_e2e_ops = {
+    .deliver = niu_on_e2e_deliver,
+    .peer_lost = niu_on_e2e_peer_lost,
 };
 
 /* No link at all makes a standalone NIU, useful for register tests. */
@@ -1328,6 +1370,7 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
     s->irq_bh = qemu_bh_new_guarded(niu_irq_bh, s,
                                     &DEVICE(s)->mem_reentrancy_guard);
     niu_tx_init(s);
+    niu_e2e_init(s, &arctic_niu_e2e_ops);
     niu_full_reset(s);
     if (!niu_link_setup(s, errp)) {
         niu_exit(pdev);
@@ -1340,6 +1383,7 @@ static void niu_exit(PCIDevice *pdev)
 
     niu_link_cleanup(&s->link);
     niu_tx_cleanup(s);
+    niu_e2e_cleanup(s);
     qemu_bh_delete(s->test_dma_bh);
     qemu_bh_delete(s->irq_bh);
     msix_uninit_exclusive_bar(pdev);

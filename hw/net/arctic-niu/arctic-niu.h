@@ -5,16 +5,20 @@
  * From the top, and the prefix of each part's functions:
  *   arctic-niu.c  registers and QOM (niu_*): properties, the register
  *                 file (MMIO), reset, the state view, and the glue that
- *                 hands what the link reports (niu_on_link_*) to the parts
- *                 below
- *   niu-tx.c      MPFSM and DMAFSM (seed 002 §6.2.1; niu_tx_*): polls the
- *                 Tx queues, builds packets into retransmit lines, the
- *                 send order, ack/nack/timeout handling
- *   niu-rx.c      RCVFSM (§6.3.1; niu_rx_*): sequence checks, delivery
- *                 into the Rx queues, and the acks and nacks that answer
- *                 each packet
+ *                 hands what the layers below report (niu_on_link_*,
+ *                 niu_on_e2e_*) to the ones that act on it
+ *   the queue engine, the only code that reads or writes guest memory:
+ *   niu-tx.c      MPFSM and DMAFSM (seed 002 §6.2.1-6.2.2; niu_tx_*):
+ *                 polls the Tx queues, builds packets and hands them to
+ *                 the end-to-end protocol
+ *   niu-rx.c      RCVFSM (§6.3.1; niu_rx_*): delivery into the Rx queues
+ *                 and DMA windows, the notices
  *   niu-raw.c     dMPI raw mode (niu_raw_*): the FIFO access points of
  *                 endpoint 0
+ *   niu-e2e.c     the end-to-end protocol (niu-e2e.h; niu_e2e_*): lines,
+ *                 streams, acks, nacks, timeouts, the send order; its
+ *                 state is ArcticNiuState.e2e, and it reports upward only
+ *                 through NiuE2EOps
  *   niu-link*.c   the link to arctic-switch (niu-link.h; niu_link_*): the
  *                 session (framing, handshake, credits) and its two
  *                 transports, a chardev or a socket served by a link
@@ -38,39 +42,15 @@
 #include "arctic/link.h"
 #include "arctic/route.h"
 
+#include "niu-e2e.h"
 #include "niu-link.h"
 
 #define TYPE_ARCTIC_NIU "arctic-niu"
 OBJECT_DECLARE_SIMPLE_TYPE(ArcticNiuState, ARCTIC_NIU)
 
-/*
- * Retransmit buffer: lines hold packets until acknowledged (seed 003
- * §3.2.2); some lines are kept for high priority so low-priority traffic
- * can never take them all.  The seeds call it "small" without a size:
- * the "lines" property picks it (NIU_CAPS.LINES tells the driver).
- * Remote-DMA data leaves MPI messages at least ARCTIC_MPI_MIN_LINES or
- * an eighth of them, so MPI messages of both priorities pass a long DMA
- * operation (seed 002 §2.2.2) while DMA gets the window it needs: the
- * lines bound its bandwidth (niu_dma_lines()).
- */
 enum {
-    ARCTIC_DEFAULT_LINES = 16,
-    ARCTIC_MAX_LINES = R_NIU_CAPS_LINES_MASK >> R_NIU_CAPS_LINES_SHIFT,
-    ARCTIC_HI_RESERVED_LINES = 4,
-    ARCTIC_MIN_LINES = 2 * ARCTIC_HI_RESERVED_LINES,
-    ARCTIC_MPI_MIN_LINES = 8,
     /* Slots MPFSM takes from one queue before letting the main loop run. */
     ARCTIC_TX_BATCH = 32,
-    /*
-     * Entries of a priority's send order, queued lines and stale ones
-     * together (rebuilt when full).
-     */
-    ARCTIC_SENDQ_SIZE = 4 * ARCTIC_MAX_LINES,
-    /*
-     * Deliveries whose acks may wait for data going back (ack-delay-ns)
-     * before they go at once.
-     */
-    ARCTIC_ACK_EVERY = 4,
     /*
      * Packets the receive FIFO of each priority holds in dMPI mode
      * (RxCtrl OFF) before the NIU refuses more (seed 002 §4.1.2: they
@@ -78,80 +58,6 @@ enum {
      */
     ARCTIC_RAW_RX_PACKETS = 8,
 };
-
-/* The lines remote-DMA data may hold at once, of @lines. */
-static inline unsigned niu_dma_lines(unsigned lines)
-{
-    return lines - MAX(ARCTIC_MPI_MIN_LINES, lines / 8);
-}
-
-typedef struct ArcticLine {
-    bool busy;
-    bool queued;            /* in the send order, not on the wire yet */
-    bool sent_once;         /* has entered the network at least once */
-    bool nack_wait;         /* deadline is a nack back-off, not a timeout */
-    bool parked;            /* waits for its paused stream's probe */
-    bool dma;               /* carries remote-DMA data */
-    bool raw;               /* from the dMPI FIFO, not a queue */
-    uint64_t queued_order;  /* send order among queued lines */
-    uint8_t prio;           /* ARCTIC_PRIORITY_HIGH / _LOW */
-    uint8_t epn;            /* endpoint whose queue it came from */
-    uint16_t dst;
-    uint32_t seq;
-    uint32_t retries;
-    int64_t deadline;       /* virtual ns: retransmit if not acked by then */
-    int64_t sent_ns;        /* virtual ns of its first send */
-    uint16_t size;          /* bytes of wire[] */
-    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
-} ArcticLine;
-
-/* One place in the send order of a priority (niu-tx.c sendq_push()). */
-typedef struct ArcticSendEntry {
-    uint16_t line;
-    uint64_t order;         /* the line's queued_order when queued */
-} ArcticSendEntry;
-
-typedef struct ArcticSendQueue {
-    ArcticSendEntry entry[ARCTIC_SENDQ_SIZE];
-    unsigned head, count;
-} ArcticSendQueue;
-
-/*
- * Retransmit timeouts and nack back-offs (niu-tx.c line_timeout(),
- * line_backoff()): doubled for each retry, at most ARCTIC_MAX_BACKOFF
- * times, up to a cap in time (a quarter of the peer timeout; the round
- * trip for a nack), from a base that follows the round trips measured but
- * stays under a second.
- */
-#define ARCTIC_MAX_BACKOFF 20
-#define ARCTIC_MAX_RTO_NS (1000 * SCALE_MS)
-/* The longest retransmit timeout when no peer is ever given up. */
-#define NIU_PEERLESS_MAX_TIMEOUT_NS (60 * NANOSECONDS_PER_SECOND)
-
-/* Sender side of one (destination, priority) stream. */
-typedef struct ArcticTxStream {
-    uint32_t epoch;
-    uint32_t next_seq;
-    bool acked;                 /* an ack of this epoch has arrived */
-    uint32_t peer_incarnation;  /* the receiver that sent it */
-    /*
-     * Refused: only the probe (the refused packet) goes again until it is
-     * acked; the rest of the stream is parked (niu-tx.c).
-     */
-    bool paused;
-    uint32_t probe_seq;
-    /*
-     * The retransmit timeout adapts to the round trips the stream sees
-     * (RFC 6298): smoothed round trip and its variation from packets acked
-     * without having been sent again (0: no sample yet), and the doublings
-     * its timeouts have added since the last sample.  A network whose
-     * queues hold packets longer than retry-timeout-ns (64 nodes on two
-     * cores) is then not flooded with copies of what it still carries.
-     */
-    int64_t srtt_ns, rttvar_ns;
-    uint32_t backoff;
-    int64_t backoff_at;         /* when the last timeout doubled it */
-} ArcticTxStream;
 
 /* A requester to tell that this NIU refused some of its remote DMA. */
 typedef struct ArcticReport {
@@ -161,23 +67,6 @@ typedef struct ArcticReport {
     uint16_t job;
     uint32_t command;
 } ArcticReport;
-
-/*
- * Receiver side of one (source, priority) stream, and what it owes the
- * sender: at most one ack and one nack are pending per stream, so the
- * control traffic the NIU owes is bounded however the network behaves.
- */
-typedef struct ArcticRxStream {
-    bool known;
-    bool ack_due;
-    bool nack_due;
-    bool in_ctrl_fifo;
-    uint8_t nack_reason;
-    uint32_t epoch;
-    uint32_t expected;
-    uint32_t nack_epoch;    /* epoch the nack refers to */
-    uint32_t nack_seq;      /* RESYNC: the epoch we hold (resync_epoch) */
-} ArcticRxStream;
 
 typedef struct ArcticEndpoint {
     uint64_t tx_qbase;
@@ -264,21 +153,6 @@ struct ArcticNiuState {
     bool tx_poll_parked;        /* idle: no poll until a vCPU can store */
     Notifier tx_main_loop_notifier;
     bool tx_line_wait;          /* work found no free line */
-    ArcticLine lines[ARCTIC_MAX_LINES];
-    /* Bit i set: line i < num_lines is free (the lowest goes first). */
-    uint64_t lines_free[DIV_ROUND_UP(ARCTIC_MAX_LINES, 64)];
-    unsigned lines_busy[ARCTIC_NUM_PRIORITIES];
-    unsigned dma_lines_busy;
-    ArcticSendQueue sendq[ARCTIC_NUM_PRIORITIES];
-    ArcticTxStream tx_stream[ARCTIC_NUM_PRIORITIES][ARCTIC_S];
-    QEMUTimer *retry_timer;
-    uint64_t queue_counter;
-    uint32_t epoch_base;        /* first epoch of every stream after reset */
-    /*
-     * Per destination: virtual ns since which packets to it have waited
-     * for any answer (0: none waits); see niu_tx_peer_answered().
-     */
-    int64_t peer_waiting_since[ARCTIC_S];
 
     /* dMPI raw mode (niu-raw.c), indexed by priority */
     uint32_t raw_tx[ARCTIC_NUM_PRIORITIES][ARCTIC_MAX_PACKET_WORDS];
@@ -294,7 +168,6 @@ struct ArcticNiuState {
     unsigned raw_rx_word[ARCTIC_NUM_PRIORITIES];  /* next word of the head */
 
     /* RCVFSM */
-    ArcticRxStream rx_stream[ARCTIC_NUM_PRIORITIES][ARCTIC_S];
     /*
      * Per source: endpoints whose DMA data from it was refused since
      * their last notification from it (which then says so).
@@ -303,11 +176,9 @@ struct ArcticNiuState {
     /* Reports owed to requesters (FIFO; sent by niu-tx.c) */
     ArcticReport reports[16];
     unsigned report_head, report_count;
-    /* FIFO of (priority << 8 | source) streams owing an ack or nack */
-    uint16_t ctrl_fifo[ARCTIC_NUM_PRIORITIES * ARCTIC_S];
-    unsigned ctrl_head, ctrl_count;
-    unsigned acks_held;         /* acks owed since controls last went */
-    bool nack_owed;
+
+    /* the end-to-end protocol (niu-e2e.c) */
+    NiuE2E e2e;
 
     /* link (niu-link.h) */
     NiuLink link;
@@ -356,25 +227,15 @@ void niu_tx_unpark(ArcticNiuState *s);
 void niu_tx_doorbell(ArcticNiuState *s, uint32_t endpoints);
 void niu_tx_enable_changed(ArcticNiuState *s);
 bool niu_tx_draining(ArcticNiuState *s);
-unsigned niu_tx_pending(ArcticNiuState *s);
-void niu_tx_handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
-                       uint32_t incarnation);
-void niu_tx_handle_nack(ArcticNiuState *s,
-                        const struct arctic_e2e_header *h,
-                        uint32_t incarnation);
-void niu_tx_link_up(ArcticNiuState *s);
-void niu_tx_pump(ArcticNiuState *s, bool lazy);
 void niu_tx_resume(ArcticNiuState *s);
 void niu_tx_posted(ArcticNiuState *s);
-ArcticLine *niu_tx_next_line(ArcticNiuState *s, uint8_t prio);
-void niu_tx_line_sent(ArcticNiuState *s, ArcticLine *line);
-void niu_tx_peer_answered(ArcticNiuState *s, uint16_t node);
 void niu_tx_cleanup(ArcticNiuState *s);
 
 /* niu-rx.c */
 void niu_rx_reset(ArcticNiuState *s);
-void niu_rx_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size);
-bool niu_rx_next_control(ArcticNiuState *s, uint8_t *wire, size_t *size);
+RxVerdict niu_rx_deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
+                         uint16_t job, uint8_t flags, const uint8_t *pkt,
+                         size_t size);
 bool niu_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
                          uint32_t command, uint32_t status);
 bool niu_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
@@ -387,6 +248,22 @@ bool niu_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
 bool niu_raw_rx_push(ArcticNiuState *s, uint8_t prio, const uint8_t *pkt,
                      size_t size);
 void niu_raw_tx_flush(ArcticNiuState *s);
+
+/* niu-e2e.c */
+void niu_e2e_init(ArcticNiuState *s, const NiuE2EOps *ops);
+void niu_e2e_cleanup(ArcticNiuState *s);
+void niu_e2e_reset(ArcticNiuState *s);
+ArcticLine *niu_e2e_line_alloc(ArcticNiuState *s, uint8_t prio);
+bool niu_e2e_dma_line_free(ArcticNiuState *s);
+void niu_e2e_send(ArcticNiuState *s, ArcticLine *line, unsigned epn,
+                  unsigned dest, uint32_t route, uint32_t w1,
+                  const uint32_t *body, unsigned body_words);
+void niu_e2e_mark(ArcticLine *line, uint8_t flags, uint16_t job);
+unsigned niu_e2e_pending(ArcticNiuState *s);
+bool niu_e2e_unsent(ArcticNiuState *s);
+void niu_e2e_pump(ArcticNiuState *s, bool lazy);
+void niu_e2e_link_up(ArcticNiuState *s);
+void niu_e2e_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size);
 
 /* niu-tx.c, for niu-raw.c */
 bool niu_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,

@@ -5,7 +5,7 @@
  * how the bytes move.
  *
  * Three parties meet here:
- *   - the owner above (the end-to-end protocol of niu-tx.c/niu-rx.c),
+ *   - the owner above (the end-to-end protocol of niu-e2e.c),
  *     told of packets, of the link going up or down, and of room to send
  *     through NiuLinkOps; it sends with niu_link_can_send()/niu_link_send()
  *     and ends a burst with niu_link_flush();

@@ -1,0 +1,1160 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Arctic NIU end-to-end protocol (niu-e2e.h): the sender's and the
+ * receiver's halves of the ack/retry protocol of seeds 003 §3.2.2-3.2.4
+ * and 000 §2.8-2.10 (docs/link-protocol.md §8).
+ *
+ * A packet the queue engine hands over (niu_e2e_send()) takes a
+ * retransmit line and the next sequence number of its stream, and is
+ * queued in the send order of its priority; niu_e2e_pump() moves the
+ * acks and nacks owed, then high-priority lines, then low, onto the link
+ * as its credits allow.  A line is freed only when the receiver
+ * acknowledges it; a nack or a timeout sends it again.  Every data packet
+ * from the network is answered: the one a stream expects goes up to the
+ * queue engine (NiuE2EOps.deliver), and is acked if it was delivered or
+ * dropped, nacked if refused; a duplicate is acked again; one out of
+ * order is nacked.  What the NIU owes its peers is kept per stream (one
+ * ack and one nack at most), so it is bounded whatever the network does.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/error-report.h"
+#include "trace.h"
+
+#include "arctic-niu.h"
+
+static inline bool seq_before_eq(uint32_t a, uint32_t b)
+{
+    return (int32_t)(a - b) <= 0;
+}
+
+static inline bool seq_after(uint32_t a, uint32_t b)
+{
+    return (int32_t)(a - b) > 0;
+}
+
+/*
+ * ------------------------------------------------------------------------
+ * Retransmit lines and the send order
+ */
+
+static unsigned lines_busy(ArcticNiuState *s, int prio)
+{
+    if (prio < 0) {
+        return s->e2e.lines_busy[ARCTIC_PRIORITY_LOW] +
+               s->e2e.lines_busy[ARCTIC_PRIORITY_HIGH];
+    }
+    return s->e2e.lines_busy[prio];
+}
+
+static void line_mark_free(ArcticNiuState *s, ArcticLine *line, bool free)
+{
+    unsigned i = line - s->e2e.lines;
+
+    if (free) {
+        s->e2e.lines_free[i / 64] |= 1ull << (i % 64);
+    } else {
+        s->e2e.lines_free[i / 64] &= ~(1ull << (i % 64));
+    }
+}
+
+/* A line leaves the buffer (acknowledged, or its peer given up). */
+static void line_free(ArcticNiuState *s, ArcticLine *line)
+{
+    assert(line->busy);
+    line->busy = false;
+    line->queued = false;
+    line_mark_free(s, line, true);
+    s->e2e.lines_busy[line->prio]--;
+    s->e2e.dma_lines_busy -= line->dma;
+}
+
+/*
+ * A free line for a packet of @prio, honouring the high-priority reserve,
+ * or NULL.  It stays free until niu_e2e_send() fills it.
+ */
+ArcticLine *niu_e2e_line_alloc(ArcticNiuState *s, uint8_t prio)
+{
+    unsigned i;
+
+    if (prio == ARCTIC_PRIORITY_LOW &&
+        lines_busy(s, ARCTIC_PRIORITY_LOW) >=
+        s->num_lines - ARCTIC_HI_RESERVED_LINES) {
+        return NULL;
+    }
+    for (i = 0; i < ARRAY_SIZE(s->e2e.lines_free); i++) {
+        if (s->e2e.lines_free[i]) {
+            return &s->e2e.lines[i * 64 + ctz64(s->e2e.lines_free[i])];
+        }
+    }
+    return NULL;
+}
+
+/*
+ * The send order of each priority is a FIFO of (line, queued_order):
+ * lines are queued with increasing orders, so its head is the oldest.
+ * An entry whose line has since been sent, acked or queued again is stale
+ * and skipped at the head (next_line()); when stale entries
+ * fill the ring it is rebuilt from the lines.
+ */
+static void sendq_push(ArcticNiuState *s, ArcticLine *line)
+{
+    ArcticSendQueue *q = &s->e2e.sendq[line->prio];
+
+    q->entry[(q->head + q->count) % ARCTIC_SENDQ_SIZE] = (ArcticSendEntry) {
+        .line = line - s->e2e.lines,
+        .order = line->queued_order,
+    };
+    q->count++;
+}
+
+static int compare_order(const void *a, const void *b)
+{
+    const ArcticLine *x = *(ArcticLine *const *)a;
+    const ArcticLine *y = *(ArcticLine *const *)b;
+
+    return x->queued_order < y->queued_order ? -1 :
+           x->queued_order > y->queued_order;
+}
+
+static void sendq_rebuild(ArcticNiuState *s, uint8_t prio)
+{
+    ArcticLine *v[ARCTIC_MAX_LINES];
+    unsigned i, n = 0;
+
+    for (i = 0; i < s->num_lines; i++) {
+        ArcticLine *l = &s->e2e.lines[i];
+        if (l->busy && l->queued && l->prio == prio) {
+            v[n++] = l;
+        }
+    }
+    qsort(v, n, sizeof(v[0]), compare_order);
+    s->e2e.sendq[prio].head = s->e2e.sendq[prio].count = 0;
+    for (i = 0; i < n; i++) {
+        sendq_push(s, v[i]);
+    }
+}
+
+static void line_queue(ArcticNiuState *s, ArcticLine *line)
+{
+    if (s->e2e.sendq[line->prio].count == ARCTIC_SENDQ_SIZE) {
+        sendq_rebuild(s, line->prio);
+    }
+    line->queued = true;
+    line->nack_wait = false;
+    line->parked = false;
+    line->queued_order = ++s->e2e.queue_counter;
+    sendq_push(s, line);
+}
+
+/*
+ * Out of the send order until its stream's probe is acked: it would only
+ * be refused, as out of order, behind the packet the receiver refused.
+ */
+static void line_park(ArcticLine *line)
+{
+    line->queued = false;
+    line->nack_wait = true;
+    line->parked = true;
+    line->deadline = INT64_MAX;
+}
+
+/*
+ * When the node a busy line waits for is declared dead (check_peers()):
+ * INT64_MAX if never (no peer timeout, or it has answered since).
+ */
+static int64_t peer_deadline(ArcticNiuState *s, const ArcticLine *l)
+{
+    int64_t since = s->e2e.peer_waiting_since[l->dst];
+
+    if (!s->peer_timeout_ms || !since) {
+        return INT64_MAX;
+    }
+    return since + (int64_t)s->peer_timeout_ms * SCALE_MS;
+}
+
+static void retry_timer_rearm(ArcticNiuState *s)
+{
+    int64_t next = INT64_MAX;
+    unsigned i;
+
+    for (i = 0; i < s->num_lines; i++) {
+        ArcticLine *l = &s->e2e.lines[i];
+
+        if (!l->busy) {
+            continue;
+        }
+        if (!l->queued && l->deadline < next) {
+            next = l->deadline;
+        }
+        /* The peer timeout has a deadline of its own. */
+        next = MIN(next, peer_deadline(s, l));
+    }
+    /*
+     * Only ever earlier: a timer left at an older deadline fires, finds
+     * nothing due and comes back here.  Moving it on every send and ack
+     * would wake the main loop (a timer_mod that makes the deadline
+     * earlier notifies it) twice per packet; this wakes it at most once
+     * per retry timeout.
+     */
+    if (next != INT64_MAX) {
+        timer_mod_anticipate(s->e2e.retry_timer, next);
+    }
+}
+
+/*
+ * Packets taken in and not yet acknowledged: what a node must wait for
+ * before it powers off if it wants them delivered.
+ */
+unsigned niu_e2e_pending(ArcticNiuState *s)
+{
+    return lines_busy(s, -1);
+}
+
+/*
+ * Whether a packet taken from a Tx queue has not entered the network yet
+ * (seed 002 §4.1.2: TxCtrl reads back OFF only once none has).
+ */
+bool niu_e2e_unsent(ArcticNiuState *s)
+{
+    unsigned i;
+
+    for (i = 0; i < s->num_lines; i++) {
+        const ArcticLine *l = &s->e2e.lines[i];
+
+        if (l->busy && !l->sent_once && !l->raw) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Put one packet of stream (@prio, @dest) into @line: e2e header, Arctic
+ * words 0 and 1 (word 1's LENGTH is set here from @body_words), the body,
+ * the CRC.  Every packet the NIU originates is built here.
+ */
+void niu_e2e_send(ArcticNiuState *s, ArcticLine *line, unsigned epn,
+                  unsigned dest, uint32_t route, uint32_t w1,
+                  const uint32_t *body, unsigned body_words)
+{
+    uint8_t prio = FIELD_EX32(route, ROUTE_ENTRY, PRIORITY);
+    ArcticTxStream *st;
+    unsigned len = ARCTIC_ROUTE_WORDS + body_words;
+    struct arctic_e2e_header h = {
+        .kind = ARCTIC_E2E_DATA,
+        .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, prio),
+        .src_node = s->node_id,
+        .dst_node = dest,
+        .job = s->ep[epn].job,
+    };
+    uint8_t *words = line->wire + ARCTIC_WIRE_WORDS_OFFSET;
+    unsigned i;
+
+    /*
+     * Every caller checked the destination; a wrong one here would write
+     * outside the stream table.
+     */
+    assert(dest < ARCTIC_S);
+    st = &s->e2e.tx_stream[prio][dest];
+    h.epoch = st->epoch;
+    h.seq = st->next_seq++;
+
+    w1 = (w1 & ~R_ARCTIC_W1_DOWNROUTE_MASK) |
+         (route & R_ROUTE_ENTRY_DOWNROUTE_MASK);
+    w1 = FIELD_DP32(w1, ARCTIC_W1, LENGTH, len);
+    arctic_e2e_encode(line->wire, &h);
+    arctic_put_le32(words, route & (R_ROUTE_ENTRY_UPROUTE_MASK |
+                                    R_ROUTE_ENTRY_VALID_MASK |
+                                    R_ROUTE_ENTRY_PRIORITY_MASK));
+    arctic_put_le32(words + 4, w1);
+    for (i = 0; i < body_words; i++) {
+        arctic_put_le32(words + 8 + 4 * i, body[i]);
+    }
+    line->size = arctic_wire_size(len);
+    arctic_wire_seal(line->wire, line->size);
+    assert(!line->busy);
+    line->busy = true;
+    line_mark_free(s, line, false);
+    line->sent_once = false;
+    line->dma = FIELD_EX32(w1, ARCTIC_W1, MODE) == ARCTIC_MODE_DMA;
+    line->raw = false;
+    line->prio = prio;
+    s->e2e.lines_busy[prio]++;
+    s->e2e.dma_lines_busy += line->dma;
+    line->epn = epn;
+    line->dst = dest;
+    line->seq = h.seq;
+    line->retries = 0;
+    if (st->paused) {
+        line_park(line);
+    } else {
+        line_queue(s, line);
+    }
+    trace_arctic_niu_tx_packet(s->node_id, epn, dest, prio, h.epoch, h.seq,
+                               FIELD_EX32(w1, ARCTIC_W1, MODE), body_words,
+                               body_words ? body[0] : 0);
+}
+
+/* Add e2e @flags to a line niu_e2e_send() built, with job tag @job; reseal. */
+void niu_e2e_mark(ArcticLine *line, uint8_t flags, uint16_t job)
+{
+    struct arctic_e2e_header h;
+
+    arctic_e2e_decode(line->wire, &h);
+    h.flags |= flags;
+    h.job = job;
+    arctic_e2e_encode(line->wire, &h);
+    arctic_wire_seal(line->wire, line->size);
+}
+
+/*
+ * Whether a line is free for the next DMA data packet, within the DMA
+ * share (niu_dma_lines()).
+ */
+bool niu_e2e_dma_line_free(ArcticNiuState *s)
+{
+    return s->e2e.dma_lines_busy < niu_dma_lines(s->num_lines) &&
+           niu_e2e_line_alloc(s, ARCTIC_PRIORITY_HIGH) != NULL;
+}
+
+/*
+ * ------------------------------------------------------------------------
+ * What the receiver owes: acks and nacks
+ */
+
+static void owe_control(ArcticNiuState *s, uint8_t prio, uint16_t src)
+{
+    ArcticRxStream *st = &s->e2e.rx_stream[prio][src];
+
+    if (!st->in_ctrl_fifo) {
+        unsigned tail = (s->e2e.ctrl_head + s->e2e.ctrl_count) %
+                        ARRAY_SIZE(s->e2e.ctrl_fifo);
+        s->e2e.ctrl_fifo[tail] = prio << 8 | src;
+        s->e2e.ctrl_count++;
+        st->in_ctrl_fifo = true;
+    }
+}
+
+static void owe_ack(ArcticNiuState *s, uint8_t prio, uint16_t src)
+{
+    s->e2e.rx_stream[prio][src].ack_due = true;
+    s->e2e.acks_held++;
+    owe_control(s, prio, src);
+}
+
+static void owe_nack(ArcticNiuState *s, uint8_t prio, uint16_t src,
+                     uint32_t epoch, uint32_t seq, uint8_t reason)
+{
+    ArcticRxStream *st = &s->e2e.rx_stream[prio][src];
+
+    st->nack_due = true;
+    s->e2e.nack_owed = true;        /* nacks never wait (niu_e2e_pump()) */
+    st->nack_epoch = epoch;
+    st->nack_seq = seq;
+    st->nack_reason = reason;
+    owe_control(s, prio, src);
+}
+
+/*
+ * The next ack or nack the NIU owes, as a wire packet on the
+ * high-priority network (acks must never wait behind the traffic they
+ * release).  Returns false when nothing is owed or it cannot be routed.
+ */
+static bool next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
+{
+    while (s->e2e.ctrl_count) {
+        uint16_t entry = s->e2e.ctrl_fifo[s->e2e.ctrl_head];
+        uint8_t prio = entry >> 8;
+        uint16_t src = entry & 0xff;
+        ArcticRxStream *st = &s->e2e.rx_stream[prio][src];
+        uint32_t route = s->route_table[ARCTIC_ROUTE_TABLE_HIGH][src];
+        struct arctic_e2e_header h = {
+            .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, prio),
+            .src_node = s->node_id,
+            .dst_node = src,
+            /*
+             * Which incarnation of this receiver answers (all of it in
+             * word 2): a sender tells a reset receiver from a reordered
+             * answer by it.
+             */
+            .incarnation_lo = s->e2e.epoch_base & 0xffff,
+        };
+        uint32_t w1;
+
+        if (st->ack_due) {
+            st->ack_due = false;
+            h.kind = ARCTIC_E2E_ACK;
+            h.epoch = st->epoch;
+            h.seq = st->expected - 1;
+        } else if (st->nack_due) {
+            st->nack_due = false;
+            h.kind = ARCTIC_E2E_NACK;
+            h.flags = FIELD_DP32(h.flags, ARCTIC_E2E_FLAGS, REASON,
+                                 st->nack_reason);
+            h.epoch = st->nack_epoch;
+            if (st->nack_reason == ARCTIC_NACK_RESYNC) {
+                h.resync_epoch = st->nack_seq;
+            } else {
+                h.seq = st->nack_seq;
+            }
+        }
+        if (!st->ack_due && !st->nack_due) {
+            st->in_ctrl_fifo = false;
+            s->e2e.ctrl_head = (s->e2e.ctrl_head + 1) %
+                               ARRAY_SIZE(s->e2e.ctrl_fifo);
+            s->e2e.ctrl_count--;
+        }
+        if (!h.kind) {
+            continue;
+        }
+        if (!FIELD_EX32(route, ROUTE_ENTRY, VALID)) {
+            /* The sender will time out and retry once a route exists. */
+            niu_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, src,
+                      "no route to node %u for an ack", src);
+            continue;
+        }
+        route = FIELD_DP32(route, ROUTE_ENTRY, PRIORITY, ARCTIC_PRIORITY_HIGH);
+        w1 = (route & R_ROUTE_ENTRY_DOWNROUTE_MASK);
+        w1 = FIELD_DP32(w1, ARCTIC_W1, LENGTH, ARCTIC_CONTROL_PACKET_LENGTH);
+        h.flags = FIELD_DP32(h.flags, ARCTIC_E2E_FLAGS, PRIORITY, prio);
+        arctic_e2e_encode(wire, &h);
+        arctic_put_le32(wire + ARCTIC_WIRE_WORDS_OFFSET,
+                        route & ~R_ROUTE_ENTRY_DOWNROUTE_MASK);
+        arctic_put_le32(wire + ARCTIC_WIRE_WORDS_OFFSET + 4, w1);
+        arctic_control_set_incarnation(wire, s->e2e.epoch_base);
+        *size = arctic_wire_size(ARCTIC_CONTROL_PACKET_LENGTH);
+        arctic_wire_seal(wire, *size);
+        niu_count(s, h.kind == ARCTIC_E2E_ACK ? ARCTIC_CNT_ACKS_SENT
+                                                     : ARCTIC_CNT_NACKS_SENT);
+        trace_arctic_niu_tx_control(s->node_id, h.kind, src, prio, h.epoch,
+                                    h.seq);
+        return true;
+    }
+    return false;
+}
+
+/*
+ * ------------------------------------------------------------------------
+ * Sending lines, acks, nacks, timeouts
+ */
+
+/* The oldest queued line of @prio (the send order), or NULL. */
+static ArcticLine *next_line(ArcticNiuState *s, uint8_t prio)
+{
+    ArcticSendQueue *q = &s->e2e.sendq[prio];
+
+    while (q->count) {
+        ArcticSendEntry *e = &q->entry[q->head];
+        ArcticLine *l = &s->e2e.lines[e->line];
+
+        if (l->busy && l->queued && l->prio == prio &&
+            l->queued_order == e->order) {
+            return l;
+        }
+        q->head = (q->head + 1) % ARCTIC_SENDQ_SIZE;
+        q->count--;
+    }
+    return NULL;
+}
+
+/*
+ * @base doubled @retries times, but no longer than @cap (nor shorter than
+ * @base).  The cap is in time, not in doublings: a receiver held off for
+ * a second (64 guests on two cores) must not be asked hundreds of times
+ * meanwhile, while on an idle host the first retries stay as quick as
+ * @base makes them.
+ */
+static int64_t line_backoff(int64_t base, uint32_t retries, int64_t cap)
+{
+    return MIN(base << MIN(retries, ARCTIC_MAX_BACKOFF), MAX(base, cap));
+}
+
+/*
+ * The stream's retransmit timeout before back-off: its smoothed round
+ * trip plus four times its variation, never less than retry-timeout-ns
+ * nor more than ARCTIC_MAX_RTO_NS (RFC 6298 §2).
+ */
+static int64_t stream_rto(ArcticNiuState *s, const ArcticTxStream *st)
+{
+    int64_t rto = s->retry_timeout_ns;
+
+    if (st->srtt_ns) {
+        rto = MAX(rto, MIN(st->srtt_ns + 4 * st->rttvar_ns,
+                           ARCTIC_MAX_RTO_NS));
+    }
+    return rto;
+}
+
+/*
+ * How long @line may go unanswered before it is sent again: the stream's
+ * timeout, doubled for each timeout of the line or, for a line not yet
+ * timed out, of its stream since the last sample (RFC 6298 §5.5, Karn's
+ * algorithm), up to a quarter of the peer timeout so that a silent peer
+ * is still asked several times before it is given up.
+ */
+static int64_t line_timeout(ArcticNiuState *s, const ArcticLine *line)
+{
+    const ArcticTxStream *st = &s->e2e.tx_stream[line->prio][line->dst];
+    int64_t cap = s->peer_timeout_ms ?
+                  (int64_t)s->peer_timeout_ms * SCALE_MS / 4 :
+                  NIU_PEERLESS_MAX_TIMEOUT_NS;
+
+    return line_backoff(stream_rto(s, st), MAX(line->retries, st->backoff),
+                        cap);
+}
+
+/* A round trip measured on a packet sent once (RFC 6298 §2). */
+static void stream_rtt_sample(ArcticNiuState *s, uint8_t prio, uint16_t dst,
+                              int64_t rtt)
+{
+    ArcticTxStream *st = &s->e2e.tx_stream[prio][dst];
+
+    if (!st->srtt_ns) {
+        st->srtt_ns = MAX(rtt, 1);
+        st->rttvar_ns = rtt / 2;
+    } else {
+        st->rttvar_ns += (ABS(st->srtt_ns - rtt) - st->rttvar_ns) / 4;
+        st->srtt_ns = MAX(st->srtt_ns + (rtt - st->srtt_ns) / 8, 1);
+    }
+    st->backoff = 0;
+    trace_arctic_niu_tx_rtt(s->node_id, dst, prio, rtt, st->srtt_ns,
+                            st->rttvar_ns);
+}
+
+/* A timeout of the stream's packets at @now doubles its timeout once. */
+static void stream_timed_out(ArcticNiuState *s, uint8_t prio, uint16_t dst,
+                             int64_t now)
+{
+    ArcticTxStream *st = &s->e2e.tx_stream[prio][dst];
+
+    if (st->backoff_at != now) {
+        st->backoff_at = now;
+        st->backoff = MIN(st->backoff + 1, ARCTIC_MAX_BACKOFF);
+    }
+}
+
+static void line_sent(ArcticNiuState *s, ArcticLine *line)
+{
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+
+    line->queued = false;
+    if (!line->sent_once) {
+        line->sent_ns = now;
+    }
+    line->sent_once = true;
+    line->deadline = now + line_timeout(s, line);
+    if (!s->e2e.peer_waiting_since[line->dst]) {
+        s->e2e.peer_waiting_since[line->dst] = now;
+    }
+    /*
+     * The retry timer is never later than any deadline (see
+     * retry_timer_rearm()), so only this new one can move it: no scan of
+     * the lines per packet sent.
+     */
+    timer_mod_anticipate(s->e2e.retry_timer, line->deadline);
+}
+
+static bool lines_to(ArcticNiuState *s, uint16_t node)
+{
+    unsigned i;
+
+    for (i = 0; i < s->num_lines; i++) {
+        if (s->e2e.lines[i].busy && s->e2e.lines[i].dst == node) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Any answer from @node, an ack or a nack, stale or not, shows it is
+ * alive: what is still sent to it waits from now on.
+ */
+static void peer_answered(ArcticNiuState *s, uint16_t node)
+{
+    s->e2e.peer_waiting_since[node] = lines_to(s, node)
+                                  ? qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) : 0;
+}
+
+/*
+ * @node has answered nothing for peer-timeout-ms while packets waited for
+ * it: drop them, tell each endpoint that lost some with a notice in its
+ * HiRx, and start its streams afresh in a newer epoch, so that a node that
+ * answers again (restarted, or its link back) takes what comes next as a
+ * new session (RESYNC) instead of waiting for the dropped sequence.
+ */
+static void peer_dead(ArcticNiuState *s, uint16_t node)
+{
+    unsigned i, p, dropped = 0, endpoints = 0;
+
+    for (i = 0; i < s->num_lines; i++) {
+        ArcticLine *l = &s->e2e.lines[i];
+
+        if (l->busy && l->dst == node) {
+            if (!l->raw) {
+                endpoints |= 1u << l->epn;
+            }
+            line_free(s, l);
+            dropped++;
+        }
+    }
+    for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
+        ArcticTxStream *st = &s->e2e.tx_stream[p][node];
+
+        st->epoch++;
+        st->next_seq = 0;
+        st->acked = false;
+        st->paused = false;
+        st->srtt_ns = st->rttvar_ns = 0;    /* a new peer, maybe */
+        st->backoff = 0;
+    }
+    s->e2e.peer_waiting_since[node] = 0;
+    s->counters[ARCTIC_CNT_PEER_DROPPED] += dropped;
+    trace_arctic_niu_peer_dead(s->node_id, node, dropped, endpoints);
+    niu_error(s, ARCTIC_ERR_PEER_DEAD, 0, 0, node,
+              "node %u answered nothing for %u ms; %u packet(s) to it "
+              "dropped", node, s->peer_timeout_ms, dropped);
+    s->e2e.ops->peer_lost(&s->e2e, node, endpoints);
+}
+
+/* Declare dead every node that has left packets unanswered too long. */
+static void check_peers(ArcticNiuState *s, int64_t now)
+{
+    unsigned i;
+
+    for (i = 0; i < s->num_lines; i++) {
+        ArcticLine *l = &s->e2e.lines[i];
+
+        if (l->busy && now >= peer_deadline(s, l)) {
+            peer_dead(s, l->dst);
+        }
+    }
+}
+
+/* Requeue lines in sequence order so each stream goes out in order. */
+static void requeue_sorted(ArcticNiuState *s, ArcticLine **v, unsigned n,
+                           bool count_timeouts)
+{
+    unsigned i, j;
+
+    for (i = 1; i < n; i++) {
+        for (j = i; j > 0 && !seq_before_eq(v[j - 1]->seq, v[j]->seq); j--) {
+            ArcticLine *t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        if (count_timeouts && !v[i]->nack_wait) {
+            niu_count(s, ARCTIC_CNT_TIMEOUTS);
+        }
+        if (v[i]->sent_once) {
+            v[i]->retries++;
+            niu_count(s, ARCTIC_CNT_RETRANSMITS);
+        }
+        trace_arctic_niu_tx_retransmit(s->node_id, v[i]->dst, v[i]->prio,
+                                       v[i]->seq, v[i]->retries,
+                                       v[i]->nack_wait);
+        line_queue(s, v[i]);
+    }
+}
+
+static void retry_timer_cb(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    ArcticLine *due[ARCTIC_MAX_LINES];
+    unsigned i, n = 0;
+
+    if (!niu_link_is_up(&s->link)) {
+        return;     /* everything unacked goes out again at link up */
+    }
+    check_peers(s, now);
+    for (i = 0; i < s->num_lines; i++) {
+        ArcticLine *l = &s->e2e.lines[i];
+        if (l->busy && !l->queued && l->deadline <= now) {
+            if (!l->nack_wait) {
+                stream_timed_out(s, l->prio, l->dst, now);
+            }
+            due[n++] = l;
+        }
+    }
+    requeue_sorted(s, due, n, true);
+    retry_timer_rearm(s);
+    niu_e2e_pump(s, false);
+}
+
+/* A queued line could go out now. */
+static bool data_ready(ArcticNiuState *s)
+{
+    unsigned p;
+
+    for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
+        if (niu_link_can_send(&s->link, p) && next_line(s, p)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Acks may wait (up to the link's ack-delay-ns) for data going the same
+ * way, so that a request's ack travels in one write with its reply
+ * instead of waking the switch and the sender once more on its own.
+ * They go at once when data goes anyway, when a nack is owed, when
+ * ARCTIC_ACK_EVERY deliveries are waiting for them (a stream's sender
+ * must not run out of lines), or when the caller is not @lazy.
+ */
+static bool controls_go_now(ArcticNiuState *s, bool lazy)
+{
+    return !lazy || !s->link.defer_ns || s->e2e.nack_owed ||
+           s->e2e.acks_held >= ARCTIC_ACK_EVERY || data_ready(s);
+}
+
+/*
+ * The send order: move what is ready onto the link, as far as its credits
+ * and output room allow: owed acks and nacks first (they free the peers'
+ * lines), then high-priority data, then low.  Credits are per priority,
+ * so a stalled low-priority network never holds back the high one.
+ */
+void niu_e2e_pump(ArcticNiuState *s, bool lazy)
+{
+    NiuLink *link = &s->link;
+    bool stalled = false;
+    bool controls;
+
+    if (!niu_link_is_up(link)) {
+        return;
+    }
+    controls = controls_go_now(s, lazy);
+    for (;;) {
+        uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+        size_t size;
+        ArcticLine *line;
+
+        if (niu_link_can_send(link, ARCTIC_PRIORITY_HIGH)) {
+            if (controls && next_control(s, wire, &size)) {
+                niu_link_send(link, ARCTIC_PRIORITY_HIGH, wire, size);
+                continue;
+            }
+            line = next_line(s, ARCTIC_PRIORITY_HIGH);
+            if (line) {
+                niu_link_send(link, ARCTIC_PRIORITY_HIGH, line->wire,
+                              line->size);
+                line_sent(s, line);
+                continue;
+            }
+        } else if (!link->tx_credits[ARCTIC_PRIORITY_HIGH] &&
+                   ((controls && s->e2e.ctrl_count) ||
+                    next_line(s, ARCTIC_PRIORITY_HIGH))) {
+            stalled = true;
+        }
+        line = next_line(s, ARCTIC_PRIORITY_LOW);
+        if (line && niu_link_can_send(link, ARCTIC_PRIORITY_LOW)) {
+            niu_link_send(link, ARCTIC_PRIORITY_LOW, line->wire, line->size);
+            line_sent(s, line);
+            continue;
+        }
+        stalled |= line && !link->tx_credits[ARCTIC_PRIORITY_LOW];
+        break;
+    }
+    if (stalled) {
+        niu_count(s, ARCTIC_CNT_CREDIT_STALLS);
+        trace_arctic_niu_link_credit_stall(
+            s->node_id, link->tx_credits[ARCTIC_PRIORITY_HIGH],
+            link->tx_credits[ARCTIC_PRIORITY_LOW]);
+    }
+    if (!s->e2e.ctrl_count) {
+        s->e2e.acks_held = 0;
+        s->e2e.nack_owed = false;
+    } else if (!controls) {
+        niu_link_defer(link);
+    }
+    niu_link_flush(link);
+}
+
+void niu_e2e_link_up(ArcticNiuState *s)
+{
+    ArcticLine *all[ARCTIC_MAX_LINES];
+    unsigned i, n = 0;
+
+    /*
+     * Unacked and never-sent lines alike, so each stream resumes in
+     * sequence order on the new session.  Time with the link down is not
+     * the peers' silence: they wait for an answer from now on.
+     */
+    memset(s->e2e.peer_waiting_since, 0, sizeof(s->e2e.peer_waiting_since));
+    for (i = 0; i < s->num_lines; i++) {
+        if (s->e2e.lines[i].busy) {
+            all[n++] = &s->e2e.lines[i];
+        }
+    }
+    for (i = 0; i < ARCTIC_NUM_PRIORITIES * ARCTIC_S; i++) {
+        s->e2e.tx_stream[i / ARCTIC_S][i % ARCTIC_S].paused = false;
+    }
+    requeue_sorted(s, all, n, false);
+    retry_timer_rearm(s);
+}
+
+static void handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
+                       uint32_t incarnation)
+{
+    uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
+    ArcticTxStream *st = &s->e2e.tx_stream[prio][h->src_node];
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    ArcticLine *rest[ARCTIC_MAX_LINES];
+    ArcticLine *sampled = NULL;
+    unsigned i, n = 0, freed = 0;
+    bool resume;
+
+    if (h->epoch != st->epoch) {
+        trace_arctic_niu_tx_stale(s->node_id, "ack", h->src_node, h->epoch);
+        return;
+    }
+    if (!st->acked) {
+        st->acked = true;
+        st->peer_incarnation = incarnation;
+    }
+    resume = st->paused && seq_before_eq(st->probe_seq, h->seq);
+    for (i = 0; i < s->num_lines; i++) {
+        ArcticLine *l = &s->e2e.lines[i];
+
+        if (!l->busy || l->dst != h->src_node || l->prio != prio) {
+            continue;
+        }
+        if (seq_before_eq(l->seq, h->seq)) {
+            /* The newest packet the ack covers that went only once. */
+            if (l->sent_once && !l->retries &&
+                (!sampled || !seq_before_eq(l->seq, sampled->seq))) {
+                sampled = l;
+            }
+            line_free(s, l);
+            freed++;
+        } else if (resume && l->parked) {
+            rest[n++] = l;
+        }
+    }
+    if (sampled) {
+        stream_rtt_sample(s, prio, h->src_node, now - sampled->sent_ns);
+    }
+    /*
+     * The retry timeout measures a receiver that makes no progress, not
+     * the age of each packet (as TCP restarts its timer on every ack that
+     * advances): a receiver that takes a long stream slowly, or whose link
+     * thread waited a few milliseconds for a core, is not silent, and
+     * resending what it will ack anyway only adds to its load.
+     */
+    for (i = 0; freed && i < s->num_lines; i++) {
+        ArcticLine *l = &s->e2e.lines[i];
+
+        if (l->busy && l->dst == h->src_node && l->prio == prio &&
+            !l->queued && !l->nack_wait) {
+            l->deadline = MAX(l->deadline, now + line_timeout(s, l));
+        }
+    }
+    if (resume) {
+        /* The probe got through: the rest of the stream goes again. */
+        st->paused = false;
+        requeue_sorted(s, rest, n, false);
+    }
+    trace_arctic_niu_tx_ack(s->node_id, h->src_node, prio, h->seq, freed);
+    /*
+     * What waited for these lines goes on when the link has dispatched
+     * the whole batch the ack came in (NiuLinkOps.ready).
+     */
+}
+
+/*
+ * The receiver lost its state for our epoch: number the stream's unacked
+ * packets again from 0 in an epoch newer than both sides have seen.
+ */
+static void resync(ArcticNiuState *s, uint8_t prio, uint16_t dst,
+                   uint32_t receiver_epoch)
+{
+    ArcticTxStream *st = &s->e2e.tx_stream[prio][dst];
+    ArcticLine *v[ARCTIC_MAX_LINES];
+    unsigned i, n = 0;
+
+    st->epoch = ((int32_t)(receiver_epoch - st->epoch) > 0 ? receiver_epoch
+                                                           : st->epoch) + 1;
+    st->acked = false;
+    st->paused = false;         /* everything goes again, renumbered */
+    for (i = 0; i < s->num_lines; i++) {
+        ArcticLine *l = &s->e2e.lines[i];
+        if (l->busy && l->dst == dst && l->prio == prio) {
+            v[n++] = l;
+        }
+    }
+    requeue_sorted(s, v, n, false);
+    st->next_seq = 0;
+    for (i = 0; i < n; i++) {
+        struct arctic_e2e_header h;
+
+        arctic_e2e_decode(v[i]->wire, &h);
+        h.epoch = st->epoch;
+        h.seq = v[i]->seq = st->next_seq++;
+        arctic_e2e_encode(v[i]->wire, &h);
+        arctic_wire_seal(v[i]->wire, v[i]->size);
+    }
+    trace_arctic_niu_tx_resync(s->node_id, dst, prio, st->epoch, n);
+}
+
+static void handle_nack(ArcticNiuState *s,
+                        const struct arctic_e2e_header *h,
+                        uint32_t incarnation)
+{
+    uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
+    uint8_t reason = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, REASON);
+    ArcticTxStream *st = &s->e2e.tx_stream[prio][h->src_node];
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    uint32_t go_back_from = h->seq;
+    ArcticLine *probe = NULL;
+    unsigned i;
+
+    if (h->epoch != st->epoch) {
+        trace_arctic_niu_tx_stale(s->node_id, "nack", h->src_node, h->epoch);
+        return;
+    }
+    trace_arctic_niu_tx_nack(s->node_id, h->src_node, prio, h->seq, reason);
+    if (reason == ARCTIC_NACK_RESYNC) {
+        if (!st->acked && (int32_t)(h->resync_epoch - st->epoch) >= 0) {
+            /*
+             * The receiver holds an epoch of ours at least as new (from
+             * before this NIU's reset): it can never adopt this one, and
+             * never took any of it, so renumbering is safe.
+             */
+            resync(s, prio, h->src_node, h->resync_epoch);
+            niu_e2e_pump(s, false);
+            return;
+        }
+        if (!st->acked) {
+            /*
+             * Nothing of this epoch was acked, so every packet of it is
+             * still in a line: sending again from seq 0 lets the receiver
+             * adopt the epoch, and cannot deliver anything twice (a seq 0
+             * it already took is a duplicate to it).
+             */
+            go_back_from = 0;
+        } else if (incarnation != st->peer_incarnation) {
+            /*
+             * A receiver that acked this epoch was reset since: its old
+             * deliveries went to a guest that is gone, so number what is
+             * left again in a new epoch.
+             */
+            resync(s, prio, h->src_node, h->resync_epoch);
+            niu_e2e_pump(s, false);
+            return;
+        } else {
+            /*
+             * The receiver that acked this epoch still holds it: this
+             * refusal was overtaken by the ack (reordering) and is stale.
+             */
+            trace_arctic_niu_tx_stale(s->node_id, "resync", h->src_node,
+                                      h->epoch);
+            return;
+        }
+    }
+    /*
+     * Everything from the refused packet on would be refused too (the
+     * receiver takes each stream in order).  So only the refused packet,
+     * the probe, goes again after a back-off; the rest of the stream,
+     * sent or not, is parked until the probe is acked
+     * (handle_ack()), instead of going out only to be refused
+     * behind it while the receiver's queue is still full.
+     */
+    for (i = 0; i < s->num_lines; i++) {
+        ArcticLine *l = &s->e2e.lines[i];
+
+        if (l->busy && l->dst == h->src_node && l->prio == prio &&
+            seq_before_eq(go_back_from, l->seq) &&
+            (!probe || seq_before_eq(l->seq, probe->seq))) {
+            probe = l;
+        }
+    }
+    if (!probe) {
+        return;         /* all acked since: a stale refusal */
+    }
+    for (i = 0; i < s->num_lines; i++) {
+        ArcticLine *l = &s->e2e.lines[i];
+
+        if (l->busy && l->dst == h->src_node && l->prio == prio &&
+            l != probe && seq_before_eq(go_back_from, l->seq)) {
+            line_park(l);
+        }
+    }
+    st->paused = true;
+    st->probe_seq = probe->seq;
+    if (!probe->queued) {
+        /* A refusal is retried at most once per round trip. */
+        int64_t when = now + line_backoff(s->nack_backoff_ns, probe->retries,
+                                          stream_rto(s, st));
+
+        if (!probe->nack_wait || probe->parked || when < probe->deadline) {
+            probe->deadline = when;
+        }
+        probe->nack_wait = true;
+        probe->parked = false;
+    }
+    retry_timer_rearm(s);
+}
+
+/*
+ * ------------------------------------------------------------------------
+ * Receiving: sequence checks, answers
+ */
+
+static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
+                    const uint8_t *pkt, size_t size)
+{
+    uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
+    ArcticRxStream *st = &s->e2e.rx_stream[prio][h->src_node];
+    RxVerdict verdict;
+
+    if (!st->known || h->epoch != st->epoch) {
+        /*
+         * A new session starts at seq 0 with a newer epoch; anything else
+         * from an epoch we do not hold asks the sender to start one.
+         */
+        if (h->seq == 0 && (!st->known || seq_after(h->epoch, st->epoch))) {
+            st->known = true;
+            st->epoch = h->epoch;
+            st->expected = 0;
+            trace_arctic_niu_rx_new_epoch(s->node_id, h->src_node, prio,
+                                          h->epoch);
+        } else {
+            owe_nack(s, prio, h->src_node, h->epoch,
+                     st->known ? st->epoch : 0, ARCTIC_NACK_RESYNC);
+            return;
+        }
+    }
+    if (h->seq == st->expected) {
+        verdict = s->e2e.ops->deliver(&s->e2e, prio, h->src_node, h->job,
+                                      h->flags, pkt, size);
+        if (verdict.outcome != RX_REFUSED) {
+            st->expected++;
+            owe_ack(s, prio, h->src_node);
+        } else {
+            trace_arctic_niu_rx_refuse(s->node_id, h->src_node, prio, h->seq,
+                                       verdict.nack_reason);
+            owe_nack(s, prio, h->src_node, h->epoch, h->seq,
+                     verdict.nack_reason);
+        }
+    } else if (seq_after(st->expected, h->seq)) {
+        /* Already delivered: the ack was lost or the packet duplicated. */
+        niu_count(s, ARCTIC_CNT_DUPLICATES);
+        trace_arctic_niu_rx_duplicate(s->node_id, h->src_node, prio, h->seq);
+        owe_ack(s, prio, h->src_node);
+    } else {
+        trace_arctic_niu_rx_refuse(s->node_id, h->src_node, prio, h->seq,
+                                   ARCTIC_NACK_OUT_OF_ORDER);
+        owe_nack(s, prio, h->src_node, h->epoch, st->expected,
+                 ARCTIC_NACK_OUT_OF_ORDER);
+    }
+}
+
+void niu_e2e_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
+{
+    enum arctic_wire_error err = arctic_wire_check(pkt, size);
+    const uint8_t *words = pkt + ARCTIC_WIRE_WORDS_OFFSET;
+    struct arctic_e2e_header h;
+
+    if (err == ARCTIC_WIRE_OK) {
+        arctic_e2e_decode(pkt, &h);
+        if (h.dst_node != s->node_id || h.src_node >= ARCTIC_S) {
+            err = ARCTIC_WIRE_MISROUTED;    /* or forged */
+        } else if (h.kind != ARCTIC_E2E_DATA &&
+                   FIELD_EX32(arctic_get_le32(words + 4), ARCTIC_W1, LENGTH) !=
+                   ARCTIC_CONTROL_PACKET_LENGTH) {
+            /* An answer without its incarnation word. */
+            err = ARCTIC_WIRE_BAD_ANSWER;
+        } else if (h.kind == ARCTIC_E2E_DATA &&
+                   FIELD_EX32(h.flags, ARCTIC_E2E_FLAGS, PRIORITY) !=
+                   FIELD_EX32(arctic_get_le32(words), ARCTIC_W0, PRIORITY)) {
+            /*
+             * Data travels on the network of its stream's priority; acks
+             * and nacks always travel high.
+             */
+            err = ARCTIC_WIRE_BAD_PRIORITY;
+        }
+    }
+    if (err != ARCTIC_WIRE_OK) {
+        niu_error(s, ARCTIC_ERR_BAD_PACKET, 0, 0, err,
+                  "dropped a malformed packet (reason %d)", err);
+        niu_count(s, ARCTIC_CNT_BAD_PACKETS);
+        return;
+    }
+    trace_arctic_niu_rx_packet(s->node_id, h.kind, h.src_node, h.flags,
+                               h.epoch, h.seq);
+    switch (h.kind) {
+    case ARCTIC_E2E_DATA:
+        rx_data(s, &h, pkt, size);
+        break;
+    case ARCTIC_E2E_ACK:
+        niu_count(s, ARCTIC_CNT_ACKS_RECEIVED);
+        handle_ack(s, &h, arctic_control_incarnation(pkt));
+        peer_answered(s, h.src_node);
+        break;
+    case ARCTIC_E2E_NACK:
+        niu_count(s, ARCTIC_CNT_NACKS_RECEIVED);
+        handle_nack(s, &h, arctic_control_incarnation(pkt));
+        peer_answered(s, h.src_node);
+        break;
+    }
+}
+
+/*
+ * ------------------------------------------------------------------------
+ * Life cycle
+ */
+
+void niu_e2e_init(ArcticNiuState *s, const NiuE2EOps *ops)
+{
+    s->e2e.ops = ops;
+    s->e2e.retry_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, retry_timer_cb, s);
+}
+
+void niu_e2e_cleanup(ArcticNiuState *s)
+{
+    timer_free(s->e2e.retry_timer);
+}
+
+/* Every line dropped, every stream afresh in a new epoch. */
+void niu_e2e_reset(ArcticNiuState *s)
+{
+    NiuE2E *e = &s->e2e;
+    uint32_t epoch;
+    unsigned p, d, i;
+
+    timer_del(e->retry_timer);
+    memset(e->lines, 0, sizeof(e->lines));
+    memset(e->lines_busy, 0, sizeof(e->lines_busy));
+    memset(e->lines_free, 0, sizeof(e->lines_free));
+    for (i = 0; i < s->num_lines; i++) {
+        line_mark_free(s, &e->lines[i], true);
+    }
+    e->dma_lines_busy = 0;
+    memset(e->sendq, 0, sizeof(e->sendq));
+    memset(e->peer_waiting_since, 0, sizeof(e->peer_waiting_since));
+    e->acks_held = 0;
+    e->nack_owed = false;
+    /*
+     * A new epoch for every stream, later than any this NIU used before,
+     * and (from the host clock) most likely later than any a receiver
+     * remembers from an earlier run of this node.
+     */
+    epoch = (uint32_t)qemu_clock_get_ms(QEMU_CLOCK_HOST);
+    if ((int32_t)(epoch - e->epoch_base) <= 0) {
+        epoch = e->epoch_base + 1;
+    }
+    e->epoch_base = epoch;
+    for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
+        for (d = 0; d < ARCTIC_S; d++) {
+            e->tx_stream[p][d] = (ArcticTxStream) { .epoch = epoch };
+        }
+    }
+    memset(e->rx_stream, 0, sizeof(e->rx_stream));
+    e->ctrl_head = 0;
+    e->ctrl_count = 0;
+}
