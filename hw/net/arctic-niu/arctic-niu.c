@@ -113,6 +113,30 @@ static bool niu_dma_reaches_ram(ArcticNiuState *s, dma_addr_t addr,
 }
 
 /*
+ * The guest physical address of @len bytes at @vaddr in @ep's DMA window
+ * (EP_DMA_BASE_VIR_*, EP_DMA_BASE_PHY_*, EP_DMA_RANGE_MASK_*), or false
+ * if they are not all in it.
+ */
+bool niu_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
+                       uint64_t len, uint64_t *phys)
+{
+    uint64_t off = vaddr - ep->dma_base_vir;
+
+    /* A mask of 0 means no window was registered (the smallest is 4 MiB). */
+    if (ep->dma_range_mask == 0 || len == 0 || vaddr < ep->dma_base_vir ||
+        off > ep->dma_range_mask || len - 1 > ep->dma_range_mask - off ||
+        off + (len - 1) > UINT64_MAX - ep->dma_base_phy) {
+        /*
+         * The last check never fails for a window the registers took
+         * (they refuse one that wraps); it keeps the sum below honest.
+         */
+        return false;
+    }
+    *phys = ep->dma_base_phy + off;
+    return true;
+}
+
+/*
  * The NIU's DMA reaches guest RAM only.  A queue, slot or DMA window over
  * anything else (the NIU's own BARs, another device's registers, nothing)
  * fails as an access error, which the callers report as ERROR_CAUSE.DMA:

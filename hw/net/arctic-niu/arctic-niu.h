@@ -206,6 +206,9 @@ static inline MemTxResult niu_dma_write(ArcticNiuState *s, dma_addr_t addr,
     return niu_dma_rw(s, addr, (void *)buf, len, DMA_DIRECTION_FROM_DEVICE);
 }
 
+bool niu_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
+                       uint64_t len, uint64_t *phys);
+
 /* A slot's header word, as one 32-bit access (host order). */
 MemTxResult niu_dma_load_header(ArcticNiuState *s, dma_addr_t addr,
                                 uint32_t *val);
@@ -238,8 +241,6 @@ RxVerdict niu_rx_deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
                          size_t size);
 bool niu_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
                          uint32_t command, uint32_t status);
-bool niu_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
-                       uint64_t len, uint64_t *phys);
 
 /* niu-raw.c */
 void niu_raw_reset(ArcticNiuState *s);

@@ -18,7 +18,7 @@
  */
 
 #include "qemu/osdep.h"
-#include "qemu/error-report.h"
+#include "qemu/lockable.h"
 #include "trace.h"
 
 #include "arctic-niu.h"

@@ -16,9 +16,7 @@
  */
 
 #include "qemu/osdep.h"
-#include "qemu/error-report.h"
 #include "qemu/lockable.h"
-#include "qemu/log.h"
 #include "qemu/main-loop.h"
 #include "system/cpus.h"
 #include "system/dma.h"
@@ -117,25 +115,6 @@ static void build_mpi(ArcticNiuState *s, ArcticLine *line, unsigned epn,
     w1 = FIELD_DP32(w1, ARCTIC_W1, MODE, ARCTIC_MODE_MPI);
     niu_e2e_send(s, line, epn, FIELD_EX32(header, MPI_HEADER, DEST), route, w1,
                  body, ARCTIC_COMMAND_WORDS + len);
-}
-
-bool niu_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
-                       uint64_t len, uint64_t *phys)
-{
-    uint64_t off = vaddr - ep->dma_base_vir;
-
-    /* A mask of 0 means no window was registered (the smallest is 4 MiB). */
-    if (ep->dma_range_mask == 0 || len == 0 || vaddr < ep->dma_base_vir ||
-        off > ep->dma_range_mask || len - 1 > ep->dma_range_mask - off ||
-        off + (len - 1) > UINT64_MAX - ep->dma_base_phy) {
-        /*
-         * The last check never fails for a window the registers took
-         * (they refuse one that wraps); it keeps the sum below honest.
-         */
-        return false;
-    }
-    *phys = ep->dma_base_phy + off;
-    return true;
 }
 
 static void dma_refuse(ArcticNiuState *s, unsigned epn, unsigned q,
