@@ -204,6 +204,10 @@ int main(int argc, char **argv)
 		printf("niu-bw: node %u: %llu stale receive header(s) of a "
 		       "past lap cleared again\n", ep.node,
 		       (unsigned long long)ep.stale_headers);
+	if (ep.node == 0)	/* programming guide section 10.1 */
+		printf("niu-bw: node 0: %llu doorbell(s) skipped behind a "
+		       "slot the NIU had not taken yet\n",
+		       (unsigned long long)ep.doorbells_skipped);
 	if (ep.node <= 1)
 		printf("niu-bw: node %u: %u wrong: %s\n", ep.node, wrong,
 		       wrong ? "FAIL" : "PASS");

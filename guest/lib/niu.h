@@ -133,6 +133,9 @@ struct niu_endpoint {
 	uint32_t tx_head[NIU_NUM_PRIORITIES];	/* next slot we fill */
 	uint32_t rx_tail[NIU_NUM_PRIORITIES];	/* next slot we read */
 	uint32_t rx_lap[NIU_NUM_PRIORITIES];	/* its lap's parity (0, 1) */
+	uint64_t doorbells_skipped;	/* sends whose doorbell the NIU did
+					 * not need (ring_doorbell() in
+					 * niu.c) */
 	uint64_t stale_headers;		/* valid headers of a past lap found
 					 * and cleared again (docs/guest.md,
 					 * Known problems); normally 0 */

@@ -116,6 +116,53 @@ static void test_send_encoding(void)
 	CHECK(ep.tx[NIU_HI][ARCTIC_N - 1].command[0] == ARCTIC_N - 1);
 }
 
+/*
+ * The doorbell rings only when the slot before the new one has been taken
+ * (its header cleared): behind a slot the NIU still holds it would find
+ * nothing new to do.  Both Tx queues and DMATx.
+ */
+static void test_doorbell_skipped(void)
+{
+	uint32_t note[1] = { 1 };
+	struct niu_endpoint ep;
+	char *window;
+
+	fake_endpoint(&ep, 1, 4);
+	doorbell_word = 0;
+	CHECK(niu_send(&ep, NIU_LO, 2, 0, 1, 0, 0, NULL, 0) == 0);
+	CHECK(doorbell_word == R_USER_DOORBELL_LO_TX_MASK);
+	doorbell_word = 0;
+	CHECK(niu_send(&ep, NIU_LO, 2, 0, 1, 1, 0, NULL, 0) == 0);
+	CHECK(doorbell_word == 0 && ep.doorbells_skipped == 1);
+	/* The other queue has its own order. */
+	CHECK(niu_send(&ep, NIU_HI, 2, 0, 1, 2, 0, NULL, 0) == 0);
+	CHECK(doorbell_word == R_USER_DOORBELL_HI_TX_MASK);
+	/* The NIU takes LoTx slot 0 only: slot 1 is still its work. */
+	ep.tx[NIU_LO][0].header = 0;
+	doorbell_word = 0;
+	CHECK(niu_send(&ep, NIU_LO, 2, 0, 1, 3, 0, NULL, 0) == 0);
+	CHECK(doorbell_word == 0 && ep.doorbells_skipped == 2);
+	/* Both taken: the next one rings, at the queue's wrap too. */
+	ep.tx[NIU_LO][1].header = 0;
+	ep.tx[NIU_LO][2].header = 0;
+	CHECK(niu_send(&ep, NIU_LO, 2, 0, 1, 4, 0, NULL, 0) == 0);
+	CHECK(doorbell_word == R_USER_DOORBELL_LO_TX_MASK);
+
+	window = aligned_alloc(ARCTIC_D, ARCTIC_NIU_DMA_WINDOW_SIZE);
+	assert(window);
+	ep.dma_window = window;
+	ep.dma_tx_head = ARCTIC_N - 1;
+	doorbell_word = 0;
+	CHECK(niu_dma_send(&ep, 2, 0, 5, 0, 0, window, note, 1) == 0);
+	CHECK(doorbell_word == R_USER_DOORBELL_DMA_TX_MASK);
+	doorbell_word = 0;
+	CHECK(niu_dma_send(&ep, 2, 0, 5, 0, 0, window, note, 1) == 0);
+	CHECK(doorbell_word == 0 && ep.doorbells_skipped == 3);
+	CHECK(ep.dma_tx_head == 1);
+	free(window);
+	free(ep.queues);
+}
+
 static void test_receive_and_stash(void)
 {
 	struct niu_endpoint ep;
@@ -641,6 +688,7 @@ int main(void)
 	test_idle_sleep_from_env();
 	test_link_poll_from_env();
 	test_send_encoding();
+	test_doorbell_skipped();
 	test_receive_and_stash();
 	test_stale_header_skipped();
 	test_barrier_single_node();

@@ -76,6 +76,13 @@ static void release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
     if (niu_dma_store_header(s, addr, 0) != MEMTX_OK) {
         tx_slot_dma_failed(s, epn, q, addr);
     }
+    /*
+     * The clear is visible before the next header is read: a producer
+     * that stores a header and then finds the one before still valid may
+     * skip the doorbell (programming guide §10.1), because this NIU is
+     * then bound to read the new header after its clear.
+     */
+    smp_mb();
     trace_arctic_niu_tx_slot_release(s->node_id, epn, q, ep->tx_tail[q]);
     ep->tx_tail[q] = (ep->tx_tail[q] + 1) % ARCTIC_N;
     niu_irq_event(s, 1u << (R_NIU_IRQ_TX_SHIFT + epn));
