@@ -255,7 +255,7 @@ void niu_e2e_init(ArcticNiuState *s, const NiuE2EOps *ops);
 void niu_e2e_cleanup(ArcticNiuState *s);
 void niu_e2e_reset(ArcticNiuState *s);
 ArcticLine *niu_e2e_line_alloc(ArcticNiuState *s, uint8_t prio);
-bool niu_e2e_dma_line_free(ArcticNiuState *s);
+ArcticLine *niu_e2e_dma_line_alloc(ArcticNiuState *s);
 void niu_e2e_send(ArcticNiuState *s, ArcticLine *line, unsigned epn,
                   unsigned dest, uint32_t route, uint32_t w1,
                   const uint32_t *body, unsigned body_words);

@@ -309,13 +309,15 @@ void niu_e2e_mark(ArcticLine *line, uint8_t flags, uint16_t job)
 }
 
 /*
- * Whether a line is free for the next DMA data packet, within the DMA
- * share (niu_dma_lines()).
+ * A free line for the next DMA data packet or notification (high
+ * priority), within the DMA share (niu_dma_lines()), or NULL.
  */
-bool niu_e2e_dma_line_free(ArcticNiuState *s)
+ArcticLine *niu_e2e_dma_line_alloc(ArcticNiuState *s)
 {
-    return s->e2e.dma_lines_busy < niu_dma_lines(s->num_lines) &&
-           niu_e2e_line_alloc(s, ARCTIC_PRIORITY_HIGH) != NULL;
+    if (s->e2e.dma_lines_busy >= niu_dma_lines(s->num_lines)) {
+        return NULL;
+    }
+    return niu_e2e_line_alloc(s, ARCTIC_PRIORITY_HIGH);
 }
 
 /*

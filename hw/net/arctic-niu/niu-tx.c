@@ -186,12 +186,12 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
     while (*progress <= ARCTIC_DMA_PACKETS) {
         ArcticLine *line;
 
-        if (!niu_e2e_dma_line_free(s)) {
+        line = niu_e2e_dma_line_alloc(s);
+        if (!line) {
             s->tx_line_wait = true;
             trace_arctic_niu_tx_lines_full(s->node_id, epn, q);
             return false;
         }
-        line = niu_e2e_line_alloc(s, ARCTIC_PRIORITY_HIGH);
         if (*progress < ARCTIC_DMA_PACKETS) {
             uint64_t off = (uint64_t)*progress * 4 * ARCTIC_DMA_DATA_WORDS;
             uint32_t body[2 + ARCTIC_DMA_DATA_WORDS];
