@@ -397,6 +397,12 @@ REG32(USER_DOORBELL, 0x000)          /* write: a service pass now (every
     FIELD(USER_DOORBELL, HI_TX, 0, 1)
     FIELD(USER_DOORBELL, LO_TX, 1, 1)
     FIELD(USER_DOORBELL, DMA_TX, 2, 1)
+/*
+ * A stream of doorbells: after this many, each within the device's
+ * doorbell-coalesce-ns of the one before, the next one's pass waits that
+ * long and takes every slot written meanwhile (programming guide §10.1).
+ */
+enum { ARCTIC_DOORBELL_STREAK = 8 };
 /* Arm this endpoint's one-shot interrupts (see NIU_IRQ_ENABLE). */
 REG32(USER_IRQ_ARM, 0x004)
     FIELD(USER_IRQ_ARM, RX, 0, 1)

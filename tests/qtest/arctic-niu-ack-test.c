@@ -601,6 +601,66 @@ static void test_peer_dead(void)
     niu_stop(n);
 }
 
+/*
+ * doorbell-coalesce-ns: the first ARCTIC_DOORBELL_STREAK doorbells of a
+ * quick run each send at once, and the next one's pass is held.  The
+ * window (1 s) outlasts link_expect_silence().  Returns the NIU with
+ * message ARCTIC_DOORBELL_STREAK (payload @p[that]) queued and held.
+ */
+static Niu *start_held_doorbell(uint32_t *p, unsigned count)
+{
+    Niu *n = niu_start_linked_props("doorbell-coalesce-ns=1000000000,"
+                                    "retry-timeout-ns=4000000000", 8, 8);
+    unsigned i, held = ARCTIC_DOORBELL_STREAK;
+
+    for (i = 0; i < count; i++) {
+        p[i] = 100 + i;
+    }
+    for (i = 0; i < held; i++) {
+        guest_send(n, ARCTIC_TXQ_LO, 3, i, i, i, &p[i], 1);
+        doorbell(n);
+        expect_data(n, 3, ARCTIC_PRIORITY_LOW, i, i, i, i, &p[i], 1);
+    }
+    guest_send(n, ARCTIC_TXQ_LO, 3, held, held, held, &p[held], 1);
+    doorbell(n);
+    link_expect_silence(n);
+    return n;
+}
+
+/*
+ * The held pass runs when the window ends and takes what the guest queued
+ * meanwhile without a doorbell, in order.
+ */
+static void test_tx_doorbell_stream(void)
+{
+    uint32_t p[ARCTIC_DOORBELL_STREAK + 2];
+    Niu *n = start_held_doorbell(p, ARRAY_SIZE(p));
+    unsigned i, held = ARCTIC_DOORBELL_STREAK;
+
+    /* As libniu does behind a slot the NIU has not taken: no doorbell. */
+    guest_send(n, ARCTIC_TXQ_LO, 3, held + 1, held + 1, held + 1,
+               &p[held + 1], 1);
+    for (i = held; i < ARRAY_SIZE(p); i++) {
+        expect_data(n, 3, ARCTIC_PRIORITY_LOW, i, i, i, i, &p[i], 1);
+    }
+    link_expect_silence(n);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_LO_PACKETS), ==, ARRAY_SIZE(p));
+    niu_stop(n);
+}
+
+/* A program that arms its interrupt to sleep releases the held pass. */
+static void test_tx_doorbell_stream_sleep(void)
+{
+    uint32_t p[ARCTIC_DOORBELL_STREAK + 1];
+    Niu *n = start_held_doorbell(p, ARRAY_SIZE(p));
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+
+    user_w(n, A_USER_IRQ_ARM, R_USER_IRQ_ARM_RX_MASK);
+    g_assert_cmpuint(link_expect_packet_within(n, wire, QUIET_MS), >, 0);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_LO_PACKETS), ==, ARRAY_SIZE(p));
+    niu_stop(n);
+}
+
 void niu_test_add_ack(void)
 {
     qtest_add_func("/arctic-niu/ack/waits-for-reply",
@@ -615,6 +675,10 @@ void niu_test_add_ack(void)
     qtest_add_func("/arctic-niu/ack/tx-timeout-adapts",
                    test_tx_timeout_adapts);
     qtest_add_func("/arctic-niu/ack/tx-nack", test_tx_nack_goes_back);
+    qtest_add_func("/arctic-niu/ack/tx-doorbell-stream",
+                   test_tx_doorbell_stream);
+    qtest_add_func("/arctic-niu/ack/tx-doorbell-stream-sleep",
+                   test_tx_doorbell_stream_sleep);
     qtest_add_func("/arctic-niu/ack/tx-timeout-progress",
                    test_tx_timeout_counts_progress);
     qtest_add_func("/arctic-niu/ack/peer-dead", test_peer_dead);

@@ -894,8 +894,12 @@ static void niu_user_write(void *opaque, hwaddr addr, uint64_t val,
     if (reg == A_USER_IRQ_ARM) {
         if (FIELD_EX32(val, USER_IRQ_ARM, RX)) {
             s->irq_enable |= 1u << (R_NIU_IRQ_RX_SHIFT + epn);
-            /* Whoever waits for an interrupt polls no more. */
+            /*
+             * Whoever waits for an interrupt polls no more, and writes
+             * no more slots for a held pass to wait for.
+             */
             niu_link_poll_end(&s->link);
+            niu_tx_release_held(s);
         }
         if (FIELD_EX32(val, USER_IRQ_ARM, TX)) {
             s->irq_enable |= 1u << (R_NIU_IRQ_TX_SHIFT + epn);
@@ -1226,6 +1230,11 @@ static void niu_on_link_deferred(NiuLink *link)
     niu_e2e_pump(link_owner(link), false);
 }
 
+static void niu_on_link_wake(NiuLink *link)
+{
+    niu_tx_wake(link_owner(link));
+}
+
 static void niu_on_link_posted(NiuLink *link)
 {
     niu_tx_posted(link_owner(link));
@@ -1260,6 +1269,7 @@ static const NiuLinkOps arctic_niu_link_ops = {
     .packet = niu_on_link_packet,
     .ready = niu_on_link_ready,
     .deferred = niu_on_link_deferred,
+    .wake = niu_on_link_wake,
     .posted = niu_on_link_posted,
     .released = niu_on_link_released,
     .error = niu_on_link_error,
@@ -1356,6 +1366,12 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
                    "must be positive");
         return;
     }
+    if (s->doorbell_coalesce_ns > s->retry_timeout_ns / 4) {
+        error_setg(errp, "arctic-niu: doorbell-coalesce-ns must be at most "
+                   "a quarter of retry-timeout-ns (%" PRIu64 ")",
+                   s->retry_timeout_ns / 4);
+        return;
+    }
     if (s->ack_delay_ns > s->retry_timeout_ns / 4) {
         error_setg(errp, "arctic-niu: ack-delay-ns must be at most a "
                    "quarter of retry-timeout-ns (%" PRIu64 ")",
@@ -1436,6 +1452,8 @@ static const Property arctic_niu_properties[] = {
     DEFINE_PROP_UINT64("ack-delay-ns", ArcticNiuState, ack_delay_ns, 50000),
     DEFINE_PROP_BOOL("x-doorbell-posted", ArcticNiuState, doorbell_posted,
                      false),
+    DEFINE_PROP_UINT64("doorbell-coalesce-ns", ArcticNiuState,
+                       doorbell_coalesce_ns, 30000),
     DEFINE_PROP_UINT64("x-link-busy-poll-ns", ArcticNiuState,
                        link_busy_poll_ns, 200000),
 };

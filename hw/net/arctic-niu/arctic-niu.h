@@ -119,6 +119,7 @@ struct ArcticNiuState {
     uint32_t peer_timeout_ms;   /* silence after which a node is dead */
     uint64_t ack_delay_ns;      /* acks and credits wait for company */
     bool doorbell_posted;       /* the link thread serves doorbells */
+    uint64_t doorbell_coalesce_ns;  /* a stream's doorbells share a pass */
 
     /* register file */
     bool tx_enabled;            /* TxCtrl ON written */
@@ -153,6 +154,9 @@ struct ArcticNiuState {
     bool tx_poll_parked;        /* idle: no poll until a vCPU can store */
     Notifier tx_main_loop_notifier;
     bool tx_line_wait;          /* work found no free line */
+    int64_t tx_doorbell_ns;     /* host time of the last doorbell */
+    unsigned tx_doorbell_streak;    /* doorbells, each close to the last */
+    int64_t tx_held_until;      /* host time a held doorbell's pass runs */
 
     /* dMPI raw mode (niu-raw.c), indexed by priority */
     uint32_t raw_tx[ARCTIC_NUM_PRIORITIES][ARCTIC_MAX_PACKET_WORDS];
@@ -232,6 +236,8 @@ void niu_tx_enable_changed(ArcticNiuState *s);
 bool niu_tx_draining(ArcticNiuState *s);
 void niu_tx_resume(ArcticNiuState *s);
 void niu_tx_posted(ArcticNiuState *s);
+void niu_tx_wake(ArcticNiuState *s);
+void niu_tx_release_held(ArcticNiuState *s);
 void niu_tx_cleanup(ArcticNiuState *s);
 
 /* niu-rx.c */

@@ -77,8 +77,28 @@ void niu_link_send(NiuLink *link, uint8_t prio, const uint8_t *wire,
 void niu_link_defer(NiuLink *link)
 {
     if (link->state == NIU_LINK_UP && link->transport) {
-        link->transport->defer(link, link->defer_ns);
+        int64_t now = get_clock();
+
+        if (!link->own_due_ns) {
+            link->own_due_ns = now + link->defer_ns;
+        }
+        link->transport->defer(link, MAX(link->own_due_ns - now, 0));
     }
+}
+
+/*
+ * Ask for NiuLinkOps.wake in @delay_ns (host time), through the same
+ * timer as the deferral: the link thread's deadline, which a busy-polling
+ * vCPU serves, or the chardev's timer.  False when the link is down: the
+ * owner does its work now.
+ */
+bool niu_link_wake_at(NiuLink *link, int64_t delay_ns)
+{
+    if (link->state != NIU_LINK_UP || !link->transport) {
+        return false;
+    }
+    link->transport->defer(link, delay_ns);
+    return true;
 }
 
 /*
@@ -170,15 +190,29 @@ void niu_link_released(NiuLink *link)
     }
 }
 
-/* The deferral ran out: what was held back goes now. */
+/*
+ * The transport's timer ran out: the link's own deferral, if its time has
+ * come (what was held back goes now), and the owner's wake-up, which
+ * checks its own time.  A deferral not yet due is asked for again.
+ */
 void niu_link_deferred_due(NiuLink *link)
 {
+    int64_t now;
+
     if (link->state != NIU_LINK_UP) {
         return;
     }
-    link->credits_due = true;
-    link->ops->deferred(link);
+    now = get_clock();
+    if (link->own_due_ns && now >= link->own_due_ns) {
+        link->own_due_ns = 0;
+        link->credits_due = true;
+        link->ops->deferred(link);
+    }
+    link->ops->wake(link);
     niu_link_flush(link);
+    if (link->own_due_ns && link->state == NIU_LINK_UP && link->transport) {
+        link->transport->defer(link, MAX(link->own_due_ns - now, 0));
+    }
 }
 
 void niu_link_writable(NiuLink *link)
@@ -409,6 +443,7 @@ void niu_link_opened(NiuLink *link)
     g_byte_array_set_size(link->out_buf, 0);
     link->out_blocked = false;
     link->credits_due = false;
+    link->own_due_ns = 0;
     link->rings = false;
     arctic_frame_reader_reset(&link->reader);
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {

@@ -69,6 +69,11 @@ typedef struct NiuLinkOps {
     void (*ready)(NiuLink *link);
     /* What the owner held back (niu_link_defer()) must go now. */
     void (*deferred)(NiuLink *link);
+    /*
+     * The time the owner asked for with niu_link_wake_at() may have come
+     * (it is also called at other deferrals: the owner checks the clock).
+     */
+    void (*wake)(NiuLink *link);
     /* Work the owner handed to the transport's thread (niu_link_post()). */
     void (*posted)(NiuLink *link);
     /*
@@ -154,6 +159,7 @@ struct NiuLink {
     GByteArray *out_buf;
     bool out_blocked;                   /* the transport is full */
     bool credits_due;                   /* the deferral ran out */
+    int64_t own_due_ns;                 /* host ns niu_link_defer() ends */
 
     /* transports' own */
     CharBackend *chr;
@@ -189,6 +195,7 @@ void niu_link_send(NiuLink *link, uint8_t prio, const uint8_t *wire,
                    size_t size);
 void niu_link_flush(NiuLink *link);
 void niu_link_defer(NiuLink *link);
+bool niu_link_wake_at(NiuLink *link, int64_t delay_ns);
 bool niu_link_post(NiuLink *link);
 bool niu_link_can_poll(const NiuLink *link);
 bool niu_link_poll(NiuLink *link);

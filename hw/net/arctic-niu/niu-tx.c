@@ -551,6 +551,7 @@ static void tx_service(ArcticNiuState *s, bool polled)
      * pass that parks has found everything written before the halt.
      */
     smp_mb();
+    s->tx_held_until = 0;    /* this pass takes a held doorbell's slots */
     niu_raw_tx_flush(s);     /* lines may have come free */
     if (s->tx_enabled) {
         send_reports(s);
@@ -626,10 +627,51 @@ void niu_tx_kick(ArcticNiuState *s)
 }
 
 /*
+ * Is this doorbell one of a stream, whose pass waits?  A program that
+ * sends faster than its NIU needs lines rings for nearly every message
+ * (libniu rings only when the slot before was taken), and a pass per
+ * doorbell sends one or two packets per write: the switch is woken and
+ * the receiver acks per few messages, so the sender never runs short of
+ * lines, which is what would batch it (docs/performance.md §10-11).  From
+ * the ARCTIC_DOORBELL_STREAK'th doorbell that follows the one before
+ * within doorbell-coalesce-ns, the pass waits that long for the slots
+ * written meanwhile (libniu rings for none of them: their predecessor is
+ * not taken).  A lone message, a round trip or a short burst never waits.
+ */
+static bool tx_doorbell_held(ArcticNiuState *s)
+{
+    int64_t now;
+
+    if (!s->doorbell_coalesce_ns) {
+        return false;
+    }
+    now = get_clock();
+    if (s->tx_held_until) {
+        /* A pass is due: it takes this slot too, or runs now if late. */
+        return now < s->tx_held_until;
+    }
+    if (now - s->tx_doorbell_ns < s->doorbell_coalesce_ns) {
+        s->tx_doorbell_streak = MIN(s->tx_doorbell_streak + 1,
+                                    ARCTIC_DOORBELL_STREAK);
+    } else {
+        s->tx_doorbell_streak = 0;
+    }
+    s->tx_doorbell_ns = now;
+    if (s->tx_doorbell_streak < ARCTIC_DOORBELL_STREAK ||
+        !niu_link_wake_at(&s->link, s->doorbell_coalesce_ns)) {
+        return false;
+    }
+    s->tx_held_until = now + s->doorbell_coalesce_ns;
+    trace_arctic_niu_tx_doorbell_held(s->node_id, s->doorbell_coalesce_ns);
+    return true;
+}
+
+/*
  * A doorbell serves the queues at once, in the ringing vCPU's thread
  * (under the device lock like every device callback): the slot the guest just
  * wrote is on the link before the store returns, instead of after a hop
- * to the main loop.
+ * to the main loop.  In a stream of doorbells the pass may wait instead
+ * (tx_doorbell_held()).
  */
 void niu_tx_doorbell(ArcticNiuState *s, uint32_t endpoints)
 {
@@ -637,6 +679,41 @@ void niu_tx_doorbell(ArcticNiuState *s, uint32_t endpoints)
     if (s->doorbell_posted && niu_link_post(&s->link)) {
         return;
     }
+    if (tx_doorbell_held(s)) {
+        return;
+    }
+    tx_service(s, false);
+}
+
+/*
+ * The program goes to sleep (it arms its interrupt): it writes no more
+ * slots for a held pass to wait for, which runs now instead of from the
+ * link's timer, a thread that a loaded host may wake late.
+ */
+void niu_tx_release_held(ArcticNiuState *s)
+{
+    if (s->tx_held_until) {
+        tx_service(s, false);
+    }
+}
+
+/*
+ * The link's timer (or a busy-polling vCPU serving it): a held doorbell's
+ * pass runs once its time has come, else it is asked for again.
+ */
+void niu_tx_wake(ArcticNiuState *s)
+{
+    int64_t now;
+
+    if (!s->tx_held_until) {
+        return;
+    }
+    now = get_clock();
+    if (now < s->tx_held_until &&
+        niu_link_wake_at(&s->link, s->tx_held_until - now)) {
+        return;
+    }
+    s->tx_held_until = 0;
     tx_service(s, false);
 }
 
@@ -701,4 +778,7 @@ void niu_tx_reset(ArcticNiuState *s)
     s->tx_poll_interval_ns = s->poll_min_ns;
     s->tx_poll_parked = false;
     s->tx_rung = 0;
+    s->tx_doorbell_ns = 0;
+    s->tx_doorbell_streak = 0;
+    s->tx_held_until = 0;
 }
