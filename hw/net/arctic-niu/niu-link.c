@@ -210,8 +210,8 @@ void niu_link_deferred_due(NiuLink *link)
     }
     link->ops->wake(link);
     niu_link_flush(link);
-    if (link->own_due_ns && link->state == NIU_LINK_UP && link->transport) {
-        link->transport->defer(link, MAX(link->own_due_ns - now, 0));
+    if (link->own_due_ns) {
+        niu_link_defer(link);       /* keeps its deadline */
     }
 }
 
