@@ -319,6 +319,12 @@ static void wait_tx_slot(struct niu_endpoint *ep, enum niu_priority prio)
 	}
 }
 
+/* The slot before the one just filled, @head having moved past that one. */
+static uint32_t slot_before_filled(uint32_t head)
+{
+	return (head + ARCTIC_N - 2) % ARCTIC_N;
+}
+
 /*
  * Ring the doorbell for a slot just made valid, unless the slot before it
  * in the same queue (@prev_header) is still valid: the NIU has not taken
@@ -348,6 +354,7 @@ static void send_slot(struct niu_endpoint *ep, enum niu_priority prio,
 {
 	volatile struct arctic_mpi_slot *slot;
 	unsigned int i;
+	uint32_t prev;
 
 	wait_tx_slot(ep, prio);					/* step 1 */
 	slot = &ep->tx[prio][ep->tx_head[prio]];
@@ -360,8 +367,8 @@ static void send_slot(struct niu_endpoint *ep, enum niu_priority prio,
 	slot->header = header;					/* step 5 */
 	ep->tx_head[prio] = (ep->tx_head[prio] + 1) % ARCTIC_N;	/* step 6 */
 
-	ring_doorbell(ep, &ep->tx[prio][(ep->tx_head[prio] + ARCTIC_N - 2) %
-					 ARCTIC_N].header,
+	prev = slot_before_filled(ep->tx_head[prio]);
+	ring_doorbell(ep, &ep->tx[prio][prev].header,
 		      prio == NIU_HI ? R_USER_DOORBELL_HI_TX_MASK :
 				       R_USER_DOORBELL_LO_TX_MASK);
 }
@@ -1254,8 +1261,8 @@ int niu_dma_send(struct niu_endpoint *ep, uint32_t dest,
 		       ARCTIC_FIELD_PREP(MPI_HEADER, MODE, ARCTIC_MODE_DMA) |
 		       ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, length);
 	ep->dma_tx_head = (ep->dma_tx_head + 1) % ARCTIC_N;
-	ring_doorbell(ep, &ep->dma_tx[(ep->dma_tx_head + ARCTIC_N - 2) %
-				      ARCTIC_N].header,
+	ring_doorbell(ep,
+		      &ep->dma_tx[slot_before_filled(ep->dma_tx_head)].header,
 		      R_USER_DOORBELL_DMA_TX_MASK);
 	return 0;
 }
