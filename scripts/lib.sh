@@ -65,21 +65,31 @@ arctic_link_args() {
     fi
 }
 
-# Wait up to 10 s for the arctic-switch of pid $1 to create its UNIX
+# Does a process listen on the UNIX socket path $1?  The file alone says
+# nothing: a switch killed with SIGKILL leaves it behind, and the next one
+# unlinks it before binding its own (/proc/net/unix lists only sockets a
+# process holds; flags 00010000: listening).
+arctic_unix_listening() {
+    awk -v path="$1" 'NR > 1 && $4 == "00010000" && $8 == path { found = 1 }
+                      END { exit !found }' /proc/net/unix
+}
+
+# Wait up to 10 s for the arctic-switch of pid $1 to listen on its UNIX
 # socket $2 and, if $4 is "tcp", to say in its log $3 which TCP port it
 # listens on; set ARCTIC_SWITCH_TCP_PORT to it.  Dies with the log if the
 # switch exits or says nothing in time.
 arctic_wait_switch() {
-    local pid=$1 sock=$2 logfile=$3 tcp=${4:-} said=
+    local pid=$1 sock=$2 logfile=$3 tcp=${4:-} said= up=
     ARCTIC_SWITCH_TCP_PORT=
     for _ in $(seq 100); do
         [ "$tcp" != tcp ] ||
             said=$(sed -n 's/.*listening for NIUs on TCP port \([1-9][0-9]*\)$/\1/p' "$logfile")
-        [ -S "$sock" ] && { [ "$tcp" != tcp ] || [ -n "$said" ]; } && break
+        arctic_unix_listening "$sock" && up=yes
+        [ -n "$up" ] && { [ "$tcp" != tcp ] || [ -n "$said" ]; } && break
         kill -0 "$pid" 2>/dev/null || { cat "$logfile" >&2; die "arctic-switch did not start"; }
         sleep 0.1
     done
-    [ -S "$sock" ] || die "arctic-switch did not create its socket"
+    [ -n "$up" ] || die "arctic-switch did not create its socket"
     [ "$tcp" != tcp ] || [ -n "$said" ] || die "arctic-switch did not say its TCP port"
     ARCTIC_SWITCH_TCP_PORT=$said
 }
