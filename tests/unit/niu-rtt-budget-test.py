@@ -49,13 +49,26 @@ def write_traces(d, trips):
         f.close()
 
 
+def budget_out(d, *args):
+    """What niu-rtt-budget --traces D ARGS... prints (it must succeed)."""
+    return subprocess.run([BUDGET, "--traces", d] + list(args),
+                          capture_output=True, text=True, check=True).stdout
+
+
+def medians(out, names):
+    """The median column of each named row (None if the row is missing)."""
+    got = {}
+    for name in names:
+        m = re.search(re.escape(name) + r".*?\s([\d.]+)\s+([\d.]+)", out)
+        got[name] = float(m.group(1)) if m else None
+    return got
+
+
 class Budget(unittest.TestCase):
     def test_hops(self):
         with tempfile.TemporaryDirectory() as d:
             write_traces(d, 50)
-            out = subprocess.run([BUDGET, "--traces", d, "-l", "thread"],
-                                 capture_output=True, text=True, check=True
-                                 ).stdout
+            out = budget_out(d, "-l", "thread")
         self.assertIn("49 round trips matched", out)
         want = {"A doorbell -> packet built": 1.0,
                 "A packet -> handed to the transport": 2.0,
@@ -70,10 +83,7 @@ class Budget(unittest.TestCase):
                 "A guest: delivered -> next doorbell": 54.0,
                 "A doorbell -> A delivered (sum of above)": 46.0,
                 "doorbell to next doorbell (one ping)": 100.0}
-        for name, us in want.items():
-            m = re.search(re.escape(name) + r".*?\s([\d.]+)\s+([\d.]+)", out)
-            self.assertIsNotNone(m, name)
-            self.assertEqual(float(m.group(1)), us, name)
+        self.assertEqual(medians(out, want), want)
         self.assertRegex(out, r"B link read -> delivered.*link thread")
 
     def test_no_trips(self):
@@ -84,6 +94,57 @@ class Budget(unittest.TestCase):
                                text=True)
         self.assertEqual(r.returncode, 1)
         self.assertIn("no round trip matched", r.stderr)
+
+
+# One DMA window every 100 us: (node, offset us, event, args).
+WINDOW = [
+    (0, 0, "tx_lines_full", "endpoint 0 txq 2 waits for a retransmit line"),
+    (0, 10, "link_write", "wrote 3584 bytes, 3584 taken"),
+    (0, 11, "link_write", "wrote 24 bytes, 24 taken"),     # not a burst
+    (1, 14, "link_frame_in", "frame type 4 length 64"),
+    (1, 15, "link_frame_in", "frame type 4 length 64"),
+    (1, 17, "link_frame_in", "frame type 4 length 64"),
+    (1, 40, "link_write", "wrote 24 bytes, 24 taken"),
+    (0, 47, "tx_ack", "ack from node 1 prio 0 up to seq 9 freed 56 lines"),
+]
+
+
+class DmaBudget(unittest.TestCase):
+    def test_steps(self):
+        with tempfile.TemporaryDirectory() as d:
+            files = [open(os.path.join(d, "node%d.trace" % n), "w")
+                     for n in (0, 1)]
+            for k in range(40):
+                for node, off, ev, args in WINDOW:
+                    t = 1700000000 * 10**6 + k * 100 + off
+                    files[node].write("%d@%d.%06d:arctic_niu_%s node %d %s\n"
+                                      % (VCPU, t // 10**6, t % 10**6, ev,
+                                         node, args))
+            for f in files:
+                f.close()
+            out = budget_out(d, "--dma", "1")
+        self.assertIn("39 bursts", out)
+        want = {"sender burst -> receiver reads a frame": 4.0,
+                "receiver input starts -> receiver writes": 26.0,
+                "receiver writes -> sender takes an ack": 7.0,
+                "sender takes an ack -> sender bursts": 63.0,
+                "sender waits for a line -> waits again": 100.0}
+        self.assertEqual(medians(out, want), want)
+
+    def test_no_window(self):
+        with tempfile.TemporaryDirectory() as d:
+            open(os.path.join(d, "node0.trace"), "w").close()
+            open(os.path.join(d, "node1.trace"), "w").close()
+            r = subprocess.run([BUDGET, "--traces", d, "--dma", "1"],
+                               capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no DMA window", r.stderr)
+
+    def test_bad_blocks(self):
+        r = subprocess.run([BUDGET, "--dma", "0"], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("positive number of blocks", r.stderr)
 
 
 if __name__ == "__main__":
