@@ -310,6 +310,73 @@ static void test_link_rings_socket_bytes(void)
     rings_broken(0);
 }
 
+/*
+ * A writer other than the link thread that kicks the sleeping switch gives
+ * its CPU away right after, while a CPU busy-polls the link
+ * (x-link-kick-yield, on by default): the state view counts the kicks and
+ * the yields.  A doorbell's pass runs in the thread that writes it, here
+ * the qtest's (the main loop), while this switch sleeps on its ring; the
+ * read of USER_LINK_POLL (@poll) starts the busy polling, for 60 s here.
+ */
+static void rings_kick_yield(const char *props, bool poll, bool yields)
+{
+    g_autofree char *all = g_strdup_printf("x-link-busy-poll-ns=60000000000"
+                                           "%s%s", *props ? "," : "", props);
+    uint32_t v = 0x7e1d, len;
+    uint8_t buf[ARCTIC_LINK_MAX_BODY];
+    uint64_t kicks, yielded, want;
+    QDict *rsp, *state;
+    uint16_t type;
+    Niu *n;
+
+    if (!link_thread()) {
+        g_test_skip("the rings need the link thread");
+        return;
+    }
+    n = start_to_hello(all);
+    link_adopt_rings(n);
+    link_send_welcome_flags(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK, 8, 8);
+    wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
+    state = niu_state(n, &rsp);
+    kicks = qdict_get_int(state, "link-switch-kicks");
+    yielded = qdict_get_int(state, "link-kick-yields");
+    qobject_unref(rsp);
+    g_assert_cmpuint(yielded, ==, 0);
+    want = yields ? yielded + 1 : 0;
+
+    /* The switch goes to sleep on an empty ring, as arctic-switch does. */
+    while (!arctic_ring_consumer_sleep(&n->ring_in)) {
+        g_assert_cmpint(link_read(n, &type, buf, &len, QUIET_MS), ==, 1);
+    }
+    if (poll) {
+        g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==, 0);
+    }
+    guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v, 1);
+    doorbell(n);
+    state = niu_state(n, &rsp);
+    g_assert_cmpuint(qdict_get_int(state, "link-switch-kicks"), >, kicks);
+    g_assert_cmpuint(qdict_get_int(state, "link-kick-yields"), ==, want);
+    qobject_unref(rsp);
+    arctic_ring_consumer_awake(&n->ring_in);
+    expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 0, 0, &v, 1);
+    niu_stop(n);
+}
+
+static void test_link_rings_kick_yield(void)
+{
+    rings_kick_yield("", true, true);
+}
+
+static void test_link_rings_kick_no_yield(void)
+{
+    rings_kick_yield("x-link-kick-yield=off", true, false);
+}
+
+static void test_link_rings_kick_unpolled(void)
+{
+    rings_kick_yield("", false, false);
+}
+
 void niu_test_add_link(void)
 {
     qtest_add_func("/arctic-niu/link/busy-poll", test_link_busy_poll);
@@ -325,4 +392,10 @@ void niu_test_add_link(void)
                    test_link_rings_bad_head);
     qtest_add_func("/arctic-niu/link/rings-socket-bytes",
                    test_link_rings_socket_bytes);
+    qtest_add_func("/arctic-niu/link/rings-kick-yield",
+                   test_link_rings_kick_yield);
+    qtest_add_func("/arctic-niu/link/rings-kick-no-yield",
+                   test_link_rings_kick_no_yield);
+    qtest_add_func("/arctic-niu/link/rings-kick-unpolled",
+                   test_link_rings_kick_unpolled);
 }

@@ -1073,6 +1073,8 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_str(v, "link", niu_link_state_name(s->link.state), &err);
     visit_str(v, "link-transport", niu_link_transport_name(&s->link), &err);
     visit_bool(v, "link-rings", s->link.rings, &err);
+    visit_u64(v, "link-switch-kicks", stat64_get(&s->link.switch_kicks), &err);
+    visit_u64(v, "link-kick-yields", stat64_get(&s->link.kick_yields), &err);
     visit_u64(v, "link-up-count", s->link.up_count, &err);
     visit_u64(v, "tx-credits-high", s->link.tx_credits[ARCTIC_PRIORITY_HIGH],
               &err);
@@ -1328,7 +1330,7 @@ static bool niu_link_setup(ArcticNiuState *s, Error **errp)
         return niu_link_init_thread(&s->link, s->link_socket,
                                     s->link_reconnect_ms,
                                     s->link_busy_poll_ns, s->link_rings,
-                                    errp);
+                                    s->link_kick_yield, errp);
     }
     if (qemu_chr_fe_backend_connected(&s->chr)) {
         return niu_link_init_chr(&s->link, &s->chr, errp);
@@ -1456,6 +1458,8 @@ static const Property arctic_niu_properties[] = {
                        doorbell_coalesce_ns, 30000),
     DEFINE_PROP_UINT64("x-link-busy-poll-ns", ArcticNiuState,
                        link_busy_poll_ns, 200000),
+    DEFINE_PROP_BOOL("x-link-kick-yield", ArcticNiuState, link_kick_yield,
+                     true),
 };
 
 static void niu_class_init(ObjectClass *klass, void *data)

@@ -190,6 +190,7 @@ struct ArcticNiuState {
     uint32_t link_reconnect_ms;
     uint64_t link_busy_poll_ns; /* the thread leaves input to a polling vCPU */
     bool link_rings;            /* offer the switch shared-memory rings */
+    bool link_kick_yield;       /* give the CPU to a switch just kicked */
 
     Error *migration_blocker;
 };

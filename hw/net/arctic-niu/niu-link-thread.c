@@ -39,6 +39,7 @@
  */
 
 #include "qemu/osdep.h"
+#include <sched.h>
 #include "qemu/error-report.h"
 #include "qemu/event_notifier.h"
 #include "qemu/main-loop.h"
@@ -110,6 +111,7 @@ struct NiuLinkThread {
     NiuRings *rings;        /* offered with this connection's HELLO */
     bool rings_offer;       /* the next write carries the offer */
     bool rings_on;          /* atomic: the WELCOME took the rings */
+    bool kick_yield;        /* x-link-kick-yield: see rings_kick_switch() */
 };
 
 static void thread_kick(NiuLinkThread *t)
@@ -275,6 +277,28 @@ static ssize_t rings_send_offer(NiuLinkThread *t, const uint8_t *buf,
     return n;
 }
 
+/*
+ * Kick the switch, which said in a ring that it sleeps.  While a vCPU
+ * busy-polls this link (its program spins), a thread other than the link
+ * thread then gives its CPU away at once (x-link-kick-yield): the switch
+ * is on the path of every packet, and on a host whose cores the spinning
+ * vCPUs hold, a woken switch otherwise waits for the scheduler to preempt
+ * one of them (docs/performance.md §10 and §12).  Not otherwise: the
+ * yield is not directed, and a vCPU that computes would hand its slice to
+ * another guest's vCPU rather than to the switch (more nodes than cores).
+ * The link thread sleeps once its work is done anyway.
+ */
+static void rings_kick_switch(NiuLinkThread *t)
+{
+    event_notifier_set(&t->rings->kick);
+    stat64_add(&t->link->switch_kicks, 1);
+    if (t->kick_yield && !qemu_thread_is_self(&t->thread) &&
+        qatomic_read(&t->polled_until) > get_clock()) {
+        sched_yield();
+        stat64_add(&t->link->kick_yields, 1);
+    }
+}
+
 /* Under the device lock: the session's frames into the switch's ring. */
 static size_t rings_write(NiuLinkThread *t, const uint8_t *buf, size_t len)
 {
@@ -289,7 +313,7 @@ static size_t rings_write(NiuLinkThread *t, const uint8_t *buf, size_t len)
         return len;
     }
     if (n && arctic_ring_wake_consumer(&r->out)) {
-        event_notifier_set(&r->kick);
+        rings_kick_switch(t);
     }
     if (n < len) {
         /*
@@ -315,7 +339,7 @@ static size_t rings_read(NiuLinkThread *t, uint8_t *buf, size_t max)
     size_t n = arctic_ring_read(&r->in, buf, max);
 
     if (n && n != ARCTIC_RING_BROKEN && arctic_ring_wake_producer(&r->in)) {
-        event_notifier_set(&r->kick);
+        rings_kick_switch(t);
     }
     return n;
 }
@@ -836,7 +860,7 @@ static const NiuTransportOps thread_transport = {
 
 bool niu_link_init_thread(NiuLink *link, const char *path,
                           uint32_t reconnect_ms, uint64_t busy_poll_ns,
-                          bool rings, Error **errp)
+                          bool rings, bool kick_yield, Error **errp)
 {
     g_autoptr(InetSocketAddress) inet = NULL;
     NiuLinkThread *t;
@@ -871,6 +895,7 @@ bool niu_link_init_thread(NiuLink *link, const char *path,
     t->rings_wanted = rings && !t->inet;
     t->reconnect_ms = reconnect_ms;
     t->busy_poll_ns = busy_poll_ns;
+    t->kick_yield = kick_yield;
     t->fd = -1;
     qemu_mutex_init(&t->rx_lock);
     t->poll_buf = g_malloc(NIU_LINK_THREAD_READ);

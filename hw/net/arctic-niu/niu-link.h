@@ -36,6 +36,7 @@
 #define HW_NET_ARCTIC_NIU_LINK_H
 
 #include "chardev/char-fe.h"
+#include "qemu/stats64.h"
 #include "qemu/thread.h"
 #include "qemu/timer.h"
 #include "hw/registerfields.h"
@@ -150,6 +151,8 @@ struct NiuLink {
     bool rejected;                      /* the last answer was REJECT */
     uint16_t up_count;
     bool rings;                         /* this session runs over rings */
+    Stat64 switch_kicks;                /* eventfd kicks of a sleeping switch */
+    Stat64 kick_yields;                 /* ... after which the CPU was given */
     uint32_t num_nodes;
     uint32_t levels;
     uint32_t tx_credits[ARCTIC_NUM_PRIORITIES];     /* we may send */
@@ -187,7 +190,7 @@ void niu_link_init(NiuLink *link, const NiuLinkOps *ops, void *opaque,
 bool niu_link_init_chr(NiuLink *link, CharBackend *chr, Error **errp);
 bool niu_link_init_thread(NiuLink *link, const char *path,
                           uint32_t reconnect_ms, uint64_t busy_poll_ns,
-                          bool rings, Error **errp);
+                          bool rings, bool kick_yield, Error **errp);
 void niu_link_cleanup(NiuLink *link);
 bool niu_link_is_up(const NiuLink *link);
 bool niu_link_can_send(const NiuLink *link, uint8_t prio);
