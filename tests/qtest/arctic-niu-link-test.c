@@ -311,22 +311,27 @@ static void test_link_rings_socket_bytes(void)
 }
 
 /*
- * A writer other than the link thread that kicks the sleeping switch gives
- * its CPU away right after, while a CPU busy-polls the link
- * (x-link-kick-yield, on by default): the state view counts the kicks and
- * the yields.  A doorbell's pass runs in the thread that writes it, here
- * the qtest's (the main loop), while this switch sleeps on its ring; the
- * read of USER_LINK_POLL (@poll) starts the busy polling, for 60 s here.
+ * A vCPU whose busy poll wakes the sleeping switch gives its CPU away
+ * right after (x-link-kick-yield, on by default); a doorbell that wakes it
+ * does not.  The state view counts the kicks and the yields.  With
+ * @from_poll a packet from the peer waits in the ring and a read of
+ * USER_LINK_POLL (here from the qtest, the main loop) delivers it and
+ * sends its ack at once (ack-delay-ns=0) to this switch, asleep on its
+ * ring; without, polling runs (60 s after a read) and a doorbell sends.
  */
-static void rings_kick_yield(const char *props, bool poll, bool yields)
+static void rings_kick_yield(const char *props, bool from_poll, bool yields)
 {
-    g_autofree char *all = g_strdup_printf("x-link-busy-poll-ns=60000000000"
-                                           "%s%s", *props ? "," : "", props);
-    uint32_t v = 0x7e1d, len;
-    uint8_t buf[ARCTIC_LINK_MAX_BODY];
-    uint64_t kicks, yielded, want;
+    g_autofree char *all = g_strdup_printf("x-link-busy-poll-ns=60000000000,"
+                                           "ack-delay-ns=0%s%s",
+                                           *props ? "," : "", props);
+    const uint8_t hi = ARCTIC_PRIORITY_HIGH;
+    uint32_t v = 0x7e1d, val = 0, len;
+    uint8_t buf[ARCTIC_LINK_MAX_BODY], wire[ARCTIC_WIRE_MAX_SIZE];
+    uint64_t kicks, yielded, want = yields ? 1 : 0;
     QDict *rsp, *state;
     uint16_t type;
+    unsigned i;
+    size_t size;
     Niu *n;
 
     if (!link_thread()) {
@@ -337,28 +342,41 @@ static void rings_kick_yield(const char *props, bool poll, bool yields)
     link_adopt_rings(n);
     link_send_welcome_flags(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK, 8, 8);
     wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
+    mark_rx_slots(n);
+    g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==, 0);
+    g_usleep(100 * 1000);               /* the thread stops reading */
     state = niu_state(n, &rsp);
     kicks = qdict_get_int(state, "link-switch-kicks");
     yielded = qdict_get_int(state, "link-kick-yields");
     qobject_unref(rsp);
     g_assert_cmpuint(yielded, ==, 0);
-    want = yields ? yielded + 1 : 0;
 
     /* The switch goes to sleep on an empty ring, as arctic-switch does. */
     while (!arctic_ring_consumer_sleep(&n->ring_in)) {
         g_assert_cmpint(link_read(n, &type, buf, &len, QUIET_MS), ==, 1);
     }
-    if (poll) {
-        g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==, 0);
+    if (from_poll) {
+        size = peer_data(n, wire, PEER, hi, n->peer_epoch, 0, 3, 1, 2, &v, 1);
+        link_send_packet(n, wire, size);
+        for (i = 0; i < 100 && !FIELD_EX32(val, USER_LINK_POLL, TOOK); i++) {
+            val = user_r(n, A_USER_LINK_POLL);
+        }
+        g_assert_cmphex(val, ==, R_USER_LINK_POLL_TOOK_MASK);
+    } else {
+        guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v, 1);
+        doorbell(n);
     }
-    guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v, 1);
-    doorbell(n);
     state = niu_state(n, &rsp);
     g_assert_cmpuint(qdict_get_int(state, "link-switch-kicks"), >, kicks);
     g_assert_cmpuint(qdict_get_int(state, "link-kick-yields"), ==, want);
     qobject_unref(rsp);
     arctic_ring_consumer_awake(&n->ring_in);
-    expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 0, 0, &v, 1);
+    if (from_poll) {
+        guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
+        expect_control(n, PEER, ARCTIC_E2E_ACK, hi, n->peer_epoch, 0, 0);
+    } else {
+        expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 0, 0, &v, 1);
+    }
     niu_stop(n);
 }
 
@@ -372,7 +390,7 @@ static void test_link_rings_kick_no_yield(void)
     rings_kick_yield("x-link-kick-yield=off", true, false);
 }
 
-static void test_link_rings_kick_unpolled(void)
+static void test_link_rings_kick_doorbell(void)
 {
     rings_kick_yield("", false, false);
 }
@@ -396,6 +414,6 @@ void niu_test_add_link(void)
                    test_link_rings_kick_yield);
     qtest_add_func("/arctic-niu/link/rings-kick-no-yield",
                    test_link_rings_kick_no_yield);
-    qtest_add_func("/arctic-niu/link/rings-kick-unpolled",
-                   test_link_rings_kick_unpolled);
+    qtest_add_func("/arctic-niu/link/rings-kick-doorbell",
+                   test_link_rings_kick_doorbell);
 }

@@ -112,6 +112,7 @@ struct NiuLinkThread {
     bool rings_offer;       /* the next write carries the offer */
     bool rings_on;          /* atomic: the WELCOME took the rings */
     bool kick_yield;        /* x-link-kick-yield: see rings_kick_switch() */
+    bool in_poll;           /* under the lock: a busy poll hands input up */
 };
 
 static void thread_kick(NiuLinkThread *t)
@@ -278,22 +279,24 @@ static ssize_t rings_send_offer(NiuLinkThread *t, const uint8_t *buf,
 }
 
 /*
- * Kick the switch, which said in a ring that it sleeps.  While a vCPU
- * busy-polls this link (its program spins), a thread other than the link
- * thread then gives its CPU away at once (x-link-kick-yield): the switch
- * is on the path of every packet, and on a host whose cores the spinning
- * vCPUs hold, a woken switch otherwise waits for the scheduler to preempt
- * one of them (docs/performance.md §10 and §12).  Not otherwise: the
- * yield is not directed, and a vCPU that computes would hand its slice to
- * another guest's vCPU rather than to the switch (more nodes than cores).
- * The link thread sleeps once its work is done anyway.
+ * Kick the switch, which said in a ring that it sleeps.  When the kick
+ * comes from input that a vCPU's busy poll hands up (the poll took acks
+ * and sent what they freed, or delivered and acked), that vCPU then gives
+ * its CPU away at once (x-link-kick-yield): the switch is on the path of
+ * every packet, and on a host whose cores the spinning vCPUs hold, a
+ * woken switch otherwise waits for the scheduler to preempt one of them
+ * (docs/performance.md §10 and §12).  Not otherwise: the yield is not
+ * directed, and a vCPU that computes would hand its slice to another
+ * guest's vCPU rather than to the switch (more nodes than cores); after a
+ * doorbell, a switch woken late lets the messages that follow gather into
+ * one batch (a prompt one feeds MPI's slow mode, §10); and the link
+ * thread sleeps once its work is done anyway.
  */
 static void rings_kick_switch(NiuLinkThread *t)
 {
     event_notifier_set(&t->rings->kick);
     stat64_add(&t->link->switch_kicks, 1);
-    if (t->kick_yield && !qemu_thread_is_self(&t->thread) &&
-        qatomic_read(&t->polled_until) > get_clock()) {
+    if (t->kick_yield && !qemu_thread_is_self(&t->thread) && t->in_poll) {
         sched_yield();
         stat64_add(&t->link->kick_yields, 1);
     }
@@ -784,7 +787,9 @@ static bool thread_poll_input(NiuLink *link)
     }
     n = thread_take_input(t, t->poll_buf, &broken);
     if (n > 0) {
+        t->in_poll = true;
         thread_input(t, t->poll_buf, n);
+        t->in_poll = false;
     } else if (n == -2) {
         trace_arctic_niu_link_rings_broken(t->link->node_id, broken);
         niu_link_broken(t->link, broken, 0);
