@@ -30,6 +30,12 @@ THREAD = {"user_write": VCPU, "tx_packet": VCPU, "link_flush": VCPU,
           "link_write": VCPU, "link_frame_in": LINK, "rx_deliver": LINK}
 
 
+def trace_line(tid, t, ev, node, args):
+    """One line of the device's trace at @t us of host time."""
+    return "%d@%d.%06d:arctic_niu_%s node %d %s\n" % (
+        tid, t // 10**6, t % 10**6, ev, node, args)
+
+
 def write_traces(d, trips):
     files = [open(os.path.join(d, "node%d.trace" % n), "w") for n in (0, 1)]
     for k in range(trips):
@@ -38,13 +44,11 @@ def write_traces(d, trips):
             tid = THREAD[ev] + 10 * node
             if ev == "user_write" and node == 1:
                 tid = VCPU + 10
-            files[node].write("%d@%d.%06d:arctic_niu_%s node %d %s\n" % (
-                tid, t // 10**6, t % 10**6, ev, node, args))
+            files[node].write(trace_line(tid, t, ev, node, args))
             if ev == "link_write" and node == 1:
                 # a credit frame in between must not be taken for data
-                files[0].write("%d@%d.%06d:arctic_niu_link_frame_in node 0 "
-                               "frame type 5 length 4\n" % (
-                                   LINK, (t + 1) // 10**6, (t + 1) % 10**6))
+                files[0].write(trace_line(LINK, t + 1, "link_frame_in", 0,
+                                          "frame type 5 length 4"))
     for f in files:
         f.close()
 
@@ -117,9 +121,7 @@ class DmaBudget(unittest.TestCase):
             for k in range(40):
                 for node, off, ev, args in WINDOW:
                     t = 1700000000 * 10**6 + k * 100 + off
-                    files[node].write("%d@%d.%06d:arctic_niu_%s node %d %s\n"
-                                      % (VCPU, t // 10**6, t % 10**6, ev,
-                                         node, args))
+                    files[node].write(trace_line(VCPU, t, ev, node, args))
             for f in files:
                 f.close()
             out = budget_out(d, "--dma", "1")
