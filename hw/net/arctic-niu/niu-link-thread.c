@@ -296,6 +296,7 @@ static void rings_kick_switch(NiuLinkThread *t)
 {
     event_notifier_set(&t->rings->kick);
     stat64_add(&t->link->switch_kicks, 1);
+    /* The link thread reads its ring without the lock: not in_poll's. */
     if (t->kick_yield && !qemu_thread_is_self(&t->thread) && t->in_poll) {
         sched_yield();
         stat64_add(&t->link->kick_yields, 1);
