@@ -55,6 +55,22 @@ enum arctic_ring_fd {
     ARCTIC_RING_FDS,
 };
 
+/*
+ * Per-CPU wake-ups (link 1.2).  Waking a sleeping thread on another CPU
+ * costs the waker an inter-processor interrupt, which on a virtual
+ * machine is an exit to the hypervisor (docs/performance.md §14); waking
+ * one bound to the waker's own CPU costs a local enqueue.  So a switch
+ * may run one wake-up thread per CPU, bound to it, each sleeping on an
+ * eventfd of its own and serving every ring when kicked.  To an NIU that
+ * offered rings and says minor version 2 or more, its WELCOME then says
+ * CPU_WAKE and carries those eventfds (SCM_RIGHTS, non-blocking), the
+ * one for CPU i at index i, at most ARCTIC_CPU_WAKE_MAX of them.  Such an
+ * NIU kicks the eventfd of the CPU it runs on (sched_getcpu()) instead of
+ * ARCTIC_RING_FD_SWITCH_WAKE, which stays for a CPU beyond the table.
+ * The flag protocol is unchanged: a kick still answers consumer_sleeping.
+ */
+enum { ARCTIC_CPU_WAKE_MAX = 64 };
+
 /* The two directions. */
 enum arctic_ring_dir {
     ARCTIC_RING_TO_SWITCH = 0,  /* NIU produces, switch consumes */

@@ -27,8 +27,11 @@
 enum {
     ARCTIC_LINK_MAGIC = 0x4c435241,     /* "ARCL" as little-endian bytes */
     ARCTIC_LINK_VERSION_MAJOR = 1,      /* must match exactly */
-    /* Additions a peer may ignore; 1: shared-memory rings (link-ring.h). */
-    ARCTIC_LINK_VERSION_MINOR = 1,
+    /*
+     * Additions a peer may ignore; 1: shared-memory rings (link-ring.h);
+     * 2: per-CPU wake-ups of the switch (link-ring.h, WELCOME's CPU_WAKE).
+     */
+    ARCTIC_LINK_VERSION_MINOR = 2,
     ARCTIC_LINK_HEADER_SIZE = 8,
     /* No frame body is larger than this; a bigger length is a protocol
      * error, which bounds what a receiver ever has to buffer. */
@@ -60,6 +63,9 @@ FIELD(ARCTIC_FRAME_FLAGS, PRIORITY, 0, 1)
  * every later frame goes through them (arctic/link-ring.h).  A switch
  * sets it only for an NIU that offered rings. */
 FIELD(ARCTIC_WELCOME_FLAGS, RINGS, 0, 1)
+/* With RINGS, to an NIU whose HELLO says minor version 2 or more: the
+ * WELCOME carries the switch's per-CPU wake-up eventfds (link-ring.h). */
+FIELD(ARCTIC_WELCOME_FLAGS, CPU_WAKE, 1, 1)
 
 struct arctic_frame_header {
     uint16_t type;
@@ -158,7 +164,8 @@ arctic_frame_header_check(const struct arctic_frame_header *h)
     uint16_t allowed = h->type == ARCTIC_FRAME_PACKET
                        ? R_ARCTIC_FRAME_FLAGS_PRIORITY_MASK
                        : h->type == ARCTIC_FRAME_WELCOME
-                       ? R_ARCTIC_WELCOME_FLAGS_RINGS_MASK : 0;
+                       ? R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
+                         R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK : 0;
 
     if (h->flags & ~allowed) {
         return ARCTIC_FRAME_BAD_FLAGS;

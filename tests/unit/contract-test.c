@@ -177,13 +177,18 @@ static void test_frame_header_check(void)
     h.flags = 2;
     g_assert_cmpint(arctic_frame_header_check(&h), ==,
                     ARCTIC_FRAME_BAD_FLAGS);
-    /* WELCOME may say RINGS (link 1.1), and nothing else; HELLO nothing. */
+    /*
+     * WELCOME may say RINGS (link 1.1) and CPU_WAKE (1.2), and nothing
+     * else; HELLO nothing.
+     */
     arctic_frame_header_encode_flags(buf, ARCTIC_FRAME_WELCOME,
-                                     R_ARCTIC_WELCOME_FLAGS_RINGS_MASK,
+                                     R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
+                                     R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK,
                                      ARCTIC_WELCOME_SIZE);
     arctic_frame_header_decode(buf, &h);
+    g_assert_cmpint(h.flags, ==, 3);
     g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
-    h.flags = 2;
+    h.flags = 4;
     g_assert_cmpint(arctic_frame_header_check(&h), ==,
                     ARCTIC_FRAME_BAD_FLAGS);
     arctic_frame_header_encode_flags(buf, ARCTIC_FRAME_HELLO,
