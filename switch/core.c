@@ -38,6 +38,7 @@ void arctic_switch_config_init(ArcticSwitchConfig *config)
     config->handshake_timeout_ms = ARCTIC_SWITCH_DEFAULT_HANDSHAKE_TIMEOUT_MS;
     config->credit_delay_us = ARCTIC_SWITCH_DEFAULT_CREDIT_DELAY_US;
     config->rings = true;
+    config->cpu_wake = true;
 }
 
 /* --- listeners -------------------------------------------------------- */
@@ -199,6 +200,19 @@ static void switch_after_batch(ArcticSwitch *sw)
     sw_port_bury_closed(sw);
 }
 
+/*
+ * A per-CPU wake-up thread was kicked (loop.c): output that waited for
+ * room goes, what the rings hold moves on.  Connections it closes are
+ * freed by the loop thread after its next batch, not here: the loop
+ * thread may hold events, taken before it got the lock, that name them.
+ */
+static void switch_kicked(ArcticSwitch *sw)
+{
+    sw_port_rings_kicked(sw);
+    sw_port_read_rings(sw);
+    sw_flush_all(sw);
+}
+
 static void switch_timer(ArcticSwitch *sw)
 {
     sw_router_timer(sw);
@@ -279,7 +293,7 @@ ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
     sw_tree_init(sw, NULL);
     sw_faults_init(sw);
     if (!sw_loop_init(sw, switch_timer, switch_after_batch,
-                      sw_port_may_sleep, errp)) {
+                      sw_port_may_sleep, switch_kicked, errp)) {
         goto fail;
     }
 
@@ -349,6 +363,8 @@ static void snapshot_in_loop(ArcticSwitch *sw, void *opaque)
     st->packets_in_use = sw->packets_in_use;
     st->packets_in_use_max = sw->packets_in_use_max;
     st->packet_bound = sw->packet_bound;
+    st->cpu_wakers = sw->loop.cpu_wakers;
+    memcpy(st->cpu_wakeups, sw->loop.cpu_wakeups, sizeof(st->cpu_wakeups));
     sw_find_oldest(sw, sw_clock_ns(), st->oldest);
 }
 

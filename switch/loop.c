@@ -9,8 +9,17 @@
  * whether it may: work can wait where no descriptor announces it (bytes
  * in a shared ring whose producer kicks only a consumer that said it
  * sleeps), and then the loop looks at its descriptors without sleeping.
+ *
+ * Beside it, one wake-up thread per CPU, bound to it, sleeps on an
+ * eventfd that NIUs running on that CPU kick (link 1.2, arctic/link-ring.h):
+ * woken there, it serves every ring as the loop does after a batch.  The
+ * loop thread holds the model lock except while it sleeps; a wake-up
+ * thread holds it while it serves.
  */
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -133,15 +142,148 @@ static void timer_ready(ArcticSwitch *sw, void *object, uint32_t events)
     sw->loop.on_timer(sw);
 }
 
+/* --- per-CPU wake-ups (arctic/link-ring.h, link 1.2) ---------------- */
+
+struct cpu_waker {
+    ArcticSwitch *sw;
+    unsigned cpu;
+};
+
+/*
+ * The eventfds of the per-CPU wake-up threads, as many as the host has
+ * CPUs (at most ARCTIC_CPU_WAKE_MAX); none if that fails, when the links
+ * still work through each ring's own eventfd.
+ */
+static void cpu_wake_init(ArcticSwitch *sw)
+{
+    struct sw_loop *loop = &sw->loop;
+    long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    unsigned i, n = CLAMP(cpus, 1, ARCTIC_CPU_WAKE_MAX);
+
+    loop->cpu_stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    for (i = 0; i < n && loop->cpu_stop_fd >= 0; i++) {
+        loop->cpu_wake_fd[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (loop->cpu_wake_fd[i] < 0) {
+            break;
+        }
+    }
+    if (i < n) {
+        g_warning("no per-CPU wake-ups: %s", g_strerror(errno));
+        while (i > 0) {
+            close(loop->cpu_wake_fd[--i]);
+        }
+        return;
+    }
+    loop->cpu_wakers = n;
+}
+
+/*
+ * One CPU's wake-up thread: bound to its CPU, so that an NIU running
+ * there wakes it without an inter-processor interrupt, it serves every
+ * ring under the model lock (the owner's on_kick hook), until the switch
+ * may sleep again.
+ */
+static gpointer cpu_wake_thread(gpointer opaque)
+{
+    struct cpu_waker *w = opaque;
+    ArcticSwitch *sw = w->sw;
+    struct sw_loop *loop = &sw->loop;
+    cpu_set_t set;
+    uint64_t value;
+    int err;
+
+    CPU_ZERO(&set);
+    CPU_SET(w->cpu, &set);
+    err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    if (err) {
+        /* Outside our cpuset: it still serves, only not CPU-locally. */
+        sw_log(sw, "wake-up thread of CPU %u not bound: %s", w->cpu,
+               g_strerror(err));
+    }
+    for (;;) {
+        struct pollfd pfd[2] = {
+            { .fd = loop->cpu_wake_fd[w->cpu], .events = POLLIN },
+            { .fd = loop->cpu_stop_fd, .events = POLLIN },
+        };
+
+        if (poll(pfd, 2, -1) < 0) {
+            continue;       /* EINTR */
+        }
+        if (pfd[1].revents) {
+            break;
+        }
+        if (read(pfd[0].fd, &value, sizeof(value)) < 0) {
+            continue;       /* EAGAIN: another look took it */
+        }
+        g_mutex_lock(&loop->model_lock);
+        loop->cpu_wakeups[w->cpu]++;
+        do {
+            sw->now_ns = sw_clock_ns();
+            loop->on_kick(sw);
+        } while (!loop->may_sleep(sw));
+        g_mutex_unlock(&loop->model_lock);
+    }
+    g_free(w);
+    return NULL;
+}
+
+static void cpu_wake_start(ArcticSwitch *sw)
+{
+    struct sw_loop *loop = &sw->loop;
+    unsigned i;
+
+    for (i = 0; i < loop->cpu_wakers; i++) {
+        struct cpu_waker *w = g_new(struct cpu_waker, 1);
+
+        w->sw = sw;
+        w->cpu = i;
+        loop->cpu_thread[i] = g_thread_new("arctic-wake", cpu_wake_thread, w);
+    }
+}
+
+static void cpu_wake_stop(ArcticSwitch *sw)
+{
+    struct sw_loop *loop = &sw->loop;
+    uint64_t value = 1;
+    unsigned i;
+
+    if (!loop->cpu_wakers) {
+        return;
+    }
+    if (write(loop->cpu_stop_fd, &value, sizeof(value)) < 0) {
+        /* Only EAGAIN is possible, and then the threads are told anyway. */
+    }
+    for (i = 0; i < loop->cpu_wakers; i++) {
+        g_thread_join(loop->cpu_thread[i]);
+        loop->cpu_thread[i] = NULL;
+    }
+    if (read(loop->cpu_stop_fd, &value, sizeof(value)) < 0) {
+        /* Cannot fail: it was written above. */
+    }
+}
+
+unsigned sw_loop_cpu_wake_fds(const ArcticSwitch *sw, const int **fds)
+{
+    *fds = sw->loop.cpu_wake_fd;
+    return sw->loop.cpu_wakers;
+}
+
 bool sw_loop_init(ArcticSwitch *sw, void (*on_timer)(ArcticSwitch *sw),
                   void (*after_batch)(ArcticSwitch *sw),
-                  bool (*may_sleep)(ArcticSwitch *sw), GError **errp)
+                  bool (*may_sleep)(ArcticSwitch *sw),
+                  void (*on_kick)(ArcticSwitch *sw), GError **errp)
 {
     struct sw_loop *loop = &sw->loop;
 
     loop->on_timer = on_timer;
     loop->after_batch = after_batch;
     loop->may_sleep = may_sleep;
+    loop->on_kick = on_kick;
+    g_mutex_init(&loop->model_lock);
+    loop->cpu_stop_fd = -1;
+    if (sw->config.rings && sw->config.cpu_wake) {
+        cpu_wake_init(sw);
+    }
     g_mutex_init(&loop->invoke_lock);
     g_cond_init(&loop->invoke_done);
     g_queue_init(&loop->invoke_queue);
@@ -175,6 +317,14 @@ void sw_loop_cleanup(ArcticSwitch *sw)
         close(loop->timer_fd);
     }
     loop->epoll_fd = loop->wakeup_fd = loop->timer_fd = -1;
+    while (loop->cpu_wakers > 0) {
+        close(loop->cpu_wake_fd[--loop->cpu_wakers]);
+    }
+    if (loop->cpu_stop_fd >= 0) {
+        close(loop->cpu_stop_fd);
+        loop->cpu_stop_fd = -1;
+    }
+    g_mutex_clear(&loop->model_lock);
     g_mutex_clear(&loop->invoke_lock);
     g_cond_clear(&loop->invoke_done);
 }
@@ -225,12 +375,19 @@ void arctic_switch_run(ArcticSwitch *sw)
     loop->thread = g_thread_self();
     loop->running = 1;
     g_mutex_unlock(&loop->invoke_lock);
+    g_mutex_lock(&loop->model_lock);
     run_invokes(sw);
+    cpu_wake_start(sw);
 
     while (!loop->stop_requested) {
-        int n = epoll_wait(loop->epoll_fd, events, G_N_ELEMENTS(events),
-                           loop->may_sleep(sw) ? -1 : 0);
-        int i;
+        bool sleep = loop->may_sleep(sw);
+        int n, i;
+
+        /* The per-CPU wake-up threads may serve the rings meanwhile. */
+        g_mutex_unlock(&loop->model_lock);
+        n = epoll_wait(loop->epoll_fd, events, G_N_ELEMENTS(events),
+                       sleep ? -1 : 0);
+        g_mutex_lock(&loop->model_lock);
 
         if (n < 0) {
             if (errno == EINTR) {
@@ -247,6 +404,8 @@ void arctic_switch_run(ArcticSwitch *sw)
         loop->after_batch(sw);
     }
 
+    g_mutex_unlock(&loop->model_lock);
+    cpu_wake_stop(sw);
     g_mutex_lock(&loop->invoke_lock);
     loop->running = 0;
     loop->thread = NULL;

@@ -17,7 +17,7 @@ typedef struct {
     int credit_delay_us;
     double link_mbytes;
     gint64 seed;
-    gboolean timing, verbose, no_stats, no_rings;
+    gboolean timing, verbose, no_stats, no_rings, no_cpu_wake;
     char **faults;
 } Options;
 
@@ -106,6 +106,10 @@ int main(int argc, char **argv)
         { "no-rings", 0, 0, G_OPTION_ARG_NONE, &o.no_rings,
           "Refuse the shared-memory rings NIUs on this host offer: every "
           "link stays on its socket", NULL },
+        { "no-cpu-wake", 0, 0, G_OPTION_ARG_NONE, &o.no_cpu_wake,
+          "One thread sleeps for every ring: no per-CPU wake-up threads "
+          "(an NIU's kick then wakes it on whichever CPU it last ran)",
+          NULL },
         { "seed", 0, 0, G_OPTION_ARG_INT64, &o.seed,
           "Seed of fault injection and random up-routes (default 1)",
           "SEED" },
@@ -185,6 +189,7 @@ int main(int argc, char **argv)
     config.handshake_timeout_ms = o.handshake_timeout_ms;
     config.credit_delay_us = o.credit_delay_us;
     config.rings = !o.no_rings;
+    config.cpu_wake = !o.no_cpu_wake;
 
     sw = arctic_switch_new(&config, &err);
     if (!sw) {

@@ -172,6 +172,47 @@ static bool conn_send(ArcticSwitch *sw, struct sw_conn *conn)
 }
 
 /*
+ * The WELCOME, the first frame on @conn, whole in one message with the
+ * per-CPU wake-up eventfds attached (arctic/link-ring.h).  False if it
+ * did not all go.
+ */
+static bool conn_send_welcome_fds(struct sw_conn *conn, const int *fds,
+                                  unsigned n)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * ARCTIC_CPU_WAKE_MAX)];
+    } control;
+    struct iovec iov = {
+        .iov_base = conn->output + conn->output_start,
+        .iov_len = conn->output_end - conn->output_start,
+    };
+    struct msghdr msg = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = control.buf,
+        .msg_controllen = CMSG_SPACE(sizeof(int) * n),
+    };
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    ssize_t sent;
+
+    memset(&control, 0, sizeof(control));
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * n);
+    memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * n);
+    do {
+        sent = sendmsg(conn->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } while (sent < 0 && errno == EINTR);
+    if (sent != (ssize_t)iov.iov_len) {
+        conn->send_failure = ARCTIC_DISCONNECT_IO_ERROR;
+        return false;
+    }
+    conn->output_start = conn->output_end = 0;
+    return true;
+}
+
+/*
  * Freed credits go back with frames going to the NIU anyway, or alone
  * once half a priority's window waits for them or the credit delay has
  * passed: a CREDIT frame alone per packet would wake the NIU's link once
@@ -359,6 +400,17 @@ static struct sw_rings *rings_adopt(struct sw_conn *conn, const char **why)
 }
 
 /* The NIU kicked us: its ring has bytes, or ours has room again. */
+/* A kick may say room: output that waited for it goes. */
+static void ring_room(ArcticSwitch *sw, struct sw_conn *conn)
+{
+    if (conn->waiting_room) {
+        conn_queue_flush(sw, conn);
+        if (conn->state == SW_CONN_LIVE) {
+            sw->port_ops->ready(sw, conn->port);
+        }
+    }
+}
+
 static void ring_ready(ArcticSwitch *sw, void *object, uint32_t events)
 {
     struct sw_conn *conn = object;
@@ -371,10 +423,22 @@ static void ring_ready(ArcticSwitch *sw, void *object, uint32_t events)
         /* EAGAIN: an earlier batch took the count. */
     }
     /* The bytes are read with every ring's after the batch. */
-    if (conn->waiting_room) {
-        conn_queue_flush(sw, conn);
-        if (conn->state == SW_CONN_LIVE) {
-            sw->port_ops->ready(sw, conn->port);
+    ring_room(sw, conn);
+}
+
+/*
+ * A per-CPU wake-up thread was kicked (loop.c): it does not say by which
+ * NIU, so every ring that waits for room is tried, as ring_ready() tries
+ * one; the bytes are read with every ring's after it.
+ */
+void sw_port_rings_kicked(ArcticSwitch *sw)
+{
+    struct sw_conn *conn, *next;
+
+    for (conn = sw->conns; conn; conn = next) {
+        next = conn->next;
+        if (conn->rings && conn->state != SW_CONN_CLOSING) {
+            ring_room(sw, conn);
         }
     }
 }
@@ -663,6 +727,8 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
     struct arctic_hello hello;
     struct arctic_welcome welcome = { 0 };
     struct sw_rings *rings;
+    const int *cpu_fds;
+    unsigned cpu_wake;
     struct sw_port *port;
     struct sw_link *link;
     uint8_t *frame;
@@ -734,11 +800,20 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
     welcome.num_nodes = sw->ports;
     welcome.levels = sw->levels;
     rings = welcome_rings(sw, conn);
+    /* An NIU of link 1.2 or later on the rings kicks the CPU's thread. */
+    cpu_wake = rings && hello.version_minor >= 2
+               ? sw_loop_cpu_wake_fds(sw, &cpu_fds) : 0;
+    if (!cpu_wake) {
+        cpu_fds = NULL;
+    }
     frame = conn_output_reserve(conn, ARCTIC_LINK_HEADER_SIZE +
                                          ARCTIC_WELCOME_SIZE);
     arctic_frame_header_encode_flags(frame, ARCTIC_FRAME_WELCOME,
-                                     rings ? R_ARCTIC_WELCOME_FLAGS_RINGS_MASK
-                                           : 0,
+                                     (rings ? R_ARCTIC_WELCOME_FLAGS_RINGS_MASK
+                                            : 0) |
+                                     (cpu_wake ?
+                                      R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK
+                                      : 0),
                                      ARCTIC_WELCOME_SIZE);
     arctic_welcome_encode(frame + ARCTIC_LINK_HEADER_SIZE, &welcome);
     if (rings) {
@@ -746,7 +821,8 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
          * The WELCOME goes on the socket now, every later frame in the
          * rings; the NIU reads the rings only once it has the WELCOME.
          */
-        if (!conn_send(sw, conn) || conn->output_end) {
+        if (!(cpu_fds ? conn_send_welcome_fds(conn, cpu_fds, cpu_wake)
+                      : conn_send(sw, conn)) || conn->output_end) {
             sw_conn_close(sw, conn, ARCTIC_DISCONNECT_IO_ERROR);
             return;
         }
@@ -755,8 +831,9 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
     }
     conn_queue_flush(sw, conn);
     sw->port_ops->ready(sw, conn->port);
-    sw_log(sw, "port %u connected (credits low %u high %u%s)", hello.node_id,
-           hello.credits[0], hello.credits[1], rings ? ", rings" : "");
+    sw_log(sw, "port %u connected (credits low %u high %u%s%s)",
+           hello.node_id, hello.credits[0], hello.credits[1],
+           rings ? ", rings" : "", cpu_wake ? ", per-CPU wake-ups" : "");
 }
 
 /* --- frames ----------------------------------------------------------- */

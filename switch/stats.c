@@ -194,6 +194,15 @@ void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
             G_GUINT64_FORMAT " (max %" G_GUINT64_FORMAT ", bound %"
             G_GUINT64_FORMAT ")\n", st->router_stalls, st->packets_in_use,
             st->packets_in_use_max, st->packet_bound);
+    if (st->cpu_wakers) {
+        unsigned c;
+
+        fprintf(out, "per-CPU wake-ups");
+        for (c = 0; c < st->cpu_wakers; c++) {
+            fprintf(out, " cpu%u=%" G_GUINT64_FORMAT, c, st->cpu_wakeups[c]);
+        }
+        fputc('\n', out);
+    }
     for (prio = ARCTIC_NUM_PRIORITIES; prio-- > 0;) {
         const struct arctic_oldest_packet *o = &st->oldest[prio];
 

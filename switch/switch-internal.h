@@ -3,7 +3,9 @@
  * State shared by the files of libarcticswitch: packets and the queues they
  * move through, the routers of the fat tree, the switch ports with their
  * NIU connections, and the switch itself.  Everything here is owned by the
- * loop thread; see switch.h for the thread rules.
+ * thread that holds the loop's model lock: the loop thread, or a per-CPU
+ * wake-up thread serving a kick (loop.c); see switch.h for the thread
+ * rules.
  */
 #ifndef ARCTIC_SWITCH_INTERNAL_H
 #define ARCTIC_SWITCH_INTERNAL_H
@@ -137,6 +139,21 @@ struct sw_loop {
     void (*on_timer)(ArcticSwitch *sw);
     void (*after_batch)(ArcticSwitch *sw);
     bool (*may_sleep)(ArcticSwitch *sw);
+    /* A per-CPU wake-up thread was kicked: serve every ring (a kick may
+     * also mean room), as after a batch, but free nothing. */
+    void (*on_kick)(ArcticSwitch *sw);
+    /*
+     * The switch's state is owned by whichever thread holds @model_lock:
+     * the loop thread, which drops it only to sleep, or a per-CPU wake-up
+     * thread serving a kick (arctic/link-ring.h, link 1.2).  The eventfds
+     * live as long as the switch, the threads while run() runs.
+     */
+    GMutex model_lock;
+    unsigned cpu_wakers;                    /* 0: none */
+    int cpu_wake_fd[ARCTIC_CPU_WAKE_MAX];   /* [i]: the thread of CPU i */
+    GThread *cpu_thread[ARCTIC_CPU_WAKE_MAX];
+    int cpu_stop_fd;                        /* eventfd: the threads end */
+    uint64_t cpu_wakeups[ARCTIC_CPU_WAKE_MAX];  /* under model_lock */
 };
 
 /*
@@ -275,7 +292,8 @@ uint64_t sw_clock_ns(void);
 void sw_log(ArcticSwitch *sw, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 bool sw_loop_init(ArcticSwitch *sw, void (*on_timer)(ArcticSwitch *sw),
                   void (*after_batch)(ArcticSwitch *sw),
-                  bool (*may_sleep)(ArcticSwitch *sw), GError **errp);
+                  bool (*may_sleep)(ArcticSwitch *sw),
+                  void (*on_kick)(ArcticSwitch *sw), GError **errp);
 void sw_loop_cleanup(ArcticSwitch *sw);
 void sw_loop_watch(ArcticSwitch *sw, int fd, struct sw_watch *watch,
                    uint32_t events);
@@ -283,6 +301,7 @@ void sw_loop_rewatch(ArcticSwitch *sw, int fd, struct sw_watch *watch,
                      uint32_t events);
 void sw_loop_unwatch(ArcticSwitch *sw, int fd);
 void sw_arm_timer(ArcticSwitch *sw, uint64_t deadline_ns);
+unsigned sw_loop_cpu_wake_fds(const ArcticSwitch *sw, const int **fds);
 
 /* port.c */
 struct sw_conn *sw_conn_new(ArcticSwitch *sw, int fd);
@@ -305,6 +324,7 @@ void sw_port_flush(ArcticSwitch *sw);
 void sw_port_bury_closed(ArcticSwitch *sw);
 bool sw_port_uses_rings(const ArcticSwitch *sw, unsigned port_no);
 void sw_port_read_rings(ArcticSwitch *sw);
+void sw_port_rings_kicked(ArcticSwitch *sw);
 bool sw_port_may_sleep(ArcticSwitch *sw);
 
 /* router.c */

@@ -6,7 +6,10 @@
  * owns one epoll loop; arctic_switch_run() runs it in the calling thread
  * until arctic_switch_stop().  Every other entry point that touches switch
  * state either runs before/after the loop or goes through
- * arctic_switch_invoke(), so the switch itself needs no locks.
+ * arctic_switch_invoke(), so callers need no locks.  Inside, while the
+ * loop runs, per-CPU wake-up threads serve the shared-memory rings when
+ * NIUs kick them (link 1.2); they and the loop thread take turns under
+ * one lock on the switch's state (loop.c).
  */
 #ifndef ARCTIC_SWITCH_H
 #define ARCTIC_SWITCH_H
@@ -15,6 +18,7 @@
 #include <stdio.h>
 
 #include "arctic/link.h"
+#include "arctic/link-ring.h"
 #include "arctic/route.h"
 
 typedef struct ArcticSwitch ArcticSwitch;
@@ -89,6 +93,9 @@ typedef struct {
     /* Take the shared-memory rings an NIU offers on the UNIX socket
      * (arctic/link-ring.h); false: every link stays on its socket. */
     bool rings;
+    /* With rings: one wake-up thread per CPU, whose eventfds the WELCOME
+     * hands to the NIUs (arctic/link-ring.h, link 1.2). */
+    bool cpu_wake;
     bool verbose;               /* log connects and disconnects */
 } ArcticSwitchConfig;
 
@@ -141,6 +148,10 @@ typedef struct {
     uint64_t latency[ARCTIC_NUM_PRIORITIES][ARCTIC_LATENCY_BUCKETS];
     uint64_t router_stalls;
     uint64_t packets_in_use, packets_in_use_max, packet_bound;
+    /* Per-CPU wake-up threads (link 1.2): how many, and how often each
+     * was kicked awake. */
+    unsigned cpu_wakers;
+    uint64_t cpu_wakeups[ARCTIC_CPU_WAKE_MAX];
     struct arctic_oldest_packet oldest[ARCTIC_NUM_PRIORITIES];
 } ArcticSwitchStats;
 

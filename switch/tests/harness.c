@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -95,6 +96,9 @@ void test_client_free(TestClient *c)
         close(c->wake_fd);
         close(c->kick_fd);
     }
+    while (c->cpu_fds > 0) {
+        close(c->cpu_fd[--c->cpu_fds]);
+    }
     g_queue_clear_full(&c->packets, (GDestroyNotify)g_bytes_unref);
     g_free(c);
 }
@@ -111,6 +115,14 @@ static void kick(int fd)
     g_assert_cmpint(write(fd, &one, sizeof(one)), ==, sizeof(one));
 }
 
+/* The eventfd a kick of the switch goes to (TestClient.cpu_kick). */
+static int client_kick_fd(TestClient *c)
+{
+    int cpu = c->cpu_kick == TEST_KICK_MY_CPU ? sched_getcpu() : c->cpu_kick;
+
+    return cpu >= 0 && cpu < (int)c->cpu_fds ? c->cpu_fd[cpu] : c->kick_fd;
+}
+
 /* Send up to @len bytes without blocking: how many went, -1 if closed. */
 static ssize_t client_send_some(TestClient *c, const void *data, size_t len)
 {
@@ -121,7 +133,8 @@ static ssize_t client_send_some(TestClient *c, const void *data, size_t len)
 
         g_assert_cmpuint(put, !=, ARCTIC_RING_BROKEN);
         if (put && arctic_ring_wake_consumer(&c->ring_out)) {
-            kick(c->kick_fd);
+            kick(client_kick_fd(c));
+            c->kicks++;
         }
         return put;
     }
@@ -130,6 +143,37 @@ static ssize_t client_send_some(TestClient *c, const void *data, size_t len)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ?
                0 : -1;
     }
+    return n;
+}
+
+/* recv() into c->input that keeps the descriptors a WELCOME may bring. */
+static ssize_t client_recvmsg(TestClient *c)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * ARCTIC_CPU_WAKE_MAX)];
+    } control;
+    struct iovec iov = { .iov_base = c->input, .iov_len = sizeof(c->input) };
+    struct msghdr msg = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = control.buf,
+        .msg_controllen = sizeof(control.buf),
+    };
+    ssize_t n = recvmsg(c->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    struct cmsghdr *cmsg;
+
+    for (cmsg = n >= 0 ? CMSG_FIRSTHDR(&msg) : NULL; cmsg;
+         cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+        unsigned i, got = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+        g_assert_cmpint(cmsg->cmsg_type, ==, SCM_RIGHTS);
+        g_assert_cmpuint(c->cpu_fds + got, <=, ARCTIC_CPU_WAKE_MAX);
+        for (i = 0; i < got; i++) {
+            c->cpu_fd[c->cpu_fds++] = ((int *)CMSG_DATA(cmsg))[i];
+        }
+    }
+    g_assert_false(msg.msg_flags & MSG_CTRUNC);
     return n;
 }
 
@@ -163,7 +207,7 @@ static ssize_t client_recv_some(TestClient *c, bool socket_ready)
     if (!socket_ready) {
         return 0;
     }
-    n = recv(c->fd, c->input, sizeof(c->input), MSG_DONTWAIT);
+    n = client_recvmsg(c);
     if (n < 0) {
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ?
                0 : -1;
@@ -376,7 +420,8 @@ uint32_t test_client_try_connect_offer(const char *path, unsigned node,
     struct arctic_hello hello = {
         .magic = ARCTIC_LINK_MAGIC,
         .version_major = ARCTIC_LINK_VERSION_MAJOR,
-        .version_minor = ARCTIC_LINK_VERSION_MINOR,
+        .version_minor = offer == TEST_OFFER_RINGS_1_1
+                         ? 1 : ARCTIC_LINK_VERSION_MINOR,
         .node_id = node,
         .credits = { credits_low, credits_high },
     };
@@ -385,6 +430,7 @@ uint32_t test_client_try_connect_offer(const char *path, unsigned node,
 
     c->fd = test_connect_unix(path);
     c->node = node;
+    c->cpu_kick = TEST_KICK_MY_CPU;
     g_queue_init(&c->packets);
     arctic_frame_header_encode(frame, ARCTIC_FRAME_HELLO, ARCTIC_HELLO_SIZE);
     arctic_hello_encode(frame + ARCTIC_LINK_HEADER_SIZE, &hello);

@@ -50,7 +50,19 @@ typedef struct {
     size_t ring_area_size;
     struct arctic_ring ring_out, ring_in;
     int wake_fd, kick_fd;       /* eventfds: we sleep on, the switch does */
+    /*
+     * The switch's per-CPU wake-up eventfds its WELCOME brought (link 1.2);
+     * which one a kick goes to: that of a CPU number, TEST_KICK_MY_CPU
+     * (the default: the CPU we run on, as an NIU does; kick_fd beyond
+     * them) or TEST_KICK_RING (kick_fd); and how many kicks went.
+     */
+    int cpu_fd[ARCTIC_CPU_WAKE_MAX];
+    unsigned cpu_fds;
+    int cpu_kick;
+    unsigned kicks;
 } TestClient;
+
+enum { TEST_KICK_RING = -1, TEST_KICK_MY_CPU = -2 };
 
 /* What a client's HELLO offers. */
 typedef enum {
@@ -59,6 +71,7 @@ typedef enum {
     TEST_OFFER_RINGS,           /* a good area and two eventfds */
     TEST_OFFER_UNSEALED,        /* an area the client could still shrink */
     TEST_OFFER_NOT_EVENTFD,     /* a pipe where an eventfd belongs */
+    TEST_OFFER_RINGS_1_1,       /* good rings, from an NIU of link 1.1 */
 } TestOffer;
 
 int test_connect_unix(const char *path);

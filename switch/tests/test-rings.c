@@ -6,8 +6,11 @@
  * offer that will not do (an area the NIU could shrink, a pipe for an
  * eventfd, a switch run with --no-rings) leaves the link on its socket;
  * a ring with impossible indices, or bytes on the socket once the rings
- * carry the link, end that link alone.
+ * carry the link, end that link alone.  With the rings comes one
+ * wake-up eventfd per CPU (link 1.2) for an NIU that speaks 1.2: a kick
+ * of any one of them alone gets a packet through the sleeping switch.
  */
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,19 +25,25 @@ typedef struct {
     uint32_t seq;
 } Fixture;
 
-static void start(Fixture *f, bool rings)
+static void start_config(Fixture *f, bool rings, bool cpu_wake)
 {
     ArcticSwitchConfig config;
 
     arctic_switch_config_init(&config);
     config.ports = PORTS;
     config.rings = rings;
+    config.cpu_wake = cpu_wake;
     f->ts = test_switch_start(&config);
     f->sock = NULL;
     g_assert_cmpuint(test_client_try_connect_offer(f->ts->socket_path,
                                                    SOCKET_NODE, 8, 8,
                                                    TEST_OFFER_NONE, &f->sock),
                      ==, 0);
+}
+
+static void start(Fixture *f, bool rings)
+{
+    start_config(f, rings, true);
 }
 
 static void fixture_setup(Fixture *f, gconstpointer data)
@@ -188,6 +197,126 @@ static void test_rings_socket_bytes(Fixture *f, gconstpointer data)
     expect_closed(f, ARCTIC_DISCONNECT_UNEXPECTED_FRAME);
 }
 
+/* The per-CPU wake-up eventfds the switch makes: one per CPU, at most 64. */
+static unsigned expected_cpu_fds(void)
+{
+    return CLAMP(sysconf(_SC_NPROCESSORS_CONF), 1, ARCTIC_CPU_WAKE_MAX);
+}
+
+/* Until the switch says in @c's ring that it sleeps (or 5 s pass). */
+static void wait_switch_sleeps(TestClient *c)
+{
+    gint64 deadline = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+
+    while (!__atomic_load_n(&c->ring_out.ctl->consumer_sleeping,
+                            __ATOMIC_ACQUIRE)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(100);
+    }
+}
+
+static uint64_t cpu_wakeups(Fixture *f, unsigned cpu)
+{
+    ArcticSwitchStats *st = test_switch_stats(f->ts);
+    uint64_t n = st->cpu_wakeups[cpu];
+
+    g_assert_cmpuint(st->cpu_wakers, ==, expected_cpu_fds());
+    arctic_switch_stats_free(st);
+    return n;
+}
+
+/* Until the thread of @cpu has been woken more than @before times. */
+static void wait_cpu_woken(Fixture *f, unsigned cpu, uint64_t before)
+{
+    gint64 deadline = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+
+    while (cpu_wakeups(f, cpu) <= before) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(100);
+    }
+}
+
+/*
+ * An NIU of link 1.2 gets CPU_WAKE and an eventfd per CPU, non-blocking;
+ * a packet whose only kick went to one of them (each in turn, the switch
+ * asleep each time) crosses the switch, both ways, many times, and each
+ * kick woke the thread of that CPU.
+ */
+static void test_rings_cpu_wake(Fixture *f, gconstpointer data)
+{
+    TestClient *other = NULL;
+    unsigned i, cpu, kicks;
+    uint64_t woken;
+
+    f->ring = connect_offer(f, TEST_OFFER_RINGS);
+    g_assert_cmpuint(test_client_try_connect_offer(f->ts->socket_path,
+                                                   RING_NODE + 2, 8, 8,
+                                                   TEST_OFFER_RINGS, &other),
+                     ==, 0);
+    g_assert_cmphex(f->ring->welcome_flags, ==,
+                    R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
+                    R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK);
+    g_assert_cmpuint(f->ring->cpu_fds, ==, expected_cpu_fds());
+    for (i = 0; i < f->ring->cpu_fds; i++) {
+        g_assert_true(fcntl(f->ring->cpu_fd[i], F_GETFL) & O_NONBLOCK);
+    }
+    for (i = 0; i < 200; i++) {
+        cpu = i % f->ring->cpu_fds;
+        f->ring->cpu_kick = other->cpu_kick = cpu;
+        wait_switch_sleeps(f->ring);
+        kicks = f->ring->kicks;
+        woken = cpu_wakeups(f, cpu);
+        one_packet(f, f->ring, other, i & 1);
+        g_assert_cmpuint(f->ring->kicks, ==, kicks + 1);
+        wait_cpu_woken(f, cpu, woken);
+        wait_switch_sleeps(other);
+        kicks = other->kicks;
+        woken = cpu_wakeups(f, cpu);
+        one_packet(f, other, f->ring, i & 2);
+        g_assert_cmpuint(other->kicks, ==, kicks + 1);
+        wait_cpu_woken(f, cpu, woken);
+    }
+    test_client_free(other);
+}
+
+/*
+ * An NIU of link 1.1, or a switch run with --no-cpu-wake: rings alone,
+ * and no per-CPU thread is woken (there are @wakers of them).
+ */
+static void expect_rings_alone(Fixture *f, TestOffer offer, unsigned wakers)
+{
+    ArcticSwitchStats *st;
+    unsigned i;
+
+    f->ring = connect_offer(f, offer);
+    g_assert_cmphex(f->ring->welcome_flags, ==,
+                    R_ARCTIC_WELCOME_FLAGS_RINGS_MASK);
+    g_assert_cmpuint(f->ring->cpu_fds, ==, 0);
+    for (i = 0; i < 100; i++) {
+        one_packet(f, f->ring, f->sock, false);
+        one_packet(f, f->sock, f->ring, true);
+    }
+    st = test_switch_stats(f->ts);
+    g_assert_cmpuint(st->cpu_wakers, ==, wakers);
+    for (i = 0; i < ARCTIC_CPU_WAKE_MAX; i++) {
+        g_assert_cmpuint(st->cpu_wakeups[i], ==, 0);
+    }
+    arctic_switch_stats_free(st);
+}
+
+static void test_rings_cpu_wake_old_niu(Fixture *f, gconstpointer data)
+{
+    expect_rings_alone(f, TEST_OFFER_RINGS_1_1, expected_cpu_fds());
+}
+
+static void test_rings_cpu_wake_off(Fixture *f, gconstpointer data)
+{
+    test_client_free(f->sock);
+    test_switch_stop(f->ts);
+    start_config(f, true, false);
+    expect_rings_alone(f, TEST_OFFER_RINGS, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -198,6 +327,9 @@ int main(int argc, char **argv)
     ADD("refused-unsealed", test_rings_unsealed);
     ADD("refused-not-eventfd", test_rings_not_eventfd);
     ADD("refused-switched-off", test_rings_switched_off);
+    ADD("cpu-wake", test_rings_cpu_wake);
+    ADD("cpu-wake-old-niu", test_rings_cpu_wake_old_niu);
+    ADD("cpu-wake-off", test_rings_cpu_wake_off);
     ADD("broken", test_rings_broken);
     ADD("socket-bytes", test_rings_socket_bytes);
 #undef ADD
