@@ -400,14 +400,10 @@ void link_adopt_rings(Niu *n)
     n->offered = 0;
 }
 
-/*
- * A WELCOME with frame @flags: with RINGS, our rings (link_adopt_rings())
- * carry every frame after it.
- */
-void link_send_welcome_flags(Niu *n, uint16_t flags, uint16_t hi_credits,
-                             uint16_t lo_credits)
+/* The WELCOME frame into @buf; returns its size. */
+static size_t welcome_frame(uint8_t *buf, uint16_t flags, uint16_t hi_credits,
+                            uint16_t lo_credits)
 {
-    uint8_t body[ARCTIC_WELCOME_SIZE];
     struct arctic_welcome w = {
         .magic = ARCTIC_LINK_MAGIC,
         .version_major = ARCTIC_LINK_VERSION_MAJOR,
@@ -419,8 +415,58 @@ void link_send_welcome_flags(Niu *n, uint16_t flags, uint16_t hi_credits,
 
     w.credits[ARCTIC_PRIORITY_HIGH] = hi_credits;
     w.credits[ARCTIC_PRIORITY_LOW] = lo_credits;
-    arctic_welcome_encode(body, &w);
-    link_write_flags(n, ARCTIC_FRAME_WELCOME, flags, body, sizeof(body));
+    arctic_frame_header_encode_flags(buf, ARCTIC_FRAME_WELCOME, flags,
+                                     ARCTIC_WELCOME_SIZE);
+    arctic_welcome_encode(buf + ARCTIC_LINK_HEADER_SIZE, &w);
+    return ARCTIC_LINK_HEADER_SIZE + ARCTIC_WELCOME_SIZE;
+}
+
+/*
+ * A WELCOME with frame @flags: with RINGS, our rings (link_adopt_rings())
+ * carry every frame after it.
+ */
+void link_send_welcome_flags(Niu *n, uint16_t flags, uint16_t hi_credits,
+                             uint16_t lo_credits)
+{
+    uint8_t buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_WELCOME_SIZE];
+
+    link_write_bytes(n, buf, welcome_frame(buf, flags, hi_credits,
+                                           lo_credits));
+    n->rings = n->ring_area && (flags & R_ARCTIC_WELCOME_FLAGS_RINGS_MASK);
+}
+
+/*
+ * The same on the socket with @count descriptors attached (SCM_RIGHTS), as
+ * a switch of link 1.2 sends its per-CPU wake-up eventfds with CPU_WAKE.
+ */
+void link_send_welcome_fds(Niu *n, uint16_t flags, const int *fds,
+                           unsigned count)
+{
+    uint8_t buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_WELCOME_SIZE];
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * ARCTIC_CPU_WAKE_MAX)];
+    } control;
+    struct iovec iov = {
+        .iov_base = buf,
+        .iov_len = welcome_frame(buf, flags, 8, 8),
+    };
+    struct msghdr msg = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = control.buf,
+        .msg_controllen = CMSG_SPACE(sizeof(int) * count),
+    };
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+
+    g_assert_cmpuint(count, >=, 1);
+    g_assert_cmpuint(count, <=, ARCTIC_CPU_WAKE_MAX);
+    memset(&control, 0, sizeof(control));
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * count);
+    memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * count);
+    g_assert_cmpint(sendmsg(n->fd, &msg, MSG_NOSIGNAL), ==, iov.iov_len);
     n->rings = n->ring_area && (flags & R_ARCTIC_WELCOME_FLAGS_RINGS_MASK);
 }
 

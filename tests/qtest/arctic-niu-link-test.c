@@ -5,6 +5,8 @@
  */
 
 #include "qemu/osdep.h"
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include "arctic-niu-test.h"
 
@@ -395,6 +397,119 @@ static void test_link_rings_kick_doorbell(void)
     rings_kick_yield("", false, false);
 }
 
+/* What @fd's eventfd counter held (0 if nothing), emptied; never blocks. */
+static uint64_t eventfd_take(int fd)
+{
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    uint64_t value = 0;
+
+    if (poll(&pfd, 1, 0) != 1) {
+        return 0;
+    }
+    g_assert_cmpint(read(fd, &value, sizeof(value)), ==, sizeof(value));
+    return value;
+}
+
+enum cpu_fds_kind { CPU_FDS_GOOD, CPU_FDS_A_PIPE, CPU_FDS_BLOCKING };
+
+/*
+ * A switch of link 1.2 sends its per-CPU wake-up eventfds with a WELCOME
+ * that says CPU_WAKE: the device then kicks the one of the CPU it runs
+ * on, not the ring's own, and counts it (link-cpu-kicks).  With @kind
+ * descriptors that will not do (a pipe, a blocking eventfd) or
+ * x-link-cpu-wake=off in @props, the kick goes to the ring's eventfd.
+ * Here a doorbell sends (from the qtest, the main loop) to the switch,
+ * asleep on its ring; the packet arrives either way.
+ */
+static void rings_cpu_wake(const char *props, enum cpu_fds_kind kind,
+                           bool taken)
+{
+    g_autofree char *all = g_strdup_printf("x-link-busy-poll-ns=0%s%s",
+                                           *props ? "," : "", props);
+    unsigned i, count = CLAMP(sysconf(_SC_NPROCESSORS_CONF), 1,
+                              ARCTIC_CPU_WAKE_MAX);
+    uint64_t kicks, cpu_kicks = 0, before;
+    uint8_t buf[ARCTIC_LINK_MAX_BODY];
+    int fds[ARCTIC_CPU_WAKE_MAX], pipe_fds[2] = { -1, -1 };
+    QDict *rsp, *state;
+    uint32_t v = 0xc9a0, len;
+    uint16_t type;
+    Niu *n;
+
+    if (!link_thread()) {
+        g_test_skip("the rings need the link thread");
+        return;
+    }
+    n = start_to_hello(all);
+    link_adopt_rings(n);
+    for (i = 0; i < count; i++) {
+        fds[i] = eventfd(0, EFD_CLOEXEC |
+                            (kind == CPU_FDS_BLOCKING ? 0 : EFD_NONBLOCK));
+        g_assert_cmpint(fds[i], >=, 0);
+    }
+    if (kind == CPU_FDS_A_PIPE) {
+        g_assert_cmpint(pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC), ==, 0);
+        close(fds[count - 1]);
+        fds[count - 1] = pipe_fds[1];
+    }
+    link_send_welcome_fds(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
+                             R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK,
+                          fds, count);
+    wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
+    state = niu_state(n, &rsp);
+    before = qdict_get_int(state, "link-switch-kicks");
+    g_assert_cmpuint(qdict_get_int(state, "link-cpu-kicks"), ==, 0);
+    qobject_unref(rsp);
+    eventfd_take(n->ring_wake_fd);
+
+    /* The switch goes to sleep on an empty ring, as arctic-switch does. */
+    while (!arctic_ring_consumer_sleep(&n->ring_in)) {
+        g_assert_cmpint(link_read(n, &type, buf, &len, QUIET_MS), ==, 1);
+    }
+    guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v, 1);
+    doorbell(n);
+    state = niu_state(n, &rsp);
+    kicks = qdict_get_int(state, "link-switch-kicks") - before;
+    g_assert_cmpuint(kicks, ==, 1);
+    g_assert_cmpuint(qdict_get_int(state, "link-cpu-kicks"), ==, taken);
+    qobject_unref(rsp);
+    for (i = 0; i < count; i++) {
+        cpu_kicks += kind == CPU_FDS_A_PIPE && i == count - 1
+                     ? 0 : eventfd_take(fds[i]);
+    }
+    g_assert_cmpuint(cpu_kicks, ==, taken);
+    g_assert_cmpuint(eventfd_take(n->ring_wake_fd), ==, !taken);
+    arctic_ring_consumer_awake(&n->ring_in);
+    expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 0, 0, &v, 1);
+    niu_stop(n);
+    for (i = 0; i < count; i++) {
+        close(fds[i]);
+    }
+    if (pipe_fds[0] >= 0) {
+        close(pipe_fds[0]);
+    }
+}
+
+static void test_link_rings_cpu_wake(void)
+{
+    rings_cpu_wake("", CPU_FDS_GOOD, true);
+}
+
+static void test_link_rings_cpu_wake_pipe(void)
+{
+    rings_cpu_wake("", CPU_FDS_A_PIPE, false);
+}
+
+static void test_link_rings_cpu_wake_blocking(void)
+{
+    rings_cpu_wake("", CPU_FDS_BLOCKING, false);
+}
+
+static void test_link_rings_cpu_wake_off(void)
+{
+    rings_cpu_wake("x-link-cpu-wake=off", CPU_FDS_GOOD, false);
+}
+
 void niu_test_add_link(void)
 {
     qtest_add_func("/arctic-niu/link/busy-poll", test_link_busy_poll);
@@ -416,4 +531,12 @@ void niu_test_add_link(void)
                    test_link_rings_kick_no_yield);
     qtest_add_func("/arctic-niu/link/rings-kick-doorbell",
                    test_link_rings_kick_doorbell);
+    qtest_add_func("/arctic-niu/link/rings-cpu-wake",
+                   test_link_rings_cpu_wake);
+    qtest_add_func("/arctic-niu/link/rings-cpu-wake-pipe",
+                   test_link_rings_cpu_wake_pipe);
+    qtest_add_func("/arctic-niu/link/rings-cpu-wake-blocking",
+                   test_link_rings_cpu_wake_blocking);
+    qtest_add_func("/arctic-niu/link/rings-cpu-wake-off",
+                   test_link_rings_cpu_wake_off);
 }

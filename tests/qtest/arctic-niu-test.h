@@ -110,6 +110,8 @@ void wait_link_status(Niu *n, uint32_t mask, bool want);
 void link_send_welcome(Niu *n, uint16_t hi_credits, uint16_t lo_credits);
 void link_send_welcome_flags(Niu *n, uint16_t flags, uint16_t hi_credits,
                              uint16_t lo_credits);
+void link_send_welcome_fds(Niu *n, uint16_t flags, const int *fds,
+                           unsigned count);
 void link_adopt_rings(Niu *n);
 void link_expect_hello(Niu *n);
 void link_handshake(Niu *n, uint16_t hi_credits, uint16_t lo_credits);

@@ -1075,6 +1075,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_bool(v, "link-rings", s->link.rings, &err);
     visit_u64(v, "link-switch-kicks", stat64_get(&s->link.switch_kicks), &err);
     visit_u64(v, "link-kick-yields", stat64_get(&s->link.kick_yields), &err);
+    visit_u64(v, "link-cpu-kicks", stat64_get(&s->link.cpu_kicks), &err);
     visit_u64(v, "link-up-count", s->link.up_count, &err);
     visit_u64(v, "tx-credits-high", s->link.tx_credits[ARCTIC_PRIORITY_HIGH],
               &err);
@@ -1330,7 +1331,8 @@ static bool niu_link_setup(ArcticNiuState *s, Error **errp)
         return niu_link_init_thread(&s->link, s->link_socket,
                                     s->link_reconnect_ms,
                                     s->link_busy_poll_ns, s->link_rings,
-                                    s->link_kick_yield, errp);
+                                    s->link_kick_yield, s->link_cpu_wake,
+                                    errp);
     }
     if (qemu_chr_fe_backend_connected(&s->chr)) {
         return niu_link_init_chr(&s->link, &s->chr, errp);
@@ -1460,6 +1462,7 @@ static const Property arctic_niu_properties[] = {
                        link_busy_poll_ns, 200000),
     DEFINE_PROP_BOOL("x-link-kick-yield", ArcticNiuState, link_kick_yield,
                      true),
+    DEFINE_PROP_BOOL("x-link-cpu-wake", ArcticNiuState, link_cpu_wake, true),
 };
 
 static void niu_class_init(ObjectClass *klass, void *data)

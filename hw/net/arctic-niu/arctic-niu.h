@@ -191,6 +191,7 @@ struct ArcticNiuState {
     uint64_t link_busy_poll_ns; /* the thread leaves input to a polling vCPU */
     bool link_rings;            /* offer the switch shared-memory rings */
     bool link_kick_yield;       /* give the CPU to a switch just kicked */
+    bool link_cpu_wake;         /* kick the switch's thread of our CPU */
 
     Error *migration_blocker;
 };

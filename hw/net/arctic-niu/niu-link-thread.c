@@ -76,6 +76,14 @@ typedef struct NiuRings {
     EventNotifier kick;         /* ARCTIC_RING_FD_SWITCH_WAKE: the switch's */
     struct arctic_ring out;     /* ARCTIC_RING_TO_SWITCH, under the lock */
     struct arctic_ring in;      /* ARCTIC_RING_TO_NIU, under rx_lock */
+    /*
+     * The switch's per-CPU wake-up eventfds, come with its WELCOME
+     * (arctic/link-ring.h): @cpu_fds_got of them, kicked once the WELCOME
+     * said CPU_WAKE and they passed the checks (@cpu_fds of them, else 0).
+     */
+    int cpu_fd[ARCTIC_CPU_WAKE_MAX];
+    unsigned cpu_fds_got, cpu_fds;
+    bool cpu_fds_got_done;      /* one message's worth only */
 } NiuRings;
 
 struct NiuLinkThread {
@@ -112,6 +120,7 @@ struct NiuLinkThread {
     bool rings_offer;       /* the next write carries the offer */
     bool rings_on;          /* atomic: the WELCOME took the rings */
     bool kick_yield;        /* x-link-kick-yield: see rings_kick_switch() */
+    bool cpu_wake;          /* x-link-cpu-wake: take per-CPU wake-ups */
     bool in_poll;           /* under the lock: a busy poll hands input up */
 };
 
@@ -180,6 +189,96 @@ static int thread_connect(NiuLinkThread *t)
 
 /* --- shared-memory rings ---------------------------------------------- */
 
+static void rings_close_cpu_fds(NiuRings *r)
+{
+    while (r->cpu_fds_got > 0) {
+        close(r->cpu_fd[--r->cpu_fds_got]);
+    }
+    r->cpu_fds = 0;
+}
+
+/*
+ * Under rx_lock, before the WELCOME is taken: keep the descriptors a
+ * message from the switch brought (its per-CPU wake-up eventfds, which
+ * come with the WELCOME); close any beyond ARCTIC_CPU_WAKE_MAX, and any
+ * that come later.
+ */
+static void rings_take_cpu_fds(NiuLinkThread *t, struct msghdr *msg)
+{
+    NiuRings *r = t->rings;
+    struct cmsghdr *cmsg;
+
+    for (cmsg = CMSG_FIRSTHDR(msg); cmsg; cmsg = CMSG_NXTHDR(msg, cmsg)) {
+        const int *fds = (const int *)CMSG_DATA(cmsg);
+        unsigned i, n;
+
+        if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) {
+            continue;
+        }
+        n = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (i = 0; i < n; i++) {
+            if (!r->cpu_fds_got_done &&
+                r->cpu_fds_got < ARCTIC_CPU_WAKE_MAX) {
+                r->cpu_fd[r->cpu_fds_got++] = fds[i];
+            } else {
+                close(fds[i]);
+            }
+        }
+        r->cpu_fds_got_done = true;
+    }
+}
+
+/* Is @fd an eventfd a write to which cannot block? */
+static bool rings_cpu_fd_ok(int fd)
+{
+    char path[32], target[32];
+    ssize_t n;
+    int flags = fcntl(fd, F_GETFL);
+
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    n = readlink(path, target, sizeof(target) - 1);
+    if (n < 0 || flags < 0 || !(flags & O_NONBLOCK)) {
+        return false;
+    }
+    target[n] = 0;
+    return !strcmp(target, "anon_inode:[eventfd]");
+}
+
+/*
+ * Under the device lock, as the WELCOME is taken: use the per-CPU
+ * wake-ups it says it brought, if we want them and they are what the
+ * protocol says; the ring's own eventfd does otherwise.
+ */
+static void rings_adopt_cpu_fds(NiuLinkThread *t, bool offered)
+{
+    NiuRings *r = t->rings;
+    const char *why = NULL;
+    unsigned i;
+
+    if (!offered) {
+        why = r->cpu_fds_got ? "descriptors without CPU_WAKE" : NULL;
+    } else if (!t->cpu_wake) {
+        why = "x-link-cpu-wake=off";
+    } else if (!r->cpu_fds_got) {
+        why = "CPU_WAKE without descriptors";
+    }
+    for (i = 0; !why && i < r->cpu_fds_got; i++) {
+        if (!rings_cpu_fd_ok(r->cpu_fd[i])) {
+            why = "a descriptor that is not a non-blocking eventfd";
+        }
+    }
+    if (why) {
+        if (offered || r->cpu_fds_got) {
+            trace_arctic_niu_link_cpu_wake(t->link->node_id,
+                                           r->cpu_fds_got, why);
+        }
+        rings_close_cpu_fds(r);
+        return;
+    }
+    r->cpu_fds = r->cpu_fds_got;
+    trace_arctic_niu_link_cpu_wake(t->link->node_id, r->cpu_fds, "taken");
+}
+
 static void rings_free(NiuRings *r)
 {
     if (!r) {
@@ -188,6 +287,7 @@ static void rings_free(NiuRings *r)
     qemu_memfd_free(r->area, r->size, r->area_fd);
     event_notifier_cleanup(&r->wake);
     event_notifier_cleanup(&r->kick);
+    rings_close_cpu_fds(r);
     g_free(r);
 }
 
@@ -294,7 +394,17 @@ static ssize_t rings_send_offer(NiuLinkThread *t, const uint8_t *buf,
  */
 static void rings_kick_switch(NiuLinkThread *t)
 {
-    event_notifier_set(&t->rings->kick);
+    NiuRings *r = t->rings;
+    int cpu = r->cpu_fds ? sched_getcpu() : -1;
+    uint64_t one = 1;
+
+    /* The switch's thread of this CPU, woken here: no IPI (link 1.2). */
+    if (cpu >= 0 && (unsigned)cpu < r->cpu_fds &&
+        write(r->cpu_fd[cpu], &one, sizeof(one)) == sizeof(one)) {
+        stat64_add(&t->link->cpu_kicks, 1);
+    } else {
+        event_notifier_set(&r->kick);
+    }
     stat64_add(&t->link->switch_kicks, 1);
     /* The link thread reads its ring without the lock: not in_poll's. */
     if (t->kick_yield && !qemu_thread_is_self(&t->thread) && t->in_poll) {
@@ -328,6 +438,31 @@ static size_t rings_write(NiuLinkThread *t, const uint8_t *buf, size_t len)
         if (!arctic_ring_producer_wait(&r->out, 1)) {
             thread_kick(t);
         }
+    }
+    return n;
+}
+
+/*
+ * Under rx_lock, while the rings wait for the WELCOME: recv() that keeps
+ * the descriptors the WELCOME may bring (rings_take_cpu_fds()).
+ */
+static ssize_t thread_recv_welcome(NiuLinkThread *t, uint8_t *buf)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * ARCTIC_CPU_WAKE_MAX)];
+    } control;
+    struct iovec iov = { .iov_base = buf, .iov_len = NIU_LINK_THREAD_READ };
+    struct msghdr msg = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = control.buf,
+        .msg_controllen = sizeof(control.buf),
+    };
+    ssize_t n = recvmsg(t->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+    if (n >= 0) {
+        rings_take_cpu_fds(t, &msg);
     }
     return n;
 }
@@ -440,7 +575,11 @@ static ssize_t thread_take_input(NiuLinkThread *t, uint8_t *buf,
         }
         return got;
     }
-    n = recv(t->fd, buf, NIU_LINK_THREAD_READ, MSG_DONTWAIT);
+    if (t->rings) {
+        n = thread_recv_welcome(t, buf);
+    } else {
+        n = recv(t->fd, buf, NIU_LINK_THREAD_READ, MSG_DONTWAIT);
+    }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         return 0;
     }
@@ -689,13 +828,14 @@ static size_t thread_write(NiuLink *link, const uint8_t *buf, size_t len)
  * HELLO offered.  The thread is kicked to watch them instead of the
  * socket (a busy-polling vCPU may have read the WELCOME).
  */
-static bool thread_rings_up(NiuLink *link)
+static bool thread_rings_up(NiuLink *link, bool cpu_wake)
 {
     NiuLinkThread *t = link->thread;
 
     if (!t->rings || t->rings_offer) {
         return false;
     }
+    rings_adopt_cpu_fds(t, cpu_wake);
     qatomic_set(&t->rings_on, true);
     thread_kick(t);
     return true;
@@ -866,7 +1006,8 @@ static const NiuTransportOps thread_transport = {
 
 bool niu_link_init_thread(NiuLink *link, const char *path,
                           uint32_t reconnect_ms, uint64_t busy_poll_ns,
-                          bool rings, bool kick_yield, Error **errp)
+                          bool rings, bool kick_yield, bool cpu_wake,
+                          Error **errp)
 {
     g_autoptr(InetSocketAddress) inet = NULL;
     NiuLinkThread *t;
@@ -902,6 +1043,7 @@ bool niu_link_init_thread(NiuLink *link, const char *path,
     t->reconnect_ms = reconnect_ms;
     t->busy_poll_ns = busy_poll_ns;
     t->kick_yield = kick_yield;
+    t->cpu_wake = cpu_wake;
     t->fd = -1;
     qemu_mutex_init(&t->rx_lock);
     t->poll_buf = g_malloc(NIU_LINK_THREAD_READ);

@@ -272,8 +272,15 @@ static void link_handle_welcome(NiuLink *link, uint16_t flags,
         }
         link->tx_credits[p] = w.credits[p];
     }
+    if (FIELD_EX32(flags, ARCTIC_WELCOME_FLAGS, CPU_WAKE) &&
+        !FIELD_EX32(flags, ARCTIC_WELCOME_FLAGS, RINGS)) {
+        niu_link_broken(link, "WELCOME with CPU_WAKE but no rings", flags);
+        return;
+    }
     if (FIELD_EX32(flags, ARCTIC_WELCOME_FLAGS, RINGS)) {
-        if (!link->transport->rings_up || !link->transport->rings_up(link)) {
+        if (!link->transport->rings_up ||
+            !link->transport->rings_up(link,
+                    FIELD_EX32(flags, ARCTIC_WELCOME_FLAGS, CPU_WAKE))) {
             niu_link_broken(link, "WELCOME took rings nobody offered", flags);
             return;
         }

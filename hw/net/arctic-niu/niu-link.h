@@ -134,7 +134,7 @@ typedef struct NiuTransportOps {
      * offered: every later frame goes through them.  False if none were
      * offered (NULL: the transport never offers any).
      */
-    bool (*rings_up)(NiuLink *link);
+    bool (*rings_up)(NiuLink *link, bool cpu_wake);
     void (*cleanup)(NiuLink *link);
 } NiuTransportOps;
 
@@ -153,6 +153,7 @@ struct NiuLink {
     bool rings;                         /* this session runs over rings */
     Stat64 switch_kicks;                /* eventfd kicks of a sleeping switch */
     Stat64 kick_yields;                 /* ... after which the CPU was given */
+    Stat64 cpu_kicks;                   /* ... to our CPU's (link 1.2) */
     uint32_t num_nodes;
     uint32_t levels;
     uint32_t tx_credits[ARCTIC_NUM_PRIORITIES];     /* we may send */
@@ -190,7 +191,8 @@ void niu_link_init(NiuLink *link, const NiuLinkOps *ops, void *opaque,
 bool niu_link_init_chr(NiuLink *link, CharBackend *chr, Error **errp);
 bool niu_link_init_thread(NiuLink *link, const char *path,
                           uint32_t reconnect_ms, uint64_t busy_poll_ns,
-                          bool rings, bool kick_yield, Error **errp);
+                          bool rings, bool kick_yield, bool cpu_wake,
+                          Error **errp);
 void niu_link_cleanup(NiuLink *link);
 bool niu_link_is_up(const NiuLink *link);
 bool niu_link_can_send(const NiuLink *link, uint8_t prio);
