@@ -671,6 +671,12 @@ static void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st)
     sw_json_int(b, "packets_in_use", (gint64)st->packets_in_use);
     sw_json_int(b, "packets_in_use_max", (gint64)st->packets_in_use_max);
     sw_json_int(b, "packet_bound", (gint64)st->packet_bound);
+    json_builder_set_member_name(b, "cpu_wakeups");
+    json_builder_begin_array(b);
+    for (i = 0; i < st->cpu_wakers; i++) {
+        json_builder_add_int_value(b, (gint64)st->cpu_wakeups[i]);
+    }
+    json_builder_end_array(b);
     json_builder_set_member_name(b, "unattached_disconnects");
     json_disconnects(b, st->unattached_disconnects);
     json_builder_set_member_name(b, "latency_us_log2");

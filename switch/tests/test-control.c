@@ -103,6 +103,11 @@ static void test_control_commands(void)
     g_assert_cmpint(json_object_get_int_member(
                         json_object_get_object_member(port1, "high"),
                         "tx_bytes"), ==, 5 * size);
+    /* One wake-up thread per CPU (link 1.2), rings or not. */
+    g_assert_cmpuint(json_array_get_length(
+                         json_object_get_array_member(stats, "cpu_wakeups")),
+                     ==, CLAMP(sysconf(_SC_NPROCESSORS_CONF), 1,
+                               ARCTIC_CPU_WAKE_MAX));
     g_object_unref(parser);
 
     reply = control_request(ts->control_path,
