@@ -350,6 +350,28 @@ static void stream_dump_queue(Niu *rx, unsigned got)
 }
 
 /*
+ * With the rings, the real switch hands its per-CPU wake-up eventfds to
+ * the NIU (link 1.2) and every kick of it goes to one of them: the host
+ * has no CPU beyond the switch's table.  Without, there are none.
+ */
+static void cluster_check_cpu_kicks(Niu *n)
+{
+    QDict *rsp, *state = niu_state(n, &rsp);
+    uint64_t kicks = qdict_get_int(state, "link-switch-kicks");
+    uint64_t cpu_kicks = qdict_get_int(state, "link-cpu-kicks");
+
+    if (qdict_get_bool(state, "link-rings")) {
+        g_assert_cmpuint(kicks, >, 0);
+        g_assert_cmpuint(cpu_kicks, ==, kicks);
+    } else {
+        g_assert_cmpuint(cpu_kicks, ==, 0);
+    }
+    g_test_message("%" PRIu64 " kicks of the switch, %" PRIu64
+                   " to its CPU's thread", kicks, cpu_kicks);
+    qobject_unref(rsp);
+}
+
+/*
  * A long one-way stream through the real switch, many laps of the queues,
  * with a consumer slower than the producer so the receive queue fills,
  * packets are refused and sent again: every message must arrive once, in
@@ -423,6 +445,8 @@ static void test_cluster_stream(void)
     g_test_message("%u messages, %u nacks, %u retransmits", MESSAGES,
                    counter(rx, ARCTIC_CNT_NACKS_SENT),
                    counter(tx, ARCTIC_CNT_RETRANSMITS));
+    cluster_check_cpu_kicks(tx);
+    cluster_check_cpu_kicks(rx);
     cluster_stop(&c);
 }
 
