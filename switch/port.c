@@ -399,7 +399,6 @@ static struct sw_rings *rings_adopt(struct sw_conn *conn, const char **why)
     return r;
 }
 
-/* The NIU kicked us: its ring has bytes, or ours has room again. */
 /* A kick may say room: output that waited for it goes. */
 static void ring_room(ArcticSwitch *sw, struct sw_conn *conn)
 {
@@ -411,6 +410,7 @@ static void ring_room(ArcticSwitch *sw, struct sw_conn *conn)
     }
 }
 
+/* The NIU kicked us: its ring has bytes, or ours has room again. */
 static void ring_ready(ArcticSwitch *sw, void *object, uint32_t events)
 {
     struct sw_conn *conn = object;
