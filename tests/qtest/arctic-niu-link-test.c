@@ -410,14 +410,21 @@ static uint64_t eventfd_take(int fd)
     return value;
 }
 
-enum cpu_fds_kind { CPU_FDS_GOOD, CPU_FDS_A_PIPE, CPU_FDS_BLOCKING };
+enum cpu_fds_kind {
+    CPU_FDS_GOOD,
+    CPU_FDS_A_PIPE,         /* one of them a pipe */
+    CPU_FDS_BLOCKING,       /* eventfds without O_NONBLOCK */
+    CPU_FDS_NO_FLAG,        /* good ones, but the WELCOME says no CPU_WAKE */
+    CPU_FDS_NONE,           /* CPU_WAKE, but no descriptors came */
+};
 
 /*
  * A switch of link 1.2 sends its per-CPU wake-up eventfds with a WELCOME
  * that says CPU_WAKE: the device then kicks the one of the CPU it runs
  * on, not the ring's own, and counts it (link-cpu-kicks).  With @kind
- * descriptors that will not do (a pipe, a blocking eventfd) or
- * x-link-cpu-wake=off in @props, the kick goes to the ring's eventfd.
+ * descriptors that will not do (a pipe, a blocking eventfd), without the
+ * flag or without the descriptors, or with x-link-cpu-wake=off in @props,
+ * the kick goes to the ring's eventfd.
  * Here a doorbell sends (from the qtest, the main loop) to the switch,
  * asleep on its ring; the packet arrives either way.
  */
@@ -452,9 +459,15 @@ static void rings_cpu_wake(const char *props, enum cpu_fds_kind kind,
         close(fds[count - 1]);
         fds[count - 1] = pipe_fds[1];
     }
-    link_send_welcome_fds(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
-                             R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK,
-                          fds, count);
+    if (kind == CPU_FDS_NONE) {
+        link_send_welcome_flags(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
+                                   R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK, 8, 8);
+    } else {
+        link_send_welcome_fds(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
+                                 (kind == CPU_FDS_NO_FLAG ? 0 :
+                                  R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK),
+                              fds, count);
+    }
     wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
     state = niu_state(n, &rsp);
     before = qdict_get_int(state, "link-switch-kicks");
@@ -510,6 +523,16 @@ static void test_link_rings_cpu_wake_off(void)
     rings_cpu_wake("x-link-cpu-wake=off", CPU_FDS_GOOD, false);
 }
 
+static void test_link_rings_cpu_wake_no_flag(void)
+{
+    rings_cpu_wake("", CPU_FDS_NO_FLAG, false);
+}
+
+static void test_link_rings_cpu_wake_no_fds(void)
+{
+    rings_cpu_wake("", CPU_FDS_NONE, false);
+}
+
 void niu_test_add_link(void)
 {
     qtest_add_func("/arctic-niu/link/busy-poll", test_link_busy_poll);
@@ -539,4 +562,8 @@ void niu_test_add_link(void)
                    test_link_rings_cpu_wake_blocking);
     qtest_add_func("/arctic-niu/link/rings-cpu-wake-off",
                    test_link_rings_cpu_wake_off);
+    qtest_add_func("/arctic-niu/link/rings-cpu-wake-no-flag",
+                   test_link_rings_cpu_wake_no_flag);
+    qtest_add_func("/arctic-niu/link/rings-cpu-wake-no-fds",
+                   test_link_rings_cpu_wake_no_fds);
 }

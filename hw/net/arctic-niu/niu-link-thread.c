@@ -255,8 +255,11 @@ static void rings_adopt_cpu_fds(NiuLinkThread *t, bool offered)
     const char *why = NULL;
     unsigned i;
 
+    if (!offered && !r->cpu_fds_got) {
+        return;             /* a switch of link 1.1, or --no-cpu-wake */
+    }
     if (!offered) {
-        why = r->cpu_fds_got ? "descriptors without CPU_WAKE" : NULL;
+        why = "descriptors without CPU_WAKE";
     } else if (!t->cpu_wake) {
         why = "x-link-cpu-wake=off";
     } else if (!r->cpu_fds_got) {
@@ -268,10 +271,8 @@ static void rings_adopt_cpu_fds(NiuLinkThread *t, bool offered)
         }
     }
     if (why) {
-        if (offered || r->cpu_fds_got) {
-            trace_arctic_niu_link_cpu_wake(t->link->node_id,
-                                           r->cpu_fds_got, why);
-        }
+        trace_arctic_niu_link_cpu_wake(t->link->node_id, r->cpu_fds_got,
+                                       why);
         rings_close_cpu_fds(r);
         return;
     }
