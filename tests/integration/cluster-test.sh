@@ -46,7 +46,7 @@
 #           right; then a
 #           second run that finds the image cached, and nothing left behind
 #   switch-restart-4  the switch is killed (SIGKILL) in the middle of
-#           niu-coll-test's traffic (150 rounds) and a new one started; every
+#           niu-coll-test's traffic (600 rounds) and a new one started; every
 #           value must still be right, and both switches must carry traffic
 #   peer-dead-4  node 3's QEMU is killed (SIGKILL) in the middle of
 #           niu-coll-test on 4 nodes with a 3 s peer timeout: every survivor
@@ -259,8 +259,10 @@ collectives-8)
 switch-restart-4)
     # The switch is killed mid-run and a new one started: the NIUs reconnect
     # and resend what was not acknowledged; nothing may be lost or doubled.
-    # -r counts from the program's start (all nodes booted).
-    run_cluster -n 4 -r 2 -- "niu-coll-test -r 150"
+    # -r counts from the program's start (all nodes booted).  600 rounds
+    # outlast the kill (2-3 s in) on the fastest link: 150 took 2 s once
+    # kicks woke the switch on their own CPU, and the program had ended.
+    run_cluster -n 4 -r 2 -- "niu-coll-test -r 600"
     expect "the first switch had carried traffic when killed" '^==> killing arctic-switch after [0-9]+s, when it had taken [1-9][0-9]* packets'
     expect "no wrong value in any primitive" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
     expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'
