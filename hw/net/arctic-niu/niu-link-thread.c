@@ -83,7 +83,6 @@ typedef struct NiuRings {
      */
     int cpu_fd[ARCTIC_CPU_WAKE_MAX];
     unsigned cpu_fds_got, cpu_fds;
-    bool cpu_fds_got_done;      /* one message's worth only */
 } NiuRings;
 
 struct NiuLinkThread {
@@ -206,6 +205,8 @@ static void rings_close_cpu_fds(NiuRings *r)
 static void rings_take_cpu_fds(NiuLinkThread *t, struct msghdr *msg)
 {
     NiuRings *r = t->rings;
+    /* An SCM_RIGHTS message carries at least one: none yet, none taken. */
+    bool keep = !r->cpu_fds_got;
     struct cmsghdr *cmsg;
 
     for (cmsg = CMSG_FIRSTHDR(msg); cmsg; cmsg = CMSG_NXTHDR(msg, cmsg)) {
@@ -217,14 +218,13 @@ static void rings_take_cpu_fds(NiuLinkThread *t, struct msghdr *msg)
         }
         n = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
         for (i = 0; i < n; i++) {
-            if (!r->cpu_fds_got_done &&
-                r->cpu_fds_got < ARCTIC_CPU_WAKE_MAX) {
+            if (keep && r->cpu_fds_got < ARCTIC_CPU_WAKE_MAX) {
                 r->cpu_fd[r->cpu_fds_got++] = fds[i];
             } else {
                 close(fds[i]);
             }
         }
-        r->cpu_fds_got_done = true;
+        keep = false;
     }
 }
 
