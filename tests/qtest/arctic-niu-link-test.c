@@ -312,26 +312,43 @@ static void test_link_rings_socket_bytes(void)
     rings_broken(0);
 }
 
+/* This switch goes to sleep on its empty ring, as arctic-switch does. */
+static void ring_switch_sleeps(Niu *n)
+{
+    uint8_t buf[ARCTIC_LINK_MAX_BODY];
+    uint16_t type;
+    uint32_t len;
+
+    while (!arctic_ring_consumer_sleep(&n->ring_in)) {
+        g_assert_cmpint(link_read(n, &type, buf, &len, QUIET_MS), ==, 1);
+    }
+}
+
 /*
  * A vCPU whose busy poll wakes the sleeping switch gives its CPU away
  * right after (x-link-kick-yield, on by default); a doorbell that wakes it
  * does not.  The state view counts the kicks and the yields.  With
- * @from_poll a packet from the peer waits in the ring and a read of
+ * from_poll a packet from the peer waits in the ring and a read of
  * USER_LINK_POLL (here from the qtest, the main loop) delivers it and
  * sends its ack at once (ack-delay-ns=0) to this switch, asleep on its
  * ring; without, polling runs (60 s after a read) and a doorbell sends.
  */
-static void rings_kick_yield(const char *props, bool from_poll, bool yields)
+typedef struct {
+    const char *path, *props;
+    bool from_poll, yields;
+} KickYieldCase;
+
+static void rings_kick_yield(const void *data)
 {
+    const KickYieldCase *c = data;
     g_autofree char *all = g_strdup_printf("x-link-busy-poll-ns=60000000000,"
                                            "ack-delay-ns=0%s%s",
-                                           *props ? "," : "", props);
+                                           *c->props ? "," : "", c->props);
     const uint8_t hi = ARCTIC_PRIORITY_HIGH;
-    uint32_t v = 0x7e1d, val = 0, len;
-    uint8_t buf[ARCTIC_LINK_MAX_BODY], wire[ARCTIC_WIRE_MAX_SIZE];
-    uint64_t kicks, yielded, want = yields ? 1 : 0;
+    uint32_t v = 0x7e1d, val = 0;
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint64_t kicks, yielded, want = c->yields ? 1 : 0;
     QDict *rsp, *state;
-    uint16_t type;
     unsigned i;
     size_t size;
     Niu *n;
@@ -353,11 +370,8 @@ static void rings_kick_yield(const char *props, bool from_poll, bool yields)
     qobject_unref(rsp);
     g_assert_cmpuint(yielded, ==, 0);
 
-    /* The switch goes to sleep on an empty ring, as arctic-switch does. */
-    while (!arctic_ring_consumer_sleep(&n->ring_in)) {
-        g_assert_cmpint(link_read(n, &type, buf, &len, QUIET_MS), ==, 1);
-    }
-    if (from_poll) {
+    ring_switch_sleeps(n);
+    if (c->from_poll) {
         size = peer_data(n, wire, PEER, hi, n->peer_epoch, 0, 3, 1, 2, &v, 1);
         link_send_packet(n, wire, size);
         for (i = 0; i < 100 && !FIELD_EX32(val, USER_LINK_POLL, TOOK); i++) {
@@ -373,7 +387,7 @@ static void rings_kick_yield(const char *props, bool from_poll, bool yields)
     g_assert_cmpuint(qdict_get_int(state, "link-kick-yields"), ==, want);
     qobject_unref(rsp);
     arctic_ring_consumer_awake(&n->ring_in);
-    if (from_poll) {
+    if (c->from_poll) {
         guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
         expect_control(n, PEER, ARCTIC_E2E_ACK, hi, n->peer_epoch, 0, 0);
     } else {
@@ -382,20 +396,12 @@ static void rings_kick_yield(const char *props, bool from_poll, bool yields)
     niu_stop(n);
 }
 
-static void test_link_rings_kick_yield(void)
-{
-    rings_kick_yield("", true, true);
-}
-
-static void test_link_rings_kick_no_yield(void)
-{
-    rings_kick_yield("x-link-kick-yield=off", true, false);
-}
-
-static void test_link_rings_kick_doorbell(void)
-{
-    rings_kick_yield("", false, false);
-}
+static const KickYieldCase kick_yield_cases[] = {
+    { "/arctic-niu/link/rings-kick-yield", "", true, true },
+    { "/arctic-niu/link/rings-kick-no-yield", "x-link-kick-yield=off",
+      true, false },
+    { "/arctic-niu/link/rings-kick-doorbell", "", false, false },
+};
 
 /* What @fd's eventfd counter held (0 if nothing), emptied; never blocks. */
 static uint64_t eventfd_take(int fd)
@@ -421,26 +427,30 @@ enum cpu_fds_kind {
 /*
  * A switch of link 1.2 sends its per-CPU wake-up eventfds with a WELCOME
  * that says CPU_WAKE: the device then kicks the one of the CPU it runs
- * on, not the ring's own, and counts it (link-cpu-kicks).  With @kind
+ * on, not the ring's own, and counts it (link-cpu-kicks).  With
  * descriptors that will not do (a pipe, a blocking eventfd), without the
- * flag or without the descriptors, or with x-link-cpu-wake=off in @props,
- * the kick goes to the ring's eventfd.
+ * flag or without the descriptors, or with x-link-cpu-wake=off (the
+ * case's kind and props), the kick goes to the ring's eventfd.
  * Here a doorbell sends (from the qtest, the main loop) to the switch,
  * asleep on its ring; the packet arrives either way.
  */
-static void rings_cpu_wake(const char *props, enum cpu_fds_kind kind,
-                           bool taken)
+typedef struct {
+    const char *path, *props;
+    enum cpu_fds_kind kind;
+    bool taken;
+} CpuWakeCase;
+
+static void rings_cpu_wake(const void *data)
 {
+    const CpuWakeCase *c = data;
     g_autofree char *all = g_strdup_printf("x-link-busy-poll-ns=0%s%s",
-                                           *props ? "," : "", props);
+                                           *c->props ? "," : "", c->props);
     unsigned i, count = CLAMP(sysconf(_SC_NPROCESSORS_CONF), 1,
                               ARCTIC_CPU_WAKE_MAX);
     uint64_t kicks, cpu_kicks = 0, before;
-    uint8_t buf[ARCTIC_LINK_MAX_BODY];
     int fds[ARCTIC_CPU_WAKE_MAX], pipe_fds[2] = { -1, -1 };
     QDict *rsp, *state;
-    uint32_t v = 0xc9a0, len;
-    uint16_t type;
+    uint32_t v = 0xc9a0;
     Niu *n;
 
     if (!link_thread()) {
@@ -451,20 +461,20 @@ static void rings_cpu_wake(const char *props, enum cpu_fds_kind kind,
     link_adopt_rings(n);
     for (i = 0; i < count; i++) {
         fds[i] = eventfd(0, EFD_CLOEXEC |
-                            (kind == CPU_FDS_BLOCKING ? 0 : EFD_NONBLOCK));
+                            (c->kind == CPU_FDS_BLOCKING ? 0 : EFD_NONBLOCK));
         g_assert_cmpint(fds[i], >=, 0);
     }
-    if (kind == CPU_FDS_A_PIPE) {
+    if (c->kind == CPU_FDS_A_PIPE) {
         g_assert_cmpint(pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC), ==, 0);
         close(fds[count - 1]);
         fds[count - 1] = pipe_fds[1];
     }
-    if (kind == CPU_FDS_NONE) {
+    if (c->kind == CPU_FDS_NONE) {
         link_send_welcome_flags(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
                                    R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK, 8, 8);
     } else {
         link_send_welcome_fds(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
-                                 (kind == CPU_FDS_NO_FLAG ? 0 :
+                                 (c->kind == CPU_FDS_NO_FLAG ? 0 :
                                   R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK),
                               fds, count);
     }
@@ -475,23 +485,20 @@ static void rings_cpu_wake(const char *props, enum cpu_fds_kind kind,
     qobject_unref(rsp);
     eventfd_take(n->ring_wake_fd);
 
-    /* The switch goes to sleep on an empty ring, as arctic-switch does. */
-    while (!arctic_ring_consumer_sleep(&n->ring_in)) {
-        g_assert_cmpint(link_read(n, &type, buf, &len, QUIET_MS), ==, 1);
-    }
+    ring_switch_sleeps(n);
     guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v, 1);
     doorbell(n);
     state = niu_state(n, &rsp);
     kicks = qdict_get_int(state, "link-switch-kicks") - before;
     g_assert_cmpuint(kicks, ==, 1);
-    g_assert_cmpuint(qdict_get_int(state, "link-cpu-kicks"), ==, taken);
+    g_assert_cmpuint(qdict_get_int(state, "link-cpu-kicks"), ==, c->taken);
     qobject_unref(rsp);
     for (i = 0; i < count; i++) {
-        cpu_kicks += kind == CPU_FDS_A_PIPE && i == count - 1
+        cpu_kicks += c->kind == CPU_FDS_A_PIPE && i == count - 1
                      ? 0 : eventfd_take(fds[i]);
     }
-    g_assert_cmpuint(cpu_kicks, ==, taken);
-    g_assert_cmpuint(eventfd_take(n->ring_wake_fd), ==, !taken);
+    g_assert_cmpuint(cpu_kicks, ==, c->taken);
+    g_assert_cmpuint(eventfd_take(n->ring_wake_fd), ==, !c->taken);
     arctic_ring_consumer_awake(&n->ring_in);
     expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 0, 0, &v, 1);
     niu_stop(n);
@@ -503,38 +510,21 @@ static void rings_cpu_wake(const char *props, enum cpu_fds_kind kind,
     }
 }
 
-static void test_link_rings_cpu_wake(void)
-{
-    rings_cpu_wake("", CPU_FDS_GOOD, true);
-}
-
-static void test_link_rings_cpu_wake_pipe(void)
-{
-    rings_cpu_wake("", CPU_FDS_A_PIPE, false);
-}
-
-static void test_link_rings_cpu_wake_blocking(void)
-{
-    rings_cpu_wake("", CPU_FDS_BLOCKING, false);
-}
-
-static void test_link_rings_cpu_wake_off(void)
-{
-    rings_cpu_wake("x-link-cpu-wake=off", CPU_FDS_GOOD, false);
-}
-
-static void test_link_rings_cpu_wake_no_flag(void)
-{
-    rings_cpu_wake("", CPU_FDS_NO_FLAG, false);
-}
-
-static void test_link_rings_cpu_wake_no_fds(void)
-{
-    rings_cpu_wake("", CPU_FDS_NONE, false);
-}
+static const CpuWakeCase cpu_wake_cases[] = {
+    { "/arctic-niu/link/rings-cpu-wake", "", CPU_FDS_GOOD, true },
+    { "/arctic-niu/link/rings-cpu-wake-pipe", "", CPU_FDS_A_PIPE, false },
+    { "/arctic-niu/link/rings-cpu-wake-blocking", "", CPU_FDS_BLOCKING,
+      false },
+    { "/arctic-niu/link/rings-cpu-wake-off", "x-link-cpu-wake=off",
+      CPU_FDS_GOOD, false },
+    { "/arctic-niu/link/rings-cpu-wake-no-flag", "", CPU_FDS_NO_FLAG, false },
+    { "/arctic-niu/link/rings-cpu-wake-no-fds", "", CPU_FDS_NONE, false },
+};
 
 void niu_test_add_link(void)
 {
+    unsigned i;
+
     qtest_add_func("/arctic-niu/link/busy-poll", test_link_busy_poll);
     qtest_add_func("/arctic-niu/link/down-up", test_link_down_up_loses_nothing);
     qtest_add_func("/arctic-niu/link/send-order-kept",
@@ -548,22 +538,12 @@ void niu_test_add_link(void)
                    test_link_rings_bad_head);
     qtest_add_func("/arctic-niu/link/rings-socket-bytes",
                    test_link_rings_socket_bytes);
-    qtest_add_func("/arctic-niu/link/rings-kick-yield",
-                   test_link_rings_kick_yield);
-    qtest_add_func("/arctic-niu/link/rings-kick-no-yield",
-                   test_link_rings_kick_no_yield);
-    qtest_add_func("/arctic-niu/link/rings-kick-doorbell",
-                   test_link_rings_kick_doorbell);
-    qtest_add_func("/arctic-niu/link/rings-cpu-wake",
-                   test_link_rings_cpu_wake);
-    qtest_add_func("/arctic-niu/link/rings-cpu-wake-pipe",
-                   test_link_rings_cpu_wake_pipe);
-    qtest_add_func("/arctic-niu/link/rings-cpu-wake-blocking",
-                   test_link_rings_cpu_wake_blocking);
-    qtest_add_func("/arctic-niu/link/rings-cpu-wake-off",
-                   test_link_rings_cpu_wake_off);
-    qtest_add_func("/arctic-niu/link/rings-cpu-wake-no-flag",
-                   test_link_rings_cpu_wake_no_flag);
-    qtest_add_func("/arctic-niu/link/rings-cpu-wake-no-fds",
-                   test_link_rings_cpu_wake_no_fds);
+    for (i = 0; i < G_N_ELEMENTS(kick_yield_cases); i++) {
+        qtest_add_data_func(kick_yield_cases[i].path, &kick_yield_cases[i],
+                            rings_kick_yield);
+    }
+    for (i = 0; i < G_N_ELEMENTS(cpu_wake_cases); i++) {
+        qtest_add_data_func(cpu_wake_cases[i].path, &cpu_wake_cases[i],
+                            rings_cpu_wake);
+    }
 }
