@@ -95,6 +95,48 @@ static void test_tx_doorbell_keeps_poll_interval(void)
     niu_stop(n);
 }
 
+/* The CPU time QEMU's main thread (@pid's own) has used, in ns. */
+static uint64_t main_thread_cpu_ns(pid_t pid)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/task/%d/schedstat",
+                                            (int)pid, (int)pid);
+    g_autofree char *text = NULL;
+
+    g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+    return g_ascii_strtoull(text, NULL, 10);
+}
+
+/*
+ * Under qtest the virtual clock moves only when the test steps it, and
+ * the step runs the timers itself: a pending poll must not make the main
+ * loop poll with a timeout of poll-min-ns on a clock that stands still
+ * (it then spun, a whole host core for as long as a test waited on a
+ * socket; scripts/qemu-overlay.patch, util/qemu-timer.c).  Checked as the
+ * main thread's CPU time over a quarter of a second of waiting: nearly
+ * all of it when it spins, well under a millisecond when it sleeps; the
+ * bound, a tenth, holds on a loaded host either way.
+ */
+static void test_tx_pending_poll_sleeps(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t v = 7;
+    uint64_t before, used;
+
+    guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v, 1);
+    doorbell(n);    /* its pass arms the poll, poll-min-ns ahead */
+    expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 0, 0, &v, 1);
+    before = main_thread_cpu_ns(qtest_pid(n->qts));
+    g_usleep(250 * 1000);
+    used = main_thread_cpu_ns(qtest_pid(n->qts)) - before;
+    g_assert_cmpuint(used, <, 25 * 1000 * 1000);
+    /* The poll still runs when the clock is stepped. */
+    v = 8;
+    guest_send(n, ARCTIC_TXQ_LO, 2, 2, 0, 0, &v, 1);     /* no doorbell */
+    qtest_clock_step(n->qts, 1000 * 1000);        /* poll-max-ns */
+    expect_data(n, 2, ARCTIC_PRIORITY_LOW, 1, 2, 0, 0, &v, 1);
+    niu_stop(n);
+}
+
 /*
  * Step virtual time from deadline to deadline until the NIU has taken
  * the slot last written to Tx queue @q.
@@ -576,6 +618,8 @@ void niu_test_add_queues(void)
     qtest_add_func("/arctic-niu/tx/doorbell-keeps-poll-interval",
                    test_tx_doorbell_keeps_poll_interval);
     qtest_add_func("/arctic-niu/tx/doorbell-posted", test_tx_doorbell_posted);
+    qtest_add_func("/arctic-niu/tx/pending-poll-sleeps",
+                   test_tx_pending_poll_sleeps);
     qtest_add_func("/arctic-niu/rx/all-sizes", test_rx_all_sizes);
     qtest_add_func("/arctic-niu/queues/wraparound", test_wraparound);
     qtest_add_func("/arctic-niu/queues/lap-from-head", test_rx_lap_from_head);
