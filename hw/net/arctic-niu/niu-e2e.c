@@ -536,10 +536,14 @@ static void stream_timed_out(ArcticNiuState *s, uint8_t prio, uint16_t dst,
     }
 }
 
-static void line_sent(ArcticNiuState *s, ArcticLine *line)
+/*
+ * @line went out at @now, one clock reading for a whole pump (a burst
+ * leaves at once): it waits for its ack until its deadline, which
+ * lowers *@earliest, the retry timer's next deadline.
+ */
+static void line_sent(ArcticNiuState *s, ArcticLine *line, int64_t now,
+                      int64_t *earliest)
 {
-    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
-
     line->queued = false;
     if (!line->sent_once) {
         line->sent_ns = now;
@@ -549,12 +553,7 @@ static void line_sent(ArcticNiuState *s, ArcticLine *line)
     if (!s->e2e.peer_waiting_since[line->dst]) {
         s->e2e.peer_waiting_since[line->dst] = now;
     }
-    /*
-     * The retry timer is never later than any deadline (see
-     * retry_timer_rearm()), so only this new one can move it: no scan of
-     * the lines per packet sent.
-     */
-    timer_mod_anticipate(s->e2e.retry_timer, line->deadline);
+    *earliest = MIN(*earliest, line->deadline);
 }
 
 static bool lines_to(ArcticNiuState *s, uint16_t node)
@@ -715,6 +714,15 @@ static bool controls_go_now(ArcticNiuState *s, bool lazy)
            s->e2e.acks_held >= ARCTIC_ACK_EVERY || data_ready(s);
 }
 
+/* The virtual clock, read once per pump: *@now, -1 until then. */
+static int64_t pump_clock(int64_t *now)
+{
+    if (*now < 0) {
+        *now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    }
+    return *now;
+}
+
 /*
  * The send order: move what is ready onto the link, as far as its credits
  * and output room allow: owed acks and nacks first (they free the peers'
@@ -726,6 +734,7 @@ void niu_e2e_pump(ArcticNiuState *s, bool lazy)
     NiuLink *link = &s->link;
     bool stalled = false;
     bool controls;
+    int64_t now = -1, earliest = INT64_MAX;
 
     if (!niu_link_is_up(link)) {
         return;
@@ -745,7 +754,7 @@ void niu_e2e_pump(ArcticNiuState *s, bool lazy)
             if (line) {
                 niu_link_send(link, ARCTIC_PRIORITY_HIGH, line->wire,
                               line->size);
-                line_sent(s, line);
+                line_sent(s, line, pump_clock(&now), &earliest);
                 continue;
             }
         } else if (!link->tx_credits[ARCTIC_PRIORITY_HIGH] &&
@@ -756,11 +765,19 @@ void niu_e2e_pump(ArcticNiuState *s, bool lazy)
         line = next_line(s, ARCTIC_PRIORITY_LOW);
         if (line && niu_link_can_send(link, ARCTIC_PRIORITY_LOW)) {
             niu_link_send(link, ARCTIC_PRIORITY_LOW, line->wire, line->size);
-            line_sent(s, line);
+            line_sent(s, line, pump_clock(&now), &earliest);
             continue;
         }
         stalled |= line && !link->tx_credits[ARCTIC_PRIORITY_LOW];
         break;
+    }
+    /*
+     * The retry timer is never later than any deadline (see
+     * retry_timer_rearm()), so only the lines sent now can move it: no
+     * scan of the lines, and one timer update per pump, not per packet.
+     */
+    if (earliest != INT64_MAX) {
+        timer_mod_anticipate(s->e2e.retry_timer, earliest);
     }
     if (stalled) {
         niu_count(s, ARCTIC_CNT_CREDIT_STALLS);
