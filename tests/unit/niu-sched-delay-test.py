@@ -3,7 +3,9 @@
 """scripts/niu-sched-delay --timehist on `perf sched timehist` text written
 here: the cluster's threads found by name (names with spaces too), their
 runs per second, share of a core and delay percentiles, other tasks left
-out, and bad input refused."""
+out, and bad input refused; and --events on `perf script` text of the
+scheduler's events: each wake-up's waker, CPU, delay, and how much of the
+delay its CPU was idle or busy with the cluster."""
 import os
 import subprocess
 import tempfile
@@ -40,12 +42,50 @@ def timehist():
     return "".join(out)
 
 
-def run(text):
+def run(text, option="--timehist"):
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
         f.write(text)
         f.flush()
-        return subprocess.run([TOOL, "--timehist", f.name],
+        return subprocess.run([TOOL, option, f.name],
                               capture_output=True, text=True)
+
+
+def event(t, cpu, comm, tid, what):
+    return "%16s %6d [%03d] %.6f: %s\n" % (comm, tid, cpu, t, what)
+
+
+def switch(prev, prev_pid, nxt, nxt_pid):
+    return ("sched:sched_switch: prev_comm=%s prev_pid=%d prev_prio=120 "
+            "prev_state=S ==> next_comm=%s next_pid=%d next_prio=120"
+            % (prev, prev_pid, nxt, nxt_pid))
+
+
+def waking(comm, pid, cpu):
+    return ("sched:sched_waking: comm=%s pid=%d prio=120 target_cpu=%03d"
+            % (comm, pid, cpu))
+
+
+def events():
+    """20 times in a second: the switch's wake-up thread on CPU 0 wakes a
+    link thread that runs 30 us later on CPU 1, idle until then; that one
+    wakes a vCPU on CPU 1, which runs 10 us later, once the link thread
+    has gone to sleep; and a shell, not of the cluster, wakes another."""
+    out = []
+    for k in range(20):
+        t = 1.0 + k * 0.05
+        out.append(event(t, 1, "arctic-niu-0", 70,
+                         switch("arctic-niu-0", 70, "swapper/1", 0)))
+        out.append(event(t + 10e-6, 0, "arctic-wake", 50,
+                         waking("arctic-niu-0", 70, 1)))
+        out.append(event(t + 40e-6, 1, "swapper/1", 0,
+                         switch("swapper/1", 0, "arctic-niu-0", 70)))
+        out.append(event(t + 50e-6, 1, "arctic-niu-0", 70,
+                         waking("CPU 0/TCG", 61, 1)))
+        out.append(event(t + 60e-6, 1, "arctic-niu-0", 70,
+                         switch("arctic-niu-0", 70, "CPU 0/TCG", 61)))
+        out.append(event(t + 70e-6, 0, "bash", 80, waking("sleep", 81, 0)))
+    out.append(event(2.0, 0, "bash", 80, switch("bash", 80, "sleep", 81)))
+    return "".join(out)
 
 
 class Test(unittest.TestCase):
@@ -71,6 +111,25 @@ class Test(unittest.TestCase):
                 row(2.0, 0, "bash[70]", 0, 0, 1))
         self.assertEqual(r.returncode, 1)
         self.assertIn("no thread of the cluster", r.stderr)
+
+    def test_wakeups(self):
+        r = run(events(), "--events")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("wake-ups (1.00 s)", r.stdout)
+        rows = [line.split() for line in r.stdout.splitlines()[2:]]
+        # waker woken CPU per-s p50 p90 idle busy (roles of two words)
+        self.assertEqual(rows, [
+            ["switch", "wake-up", "link", "thread", "other", "20", "30",
+             "30", "30.0", "0.0"],
+            ["link", "thread", "vCPU", "same", "20", "10", "10", "0.0",
+             "10.0"],
+        ])
+
+    def test_no_wakeups(self):
+        r = run(event(1.0, 0, "bash", 80, waking("sleep", 81, 0)),
+                "--events")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no wake-up of the cluster's threads", r.stderr)
 
     def test_bad_policy(self):
         r = subprocess.run([TOOL, "--switch-policy", "rr"],
