@@ -107,12 +107,15 @@ enum arctic_nack_reason {
  * the notification that ends a remote DMA, with the requesting endpoint in
  * SOURCE_ENDPOINT (so that a receiver which refused some of that
  * transfer's data can say so, to both programs); NOTICE, such a report
- * from the receiving NIU, delivered as a notice (MODE 1).  SOURCE_ENDPOINT
- * shares bits with REASON, which only a NACK has.
+ * from the receiving NIU, delivered as a notice (MODE 1); ACK_NOW, the
+ * sender is short of retransmit lines: the receiver acks at once instead
+ * of letting the ack wait for data going back.  SOURCE_ENDPOINT shares
+ * bits with REASON, which only a NACK has.
  */
 FIELD(ARCTIC_E2E_FLAGS, PRIORITY, 0, 1)
 FIELD(ARCTIC_E2E_FLAGS, NOTIFY, 1, 1)
 FIELD(ARCTIC_E2E_FLAGS, NOTICE, 2, 1)
+FIELD(ARCTIC_E2E_FLAGS, ACK_NOW, 3, 1)
 FIELD(ARCTIC_E2E_FLAGS, REASON, 4, 4)
 FIELD(ARCTIC_E2E_FLAGS, SOURCE_ENDPOINT, 5, 3)
 

@@ -78,6 +78,9 @@ f.e2e_prio = ProtoField.uint8("arctic.e2e.priority", "Stream priority",
                               base.DEC, priorities, 0x01)
 f.e2e_reason = ProtoField.uint8("arctic.e2e.reason", "NACK reason",
                                 base.DEC, nack_reasons, 0xF0)
+f.e2e_ack_now = ProtoField.bool("arctic.e2e.ack_now",
+                                "Ack at once (sender short of lines)", 8,
+                                nil, 0x08)
 f.src = ProtoField.uint16("arctic.e2e.src", "Source node")
 f.dst = ProtoField.uint16("arctic.e2e.dst", "Destination node")
 f.job = ProtoField.uint16("arctic.e2e.job", "Job tag")
@@ -141,6 +144,7 @@ function arctic.dissector(tvb, pinfo, tree)
     e2e:add(f.kind, tvb(p, 1))
     local ef = e2e:add(f.e2e_flags, tvb(p + 1, 1))
     ef:add(f.e2e_prio, tvb(p + 1, 1))
+    ef:add(f.e2e_ack_now, tvb(p + 1, 1))
     ef:add(f.e2e_reason, tvb(p + 1, 1))
     e2e:add_le(f.src, tvb(p + 2, 2))
     e2e:add_le(f.dst, tvb(p + 4, 2))

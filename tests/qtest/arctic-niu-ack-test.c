@@ -10,12 +10,14 @@
 /*
  * ack-delay-ns: the ack of a request waits for the reply and leaves in
  * the same write, just before it; with no reply it goes when the delay
- * runs out; ARCTIC_ACK_EVERY (4) deliveries are acked at once.
+ * runs out; ARCTIC_ACK_EVERY (4) deliveries are acked at once, and so is
+ * a packet whose sender asks (ACK_NOW: it is short of lines).
  */
 static void test_ack_waits_for_reply(void)
 {
     const uint8_t hi = ARCTIC_PRIORITY_HIGH;
     uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_e2e_header h;
     uint32_t v = 7, epoch;
     size_t size;
     Niu *n;
@@ -51,6 +53,16 @@ static void test_ack_waits_for_reply(void)
     }
     expect_control_within(n, QUIET_MS, PEER, ARCTIC_E2E_ACK, hi,
                           n->peer_epoch, i - 1, 0);
+
+    /* One packet that asks: acked at once, alone. */
+    size = peer_data(n, wire, PEER, hi, n->peer_epoch, i, 3, 1, 2, &v, 1);
+    arctic_e2e_decode(wire, &h);
+    h.flags |= ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, ACK_NOW, 1);
+    arctic_e2e_encode(wire, &h);
+    arctic_wire_seal(wire, size);
+    link_send_packet(n, wire, size);
+    expect_control_within(n, QUIET_MS, PEER, ARCTIC_E2E_ACK, hi,
+                          n->peer_epoch, i, 0);
     niu_stop(n);
 }
 
@@ -640,8 +652,11 @@ static void test_tx_doorbell_stream(void)
     /* As libniu does behind a slot the NIU has not taken: no doorbell. */
     guest_send(n, ARCTIC_TXQ_LO, 3, held + 1, held + 1, held + 1,
                &p[held + 1], 1);
+    /* Unacked, they fill the low share: the last ones ask for acks. */
     for (i = held; i < ARRAY_SIZE(p); i++) {
-        expect_data(n, 3, ARCTIC_PRIORITY_LOW, i, i, i, i, &p[i], 1);
+        expect_data_flags(n, 3, ARCTIC_PRIORITY_LOW,
+                          ack_now_if_left(LINES_DEFAULT - HI_LINES - i - 1),
+                          i, i, i, i, &p[i], 1);
     }
     link_expect_silence(n);
     g_assert_cmpint(counter(n, ARCTIC_CNT_TX_LO_PACKETS), ==, ARRAY_SIZE(p));

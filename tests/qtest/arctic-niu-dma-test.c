@@ -94,7 +94,8 @@ static void fill_block(Niu *n, uint64_t phys, uint32_t *block, uint32_t seed)
 
 static void test_dma_send(void)
 {
-    Niu *n = niu_start_linked(8, 8);
+    /* Lines enough that no packet asks for its ack at once (ACK_NOW). */
+    Niu *n = niu_start_linked_props("lines=128", 8, 8);
     uint32_t block[ARCTIC_D / 4], block2[ARCTIC_D / 4];
     uint32_t payload[2] = { 0xfeed, 0xbeef };
 
@@ -129,9 +130,10 @@ static void test_dma_share_leaves_mpi_lines(void)
 {
     uint32_t block[ARCTIC_D / 4], v = 77;
     uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_e2e_header h;
     uint16_t type;
     uint32_t len;
-    unsigned data = 0, other = 0;
+    unsigned data = 0, other = 0, asked = 0;
     Niu *n;
 
     n = niu_start_linked_props("lines=64", 128, 8);
@@ -146,16 +148,22 @@ static void test_dma_share_leaves_mpi_lines(void)
         if (type != ARCTIC_FRAME_PACKET) {
             continue;
         }
+        arctic_e2e_decode(wire, &h);
         if (ARCTIC_FIELD_GET(ARCTIC_W1, MODE, arctic_get_le32(
                 wire + ARCTIC_WIRE_WORDS_OFFSET + 4)) == ARCTIC_MODE_DMA) {
             data++;
+            asked += ARCTIC_FIELD_GET(ARCTIC_E2E_FLAGS, ACK_NOW, h.flags);
         } else {
             other++;
+            g_assert_false(ARCTIC_FIELD_GET(ARCTIC_E2E_FLAGS, ACK_NOW,
+                                            h.flags));
         }
     }
     /* The first transfer whole with its notification, 24 of the second. */
     g_assert_cmpint(data, ==, 64 - 8);
     g_assert_cmpint(other, ==, 1);
+    /* The last 4 of the DMA share asked for their acks at once. */
+    g_assert_cmpint(asked, ==, 4);
     guest_send(n, ARCTIC_TXQ_LO, 2, 1, 3, 4, &v, 1);
     doorbell(n);
     expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 3, 4, &v, 1);

@@ -535,23 +535,26 @@ static void test_tx_high_passes_blocked_low(void)
 static void check_high_lines_reserved(const char *props, unsigned lines)
 {
     Niu *n;
-    unsigned lo_lines = lines - 4;
+    unsigned lo_lines = lines - HI_LINES;
     uint32_t v, elo = 0, ehi, caps;
     unsigned i;
 
     n = niu_start_linked_props(props, lines * 2, lines * 2);
     caps = reg_r(n, A_NIU_CAPS);
     g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, LINES), ==, lines);
-    g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, HI_LINES), ==, 4);
+    g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, HI_LINES), ==, HI_LINES);
 
     for (i = 0; i <= lo_lines; i++) {
         v = i;
         guest_send(n, ARCTIC_TXQ_LO, 3, 2, 0, 0, &v, 1);
     }
     doorbell(n);
+    /* The last 4 of the low share ask for their acks at once. */
     for (i = 0; i < lo_lines; i++) {
         v = i;
-        elo = expect_data(n, 3, ARCTIC_PRIORITY_LOW, i, 2, 0, 0, &v, 1);
+        elo = expect_data_flags(n, 3, ARCTIC_PRIORITY_LOW,
+                                ack_now_if_left(lo_lines - i - 1), i, 2, 0, 0,
+                                &v, 1);
     }
     link_expect_silence(n);
     /* The last low slot is still in the queue, not taken. */
@@ -560,10 +563,13 @@ static void check_high_lines_reserved(const char *props, unsigned lines)
     v = 99;
     guest_send(n, ARCTIC_TXQ_HI, 3, 6, 0, 0, &v, 1);
     doorbell(n);
-    ehi = expect_data(n, 3, ARCTIC_PRIORITY_HIGH, 0, 6, 0, 0, &v, 1);
+    /* It leaves 3 of the 4 high lines. */
+    ehi = expect_data_flags(n, 3, ARCTIC_PRIORITY_HIGH,
+                            ack_now_if_left(HI_LINES - 1), 0, 6, 0, 0, &v, 1);
     peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, elo, 0, 0);
     v = lo_lines;
-    expect_data(n, 3, ARCTIC_PRIORITY_LOW, lo_lines, 2, 0, 0, &v, 1);
+    expect_data_flags(n, 3, ARCTIC_PRIORITY_LOW, ack_now_if_left(0),
+                      lo_lines, 2, 0, 0, &v, 1);
     peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, elo, lo_lines, 0);
     peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, ehi, 0, 0);
     niu_stop(n);

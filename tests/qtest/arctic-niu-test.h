@@ -32,6 +32,8 @@
 #define NACK_NS         10000ull    /* device default nack-backoff-ns */
 #define WAIT_MS         5000        /* for frames the device must send */
 #define QUIET_MS        300         /* to check the device sends nothing */
+#define LINES_DEFAULT   16          /* device default lines */
+#define HI_LINES        4           /* NIU_CAPS.HI_LINES */
 /* A DMA window (EP_WIN_*): guest physical and virtual base, mask */
 #define WIN_PHYS        0x2000000ull    /* 4 MiB aligned, inside 64 MiB */
 #define WIN_VIRT        0x40000000ull
@@ -75,6 +77,15 @@ typedef struct Niu {
 } Niu;
 
 /* Registers and guest memory */
+/*
+ * The e2e flags of a DATA packet that left its sender @left lines for its
+ * kind once it took one: ACK_NOW below 4 (link-protocol.md §8.2 rule 1).
+ */
+static inline uint8_t ack_now_if_left(unsigned left)
+{
+    return left < 4 ? ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, ACK_NOW, 1) : 0;
+}
+
 uint32_t reg_r(Niu *n, uint64_t off);
 void reg_w(Niu *n, uint64_t off, uint32_t v);
 uint32_t counter(Niu *n, enum arctic_counter c);

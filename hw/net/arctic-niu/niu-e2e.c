@@ -91,6 +91,31 @@ ArcticLine *niu_e2e_line_alloc(ArcticNiuState *s, uint8_t prio)
 }
 
 /*
+ * The lines left, once one more is taken, for a packet of @prio (of the
+ * DMA share if @dma): fewer than ARCTIC_ACK_EVERY and the packet asks for
+ * its ack at once (ACK_NOW), since a sender short of lines must not wait
+ * for acks that wait for replies (ack-delay-ns) -- a sender spread over
+ * many receivers, each holding fewer deliveries than ARCTIC_ACK_EVERY.
+ */
+static bool lines_short(ArcticNiuState *s, uint8_t prio, bool dma)
+{
+    unsigned busy = lines_busy(s, -1) + 1;
+    unsigned left = s->num_lines > busy ? s->num_lines - busy : 0;
+
+    if (prio == ARCTIC_PRIORITY_LOW) {
+        busy = lines_busy(s, ARCTIC_PRIORITY_LOW) + 1 +
+               ARCTIC_HI_RESERVED_LINES;
+        left = MIN(left, s->num_lines > busy ? s->num_lines - busy : 0);
+    }
+    if (dma) {
+        busy = s->e2e.dma_lines_busy + 1;
+        left = MIN(left, niu_dma_lines(s->num_lines) > busy
+                         ? niu_dma_lines(s->num_lines) - busy : 0);
+    }
+    return left < ARCTIC_ACK_EVERY;
+}
+
+/*
  * The send order of each priority is a FIFO of (line, queued_order):
  * lines are queued with increasing orders, so its head is the oldest.
  * An entry whose line has since been sent, acked or queued again is stale
@@ -249,6 +274,7 @@ void niu_e2e_send(ArcticNiuState *s, ArcticLine *line, unsigned epn,
         .job = s->ep[epn].job,
     };
     uint8_t *words = line->wire + ARCTIC_WIRE_WORDS_OFFSET;
+    bool dma = FIELD_EX32(w1, ARCTIC_W1, MODE) == ARCTIC_MODE_DMA;
     unsigned i;
 
     /*
@@ -259,6 +285,9 @@ void niu_e2e_send(ArcticNiuState *s, ArcticLine *line, unsigned epn,
     st = &s->e2e.tx_stream[prio][dest];
     h.epoch = st->epoch;
     h.seq = st->next_seq++;
+    if (lines_short(s, prio, dma)) {
+        h.flags = FIELD_DP32(h.flags, ARCTIC_E2E_FLAGS, ACK_NOW, 1);
+    }
 
     w1 = (w1 & ~R_ARCTIC_W1_DOWNROUTE_MASK) |
          (route & R_ROUTE_ENTRY_DOWNROUTE_MASK);
@@ -277,7 +306,7 @@ void niu_e2e_send(ArcticNiuState *s, ArcticLine *line, unsigned epn,
     line->busy = true;
     line_mark_free(s, line, false);
     line->sent_once = false;
-    line->dma = FIELD_EX32(w1, ARCTIC_W1, MODE) == ARCTIC_MODE_DMA;
+    line->dma = dma;
     line->raw = false;
     line->prio = prio;
     s->e2e.lines_busy[prio]++;
@@ -711,7 +740,8 @@ static bool data_ready(ArcticNiuState *s)
 static bool controls_go_now(ArcticNiuState *s, bool lazy)
 {
     return !lazy || !s->link.defer_ns || s->e2e.nack_owed ||
-           s->e2e.acks_held >= ARCTIC_ACK_EVERY || data_ready(s);
+           s->e2e.ack_now || s->e2e.acks_held >= ARCTIC_ACK_EVERY ||
+           data_ready(s);
 }
 
 /* The virtual clock, read once per pump: *@now, -1 until then. */
@@ -788,6 +818,7 @@ void niu_e2e_pump(ArcticNiuState *s, bool lazy)
     if (!s->e2e.ctrl_count) {
         s->e2e.acks_held = 0;
         s->e2e.nack_owed = false;
+        s->e2e.ack_now = false;
     } else if (!controls) {
         niu_link_defer(link);
     }
@@ -1031,6 +1062,8 @@ static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
     ArcticRxStream *st = &s->e2e.rx_stream[prio][h->src_node];
     RxVerdict verdict;
 
+    /* Its ack (or nack) goes at once: the sender is short of lines. */
+    s->e2e.ack_now |= FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, ACK_NOW);
     if (!st->known || h->epoch != st->epoch) {
         /*
          * A new session starts at seq 0 with a newer epoch; anything else
@@ -1158,6 +1191,7 @@ void niu_e2e_reset(ArcticNiuState *s)
     memset(e->peer_waiting_since, 0, sizeof(e->peer_waiting_since));
     e->acks_held = 0;
     e->nack_owed = false;
+    e->ack_now = false;
     /*
      * A new epoch for every stream, later than any this NIU used before,
      * and (from the host clock) most likely later than any a receiver

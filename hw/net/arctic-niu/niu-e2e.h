@@ -47,7 +47,8 @@ enum {
     ARCTIC_SENDQ_SIZE = 4 * ARCTIC_MAX_LINES,
     /*
      * Deliveries whose acks may wait for data going back (ack-delay-ns)
-     * before they go at once.
+     * before they go at once; and a sender with fewer lines than this
+     * left for a packet's kind asks for its ack at once (ACK_NOW).
      */
     ARCTIC_ACK_EVERY = 4,
 };
@@ -206,6 +207,7 @@ struct NiuE2E {
     unsigned ctrl_head, ctrl_count;
     unsigned acks_held;         /* acks owed since controls last went */
     bool nack_owed;
+    bool ack_now;               /* a delivery asked for its ack (ACK_NOW) */
 };
 
 #endif /* HW_NET_ARCTIC_NIU_E2E_H */
