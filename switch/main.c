@@ -101,7 +101,7 @@ int main(int argc, char **argv)
           "the oldest makes room for a new one", "MS" },
         { "credit-delay-us", 0, 0, G_OPTION_ARG_INT, &o.credit_delay_us,
           "Freed credits wait up to US microseconds for a frame going to "
-          "the NIU anyway, unless half a window waits (default 50; 0: "
+          "the NIU anyway, unless half a window waits (default 500; 0: "
           "return each at once)", "US" },
         { "no-rings", 0, 0, G_OPTION_ARG_NONE, &o.no_rings,
           "Refuse the shared-memory rings NIUs on this host offer: every "

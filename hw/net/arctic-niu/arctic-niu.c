@@ -1453,7 +1453,7 @@ static const Property arctic_niu_properties[] = {
                        10000),
     DEFINE_PROP_UINT64("nack-backoff-ns", ArcticNiuState, nack_backoff_ns,
                        10000),
-    DEFINE_PROP_UINT64("ack-delay-ns", ArcticNiuState, ack_delay_ns, 50000),
+    DEFINE_PROP_UINT64("ack-delay-ns", ArcticNiuState, ack_delay_ns, 250000),
     DEFINE_PROP_BOOL("x-doorbell-posted", ArcticNiuState, doorbell_posted,
                      false),
     DEFINE_PROP_UINT64("doorbell-coalesce-ns", ArcticNiuState,
