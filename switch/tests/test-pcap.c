@@ -21,8 +21,9 @@ struct capture {
     size_t good_size[3];
 };
 
-/* Three good packets 0 -> 1 (seq 10, 11, 12), a bad CRC (seq 13) and one
- * to the unconnected port 2 (seq 14). */
+/* Three good packets 0 -> 1 (seq 10, 11, 12; 11 high priority and with
+ * ACK_NOW), a bad CRC (seq 13) and one to the unconnected port 2 (seq
+ * 14). */
 static void make_capture(struct capture *cap)
 {
     ArcticSwitchConfig config;
@@ -45,6 +46,14 @@ static void make_capture(struct capture *cap)
     for (i = 0; i < 3; i++) {
         cap->good_size[i] = test_build_packet(cap->good[i], 0, 1, i == 1,
                                               false, 10 + i, 2 * i);
+        if (i == 1) {
+            struct arctic_e2e_header h;
+
+            arctic_e2e_decode(cap->good[i], &h);
+            h.flags |= ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, ACK_NOW, 1);
+            arctic_e2e_encode(cap->good[i], &h);
+            arctic_wire_seal(cap->good[i], cap->good_size[i]);
+        }
         g_assert_true(test_client_send_packet(a, cap->good[i],
                                               cap->good_size[i], 2000));
         g_autoptr(GBytes) got = test_client_recv_packet(b, 2000);
@@ -143,16 +152,16 @@ static void test_tshark_dissector(void)
     int status;
     /* event, drop reason, in port, out port (65535: not routed, as a
      * bad CRC is dropped before its route is read), e2e dst, seq, W1
-     * length, CRC good, W0 priority */
+     * length, CRC good, W0 priority, e2e ACK_NOW */
     const char *expected =
-        "1,0,0,1,1,10,4,1,0\n"
-        "2,0,0,1,1,10,4,1,0\n"
-        "1,0,0,1,1,11,6,1,1\n"
-        "2,0,0,1,1,11,6,1,1\n"
-        "1,0,0,1,1,12,8,1,0\n"
-        "2,0,0,1,1,12,8,1,0\n"
-        "3,1,0,65535,1,13,5,0,0\n"
-        "3,6,0,2,2,14,5,1,0\n";
+        "1,0,0,1,1,10,4,1,0,0\n"
+        "2,0,0,1,1,10,4,1,0,0\n"
+        "1,0,0,1,1,11,6,1,1,1\n"
+        "2,0,0,1,1,11,6,1,1,1\n"
+        "1,0,0,1,1,12,8,1,0,0\n"
+        "2,0,0,1,1,12,8,1,0,0\n"
+        "3,1,0,65535,1,13,5,0,0,0\n"
+        "3,6,0,2,2,14,5,1,0,0\n";
 
     g_assert_nonnull(lua);
     make_capture(&cap);
@@ -167,7 +176,8 @@ static void test_tshark_dissector(void)
             (char *)"-e", (char *)"arctic.e2e.dst", (char *)"-e",
             (char *)"arctic.e2e.seq", (char *)"-e", (char *)"arctic.w1.length",
             (char *)"-e", (char *)"arctic.crc_ok", (char *)"-e",
-            (char *)"arctic.w0.priority", NULL
+            (char *)"arctic.w0.priority", (char *)"-e",
+            (char *)"arctic.e2e.ack_now", NULL
         };
 
         g_assert_true(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL,
