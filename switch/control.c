@@ -677,6 +677,7 @@ static void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st)
         json_builder_add_int_value(b, (gint64)st->cpu_wakeups[i]);
     }
     json_builder_end_array(b);
+    sw_json_int(b, "cpu_handovers", (gint64)st->cpu_handovers);
     json_builder_set_member_name(b, "unattached_disconnects");
     json_disconnects(b, st->unattached_disconnects);
     json_builder_set_member_name(b, "latency_us_log2");

@@ -364,7 +364,12 @@ static void snapshot_in_loop(ArcticSwitch *sw, void *opaque)
     st->packets_in_use_max = sw->packets_in_use_max;
     st->packet_bound = sw->packet_bound;
     st->cpu_wakers = sw->loop.cpu_wakers;
-    memcpy(st->cpu_wakeups, sw->loop.cpu_wakeups, sizeof(st->cpu_wakeups));
+    for (r = 0; r < ARCTIC_CPU_WAKE_MAX; r++) {
+        st->cpu_wakeups[r] = __atomic_load_n(&sw->loop.cpu_wakeups[r],
+                                             __ATOMIC_RELAXED);
+    }
+    st->cpu_handovers = __atomic_load_n(&sw->loop.cpu_handovers,
+                                        __ATOMIC_RELAXED);
     sw_find_oldest(sw, sw_clock_ns(), st->oldest);
 }
 

@@ -178,6 +178,65 @@ static void cpu_wake_init(ArcticSwitch *sw)
 }
 
 /*
+ * Kicks and the model lock.  A kicked thread does not sleep on the lock
+ * while another thread holds it: a waiter on another CPU would cost the
+ * holder an inter-processor interrupt at every hand-over (some 9 400 a
+ * second in a DMA stream, docs/performance.md §15).  It says a kick
+ * waits (kick_pending), then tries the lock; whoever lets go of the lock
+ * looks at kick_pending after that (sw_kick_release()).  So every kick is
+ * served, by the thread kicked or by the one that held the lock, and the
+ * flag is cleared before the rings are read, so a kick that sets it again
+ * meanwhile is seen at the release.
+ */
+static bool kick_pending_take(struct sw_loop *loop)
+{
+    if (g_atomic_int_get(&loop->kick_pending) &&
+        g_mutex_trylock(&loop->model_lock)) {
+        g_atomic_int_set(&loop->kick_pending, 0);
+        return true;
+    }
+    return false;
+}
+
+/* A kick came: true with the model lock held to serve it, or false if it
+ * was left to the thread holding the lock. */
+bool sw_kick_claim(struct sw_loop *loop)
+{
+    g_atomic_int_set(&loop->kick_pending, 1);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (kick_pending_take(loop)) {
+        return true;
+    }
+    __atomic_fetch_add(&loop->cpu_handovers, 1, __ATOMIC_RELAXED);
+    return false;
+}
+
+/* Let go of the model lock: true if a kick came meanwhile, and then the
+ * lock is held again, to serve it. */
+bool sw_kick_release(struct sw_loop *loop)
+{
+    g_mutex_unlock(&loop->model_lock);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return kick_pending_take(loop);
+}
+
+/* Serve a kick (and any left to this thread meanwhile), or leave it. */
+static void cpu_wake_serve(ArcticSwitch *sw)
+{
+    struct sw_loop *loop = &sw->loop;
+
+    if (!sw_kick_claim(loop)) {
+        return;
+    }
+    do {
+        do {
+            sw->now_ns = sw_clock_ns();
+            loop->on_kick(sw);
+        } while (!loop->may_sleep(sw));
+    } while (sw_kick_release(loop));
+}
+
+/*
  * One CPU's wake-up thread: bound to its CPU, so that an NIU running
  * there wakes it without an inter-processor interrupt, it serves every
  * ring under the model lock (the owner's on_kick hook), until the switch
@@ -215,13 +274,8 @@ static gpointer cpu_wake_thread(gpointer opaque)
         if (read(pfd[0].fd, &value, sizeof(value)) < 0) {
             continue;       /* EAGAIN: another look took it */
         }
-        g_mutex_lock(&loop->model_lock);
-        loop->cpu_wakeups[w->cpu]++;
-        do {
-            sw->now_ns = sw_clock_ns();
-            loop->on_kick(sw);
-        } while (!loop->may_sleep(sw));
-        g_mutex_unlock(&loop->model_lock);
+        __atomic_fetch_add(&loop->cpu_wakeups[w->cpu], 1, __ATOMIC_RELAXED);
+        cpu_wake_serve(sw);
     }
     g_free(w);
     return NULL;
@@ -383,8 +437,15 @@ void arctic_switch_run(ArcticSwitch *sw)
         bool sleep = loop->may_sleep(sw);
         int n, i;
 
-        /* The per-CPU wake-up threads may serve the rings meanwhile. */
-        g_mutex_unlock(&loop->model_lock);
+        /*
+         * The per-CPU wake-up threads may serve the rings meanwhile; a
+         * kick left to this thread while it held the lock is served now.
+         */
+        if (sw_kick_release(loop)) {
+            sw->now_ns = sw_clock_ns();
+            loop->on_kick(sw);
+            continue;
+        }
         n = epoll_wait(loop->epoll_fd, events, G_N_ELEMENTS(events),
                        sleep ? -1 : 0);
         g_mutex_lock(&loop->model_lock);

@@ -201,7 +201,8 @@ void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
         for (c = 0; c < st->cpu_wakers; c++) {
             fprintf(out, " cpu%u=%" G_GUINT64_FORMAT, c, st->cpu_wakeups[c]);
         }
-        fputc('\n', out);
+        fprintf(out, ", handed over %" G_GUINT64_FORMAT "\n",
+                st->cpu_handovers);
     }
     for (prio = ARCTIC_NUM_PRIORITIES; prio-- > 0;) {
         const struct arctic_oldest_packet *o = &st->oldest[prio];

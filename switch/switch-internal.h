@@ -153,7 +153,12 @@ struct sw_loop {
     int cpu_wake_fd[ARCTIC_CPU_WAKE_MAX];   /* [i]: the thread of CPU i */
     GThread *cpu_thread[ARCTIC_CPU_WAKE_MAX];
     int cpu_stop_fd;                        /* eventfd: the threads end */
-    uint64_t cpu_wakeups[ARCTIC_CPU_WAKE_MAX];  /* under model_lock */
+    /* Atomic: each CPU's thread counts its own wake-ups. */
+    uint64_t cpu_wakeups[ARCTIC_CPU_WAKE_MAX];
+    /* Atomic: a kick waits to be served (cpu_wake_serve()). */
+    int kick_pending;
+    /* Atomic: kicks their thread left to the lock's holder. */
+    uint64_t cpu_handovers;
 };
 
 /*
@@ -302,6 +307,9 @@ void sw_loop_rewatch(ArcticSwitch *sw, int fd, struct sw_watch *watch,
 void sw_loop_unwatch(ArcticSwitch *sw, int fd);
 void sw_arm_timer(ArcticSwitch *sw, uint64_t deadline_ns);
 unsigned sw_loop_cpu_wake_fds(const ArcticSwitch *sw, const int **fds);
+/* A kick and the model lock (loop.c): serve it, or leave it to the holder. */
+bool sw_kick_claim(struct sw_loop *loop);
+bool sw_kick_release(struct sw_loop *loop);
 
 /* port.c */
 struct sw_conn *sw_conn_new(ArcticSwitch *sw, int fd);

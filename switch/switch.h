@@ -152,6 +152,8 @@ typedef struct {
      * was kicked awake. */
     unsigned cpu_wakers;
     uint64_t cpu_wakeups[ARCTIC_CPU_WAKE_MAX];
+    uint64_t cpu_handovers;     /* kicks served by the thread that held
+                                   the model lock (loop.c) */
     struct arctic_oldest_packet oldest[ARCTIC_NUM_PRIORITIES];
 } ArcticSwitchStats;
 

@@ -8,14 +8,18 @@
  * a ring with impossible indices, or bytes on the socket once the rings
  * carry the link, end that link alone.  With the rings comes one
  * wake-up eventfd per CPU (link 1.2) for an NIU that speaks 1.2: a kick
- * of any one of them alone gets a packet through the sleeping switch.
+ * of any one of them alone gets a packet through the sleeping switch,
+ * also when two CPUs' threads are kicked at once.
  */
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "switch-internal.h"
 
 enum { PORTS = 4, RING_NODE = 1, SOCKET_NODE = 2, PACKETS = 2000 };
 
@@ -280,6 +284,123 @@ static void test_rings_cpu_wake(Fixture *f, gconstpointer data)
 }
 
 /*
+ * The hand-over of a kick, step by step: a thread serving a kick holds
+ * the model lock; a second kick meanwhile is left to it (counted), and
+ * it is told so when it lets go, once; then the lock is free.
+ */
+static void test_rings_kick_handover(void)
+{
+    struct sw_loop loop = { 0 };
+
+    g_mutex_init(&loop.model_lock);
+    g_assert_true(sw_kick_claim(&loop));
+    g_assert_false(sw_kick_claim(&loop));
+    g_assert_cmpuint(loop.cpu_handovers, ==, 1);
+    g_assert_true(sw_kick_release(&loop));
+    g_assert_false(sw_kick_release(&loop));
+    g_assert_true(g_mutex_trylock(&loop.model_lock));
+    g_mutex_unlock(&loop.model_lock);
+    /* A kick with nobody holding the lock is served by its own thread. */
+    g_assert_true(sw_kick_claim(&loop));
+    g_assert_false(sw_kick_release(&loop));
+    g_assert_cmpuint(loop.cpu_handovers, ==, 1);
+    g_mutex_clear(&loop.model_lock);
+}
+
+/* One NIU of test_rings_cpu_wake_contended(), in a thread of its own. */
+typedef struct {
+    TestClient *me, *peer;
+    unsigned cpu;
+} ContendedSide;
+
+/*
+ * Bound to its CPU and kicking that CPU's thread: send a packet to the
+ * peer, take the peer's, CONTENDED_ROUNDS rounds, both sides at once and
+ * in step, so that a packet a lost kick left in a ring stays there (no
+ * later round's kick can take it along) and its receiver times out.
+ */
+enum { CONTENDED_ROUNDS = 5000 };
+static pthread_barrier_t contended_round;
+
+static gpointer contended_side(gpointer opaque)
+{
+    ContendedSide *c = opaque;
+    cpu_set_t set;
+    unsigned i;
+
+    CPU_ZERO(&set);
+    CPU_SET(c->cpu, &set);
+    g_assert_cmpint(pthread_setaffinity_np(pthread_self(), sizeof(set),
+                                           &set), ==, 0);
+    c->me->cpu_kick = c->cpu;
+    for (i = 0; i < CONTENDED_ROUNDS; i++) {
+        uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+        size_t size = test_build_packet(pkt, c->me->node, c->peer->node,
+                                        false, false, i, i % 21);
+        g_autoptr(GBytes) got = NULL;
+        unsigned src, dst;
+        uint32_t seq;
+        bool high;
+
+        g_assert_true(test_client_send_packet(c->me, pkt, size, 2000));
+        got = test_client_recv_packet(c->me, 2000);
+        g_assert_nonnull(got);
+        g_assert_true(test_packet_valid(g_bytes_get_data(got, NULL),
+                                        g_bytes_get_size(got), &src, &dst,
+                                        &seq, &high));
+        g_assert_cmpuint(src, ==, c->peer->node);
+        g_assert_cmpuint(seq, ==, i);
+        test_client_return_credits(c->me, true, false);
+        /* The next round only once both packets are through. */
+        pthread_barrier_wait(&contended_round);
+    }
+    return NULL;
+}
+
+/*
+ * Two NIUs on two CPUs kick their CPUs' threads at the same moments, so
+ * one thread is now and then kicked while the other holds the model
+ * lock: it leaves that kick to the holder (cpu_handovers), and every
+ * packet still arrives (each side waits at most 2 s for each).
+ */
+static void test_rings_cpu_wake_contended(Fixture *f, gconstpointer data)
+{
+    TestClient *other = NULL;
+    ContendedSide side[2];
+    GThread *thread[2];
+    ArcticSwitchStats *st;
+    unsigned i;
+
+    if (expected_cpu_fds() < 2) {
+        g_test_skip("one CPU: no other CPU's thread to contend with");
+        return;
+    }
+    f->ring = connect_offer(f, TEST_OFFER_RINGS);
+    g_assert_cmpuint(test_client_try_connect_offer(f->ts->socket_path,
+                                                   RING_NODE + 2, 8, 8,
+                                                   TEST_OFFER_RINGS, &other),
+                     ==, 0);
+    pthread_barrier_init(&contended_round, NULL, 2);
+    side[0] = (ContendedSide) { f->ring, other, 0 };
+    side[1] = (ContendedSide) { other, f->ring, 1 };
+    for (i = 0; i < 2; i++) {
+        thread[i] = g_thread_new("contended", contended_side, &side[i]);
+    }
+    for (i = 0; i < 2; i++) {
+        g_thread_join(thread[i]);
+    }
+    pthread_barrier_destroy(&contended_round);
+    st = test_switch_stats(f->ts);
+    /* Some 60-110 on a quiet 2-CPU host; none is no failure. */
+    g_test_message("kicks handed over: %" G_GUINT64_FORMAT
+                   " (wake-ups cpu0=%" G_GUINT64_FORMAT " cpu1=%"
+                   G_GUINT64_FORMAT ")", st->cpu_handovers,
+                   st->cpu_wakeups[0], st->cpu_wakeups[1]);
+    arctic_switch_stats_free(st);
+    test_client_free(other);
+}
+
+/*
  * An NIU of link 1.1, or a switch run with --no-cpu-wake: rings alone,
  * and no per-CPU thread is woken (there are @wakers of them).
  */
@@ -328,6 +449,8 @@ int main(int argc, char **argv)
     ADD("refused-not-eventfd", test_rings_not_eventfd);
     ADD("refused-switched-off", test_rings_switched_off);
     ADD("cpu-wake", test_rings_cpu_wake);
+    ADD("cpu-wake-contended", test_rings_cpu_wake_contended);
+    g_test_add_func("/switch/rings/kick-handover", test_rings_kick_handover);
     ADD("cpu-wake-old-niu", test_rings_cpu_wake_old_niu);
     ADD("cpu-wake-off", test_rings_cpu_wake_off);
     ADD("broken", test_rings_broken);
