@@ -70,16 +70,34 @@ static void line_free(ArcticNiuState *s, ArcticLine *line)
 }
 
 /*
- * A free line for a packet of @prio, honouring the high-priority reserve,
- * or NULL.  It stays free until niu_e2e_send() fills it.
+ * The lines a packet of @prio may still take (of the DMA share if @dma):
+ * low priority leaves ARCTIC_HI_RESERVED_LINES to high, DMA data leaves
+ * the rest of niu_dma_lines() to messages.
  */
-ArcticLine *niu_e2e_line_alloc(ArcticNiuState *s, uint8_t prio)
+static unsigned lines_left(ArcticNiuState *s, uint8_t prio, bool dma)
+{
+    unsigned left = s->num_lines - lines_busy(s, -1);
+    unsigned share, busy;
+
+    if (prio == ARCTIC_PRIORITY_LOW) {
+        share = s->num_lines - ARCTIC_HI_RESERVED_LINES;
+        busy = lines_busy(s, ARCTIC_PRIORITY_LOW);
+        left = MIN(left, share > busy ? share - busy : 0);
+    }
+    if (dma) {
+        share = niu_dma_lines(s->num_lines);
+        busy = s->e2e.dma_lines_busy;
+        left = MIN(left, share > busy ? share - busy : 0);
+    }
+    return left;
+}
+
+/* A free line within lines_left(), or NULL; free until niu_e2e_send(). */
+static ArcticLine *line_alloc(ArcticNiuState *s, uint8_t prio, bool dma)
 {
     unsigned i;
 
-    if (prio == ARCTIC_PRIORITY_LOW &&
-        lines_busy(s, ARCTIC_PRIORITY_LOW) >=
-        s->num_lines - ARCTIC_HI_RESERVED_LINES) {
+    if (!lines_left(s, prio, dma)) {
         return NULL;
     }
     for (i = 0; i < ARRAY_SIZE(s->e2e.lines_free); i++) {
@@ -91,28 +109,24 @@ ArcticLine *niu_e2e_line_alloc(ArcticNiuState *s, uint8_t prio)
 }
 
 /*
- * The lines left, once one more is taken, for a packet of @prio (of the
- * DMA share if @dma): fewer than ARCTIC_ACK_EVERY and the packet asks for
- * its ack at once (ACK_NOW), since a sender short of lines must not wait
- * for acks that wait for replies (ack-delay-ns) -- a sender spread over
- * many receivers, each holding fewer deliveries than ARCTIC_ACK_EVERY.
+ * A free line for a packet of @prio, honouring the high-priority reserve,
+ * or NULL.  It stays free until niu_e2e_send() fills it.
+ */
+ArcticLine *niu_e2e_line_alloc(ArcticNiuState *s, uint8_t prio)
+{
+    return line_alloc(s, prio, false);
+}
+
+/*
+ * Whether a packet of @prio (DMA data if @dma) about to take its line
+ * leaves fewer than ARCTIC_ACK_EVERY for its kind: it then asks for its
+ * ack at once (ACK_NOW), since a sender short of lines must not wait for
+ * acks that wait for replies (ack-delay-ns) -- a sender spread over many
+ * receivers, each holding fewer deliveries than ARCTIC_ACK_EVERY.
  */
 static bool lines_short(ArcticNiuState *s, uint8_t prio, bool dma)
 {
-    unsigned busy = lines_busy(s, -1) + 1;
-    unsigned left = s->num_lines > busy ? s->num_lines - busy : 0;
-
-    if (prio == ARCTIC_PRIORITY_LOW) {
-        busy = lines_busy(s, ARCTIC_PRIORITY_LOW) + 1 +
-               ARCTIC_HI_RESERVED_LINES;
-        left = MIN(left, s->num_lines > busy ? s->num_lines - busy : 0);
-    }
-    if (dma) {
-        busy = s->e2e.dma_lines_busy + 1;
-        left = MIN(left, niu_dma_lines(s->num_lines) > busy
-                         ? niu_dma_lines(s->num_lines) - busy : 0);
-    }
-    return left < ARCTIC_ACK_EVERY;
+    return lines_left(s, prio, dma) <= ARCTIC_ACK_EVERY;
 }
 
 /*
@@ -343,10 +357,7 @@ void niu_e2e_mark(ArcticLine *line, uint8_t flags, uint16_t job)
  */
 ArcticLine *niu_e2e_dma_line_alloc(ArcticNiuState *s)
 {
-    if (s->e2e.dma_lines_busy >= niu_dma_lines(s->num_lines)) {
-        return NULL;
-    }
-    return niu_e2e_line_alloc(s, ARCTIC_PRIORITY_HIGH);
+    return line_alloc(s, ARCTIC_PRIORITY_HIGH, true);
 }
 
 /*
