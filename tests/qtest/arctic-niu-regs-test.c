@@ -253,6 +253,48 @@ static void test_dma_self_test(void)
     niu_stop(n);
 }
 
+/* The first word of the test DMA's 64 bytes at SCRATCH_MEM. */
+static uint32_t scratch_word0(Niu *n)
+{
+    return le32_to_cpu(qtest_readl(n->qts, SCRATCH_MEM));
+}
+
+/*
+ * The NIU maps the page its DMA last read and last wrote; a change of the
+ * memory map must take those mappings away: with bus mastering off, the
+ * same page is refused in both directions and keeps its words.
+ */
+static void test_dma_follows_memory_map(void)
+{
+    Niu *n = niu_start(false);
+    const uint32_t done = R_NIU_TEST_DMA_STATUS_DONE_MASK;
+    uint16_t cmd = qpci_config_readw(n->dev, PCI_COMMAND);
+
+    reg_w(n, A_NIU_TEST_DMA_ADDR_LO, (uint32_t)SCRATCH_MEM);
+    reg_w(n, A_NIU_TEST_DMA_ADDR_HI, SCRATCH_MEM >> 32);
+    reg_w(n, A_NIU_TEST_DMA_SIZE, 64);
+    reg_w(n, A_NIU_TEST_DMA_SEED, 0x1111);
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_FILL), ==, done);
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_CHECK), ==, done);
+    g_assert_cmphex(scratch_word0(n), ==, arctic_test_pattern(0x1111, 0));
+
+    g_assert_true(cmd & PCI_COMMAND_MASTER);
+    qpci_config_writew(n->dev, PCI_COMMAND, cmd & ~PCI_COMMAND_MASTER);
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_CHECK), ==,
+                    done | R_NIU_TEST_DMA_STATUS_DMA_ERROR_MASK);
+    reg_w(n, A_NIU_TEST_DMA_SEED, 0x2222);
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_FILL), ==,
+                    done | R_NIU_TEST_DMA_STATUS_DMA_ERROR_MASK);
+    g_assert_cmphex(scratch_word0(n), ==, arctic_test_pattern(0x1111, 0));
+    expect_errors(n, 1u << ARCTIC_ERR_DMA);
+
+    qpci_config_writew(n->dev, PCI_COMMAND, cmd);
+    g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_FILL), ==, done);
+    g_assert_cmphex(scratch_word0(n), ==, arctic_test_pattern(0x2222, 0));
+    expect_errors(n, 0);
+    niu_stop(n);
+}
+
 static bool intx_asserted(Niu *n)
 {
     return qpci_config_readw(n->dev, PCI_STATUS) & PCI_STATUS_INTERRUPT;
@@ -423,6 +465,8 @@ void niu_test_add_regs(void)
                    test_identity_and_reset_values);
     qtest_add_func("/arctic-niu/registers/semantics", test_register_semantics);
     qtest_add_func("/arctic-niu/registers/test-dma", test_dma_self_test);
+    qtest_add_func("/arctic-niu/registers/test-dma-memory-map",
+                   test_dma_follows_memory_map);
     qtest_add_func("/arctic-niu/irq/intx-one-shot", test_irq_intx_one_shot);
     qtest_add_func("/arctic-niu/irq/msix-vectors", test_irq_msix_vectors);
     qtest_add_func("/arctic-niu/irq/msix-rx-unaided",

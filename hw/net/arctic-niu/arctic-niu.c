@@ -24,6 +24,7 @@
 #include "qemu/main-loop.h"
 #include "qemu/rcu.h"
 #include "system/dma.h"
+#include "exec/target_page.h"
 #include "trace.h"
 
 #include "arctic-niu.h"
@@ -136,6 +137,72 @@ bool niu_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
     return true;
 }
 
+/* Drop the mapped pages (dma_page). */
+static void niu_dma_unmap(ArcticNiuState *s)
+{
+    for (unsigned write = 0; write < ARRAY_SIZE(s->dma_page); write++) {
+        NiuDmaPage *p = &s->dma_page[write];
+
+        if (p->mapped) {
+            address_space_cache_destroy(&p->cache);
+            p->mapped = false;
+        }
+    }
+}
+
+/*
+ * A memory map changed (any: MemoryListener.commit runs for every
+ * transaction, under the BQL): a mapped page may no longer be RAM, or no
+ * longer the NIU's to reach (bus mastering off).  The next access maps
+ * it again, or takes the slow path that refuses it.
+ */
+static void niu_dma_listener_commit(MemoryListener *listener)
+{
+    ArcticNiuState *s = container_of(listener, ArcticNiuState, dma_listener);
+    QEMU_LOCK_GUARD(&s->lock);
+
+    niu_dma_unmap(s);
+}
+
+/*
+ * The page of @addr in the NIU's bus-master view, mapped for reading or
+ * for @write, with @addr's @offset in it: NULL if [@addr, @addr + @len)
+ * leaves the page or the page is not guest RAM (writable RAM for
+ * @write); the caller then takes the slow path, which checks and
+ * translates each access and refuses what is not RAM.
+ */
+static MemoryRegionCache *niu_dma_map(ArcticNiuState *s, dma_addr_t addr,
+                                      dma_addr_t len, bool write,
+                                      hwaddr *offset)
+{
+    NiuDmaPage *p = &s->dma_page[write];
+    dma_addr_t size = qemu_target_page_size();
+    dma_addr_t base = addr & ~(size - 1);
+
+    if (len > size - (addr - base)) {
+        return NULL;
+    }
+    if (!p->mapped || p->base != base) {
+        if (p->mapped) {
+            address_space_cache_destroy(&p->cache);
+            p->mapped = false;
+        }
+        /* Only RAM gets a pointer (cache.ptr): anything else is refused. */
+        if (address_space_cache_init(&p->cache,
+                                     pci_get_address_space(PCI_DEVICE(s)),
+                                     base, size, write) < size ||
+            !p->cache.ptr) {
+            address_space_cache_destroy(&p->cache);
+            return NULL;
+        }
+        p->base = base;
+        p->mapped = true;
+        trace_arctic_niu_dma_map(s->node_id, base, write);
+    }
+    *offset = addr - base;
+    return &p->cache;
+}
+
 /*
  * The NIU's DMA reaches guest RAM only.  A queue, slot or DMA window over
  * anything else (the NIU's own BARs, another device's registers, nothing)
@@ -144,12 +211,36 @@ bool niu_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
  * in its middle, and the link thread, which holds the device lock but not
  * the BQL, never needs the BQL that MMIO dispatch would take.  (A guest
  * that remaps its memory while the NIU's DMA runs can still slip MMIO
- * under a check made just before; it would only hurt itself.)
+ * under a check made just before, or have an access that was under way
+ * still reach the RAM it was mapped to; it would only hurt itself.)
+ *
+ * An access within one page goes through that page's mapping
+ * (niu_dma_map()): a memcpy, the dirty bits and the barrier that
+ * pci_dma_rw() gives each access, and no address translation.
  */
 MemTxResult niu_dma_rw(ArcticNiuState *s, dma_addr_t addr, void *buf,
                        dma_addr_t len, DMADirection dir)
 {
-    if (!niu_dma_reaches_ram(s, addr, len, dir == DMA_DIRECTION_FROM_DEVICE)) {
+    bool write = dir == DMA_DIRECTION_FROM_DEVICE;
+    MemoryRegionCache *page;
+    hwaddr off;
+
+    if (!len) {
+        return MEMTX_OK;
+    }
+    page = niu_dma_map(s, addr, len, write, &off);
+    if (page) {
+        /* As dma_barrier() in pci_dma_rw(): ordered with the guest's view. */
+        smp_mb();
+        if (write) {
+            address_space_write_cached(page, off, buf, len);
+            address_space_cache_invalidate(page, off, len);
+        } else {
+            address_space_read_cached(page, off, buf, len);
+        }
+        return MEMTX_OK;
+    }
+    if (!niu_dma_reaches_ram(s, addr, len, write)) {
         return MEMTX_ACCESS_ERROR;
     }
     return pci_dma_rw(PCI_DEVICE(s), addr, buf, len, dir,
@@ -160,16 +251,25 @@ MemTxResult niu_dma_rw(ArcticNiuState *s, dma_addr_t addr, void *buf,
  * A slot's header word, loaded or stored as one 32-bit access, as a CPU
  * makes it.  The seed's handshake (§3.1) hands a slot from one side to the
  * other through that word alone, so a store of it must be single-copy
- * atomic: niu_dma_rw() copies with memmove(), which (glibc, 4 to 7 bytes)
+ * atomic: niu_dma_rw() copies with memcpy(), which (glibc, 4 to 7 bytes)
  * stores the word twice, and a consumer that reads and clears the header
  * between the two stores sees it come back valid (docs/guest.md, "Stale
- * receive headers").  address_space_stl_le() stores RAM with one store.
+ * receive headers").  stl_le_p(), which address_space_stl_le() and its
+ * cached form use for RAM, stores it with one store.
  */
 MemTxResult niu_dma_load_header(ArcticNiuState *s, dma_addr_t addr,
                                 uint32_t *val)
 {
-    MemTxResult res;
+    MemTxResult res = MEMTX_OK;
+    MemoryRegionCache *page;
+    hwaddr off;
 
+    page = niu_dma_map(s, addr, 4, false, &off);
+    if (page) {
+        *val = address_space_ldl_le_cached(page, off, MEMTXATTRS_UNSPECIFIED,
+                                           &res);
+        return res;
+    }
     if (!niu_dma_reaches_ram(s, addr, 4, false)) {
         return MEMTX_ACCESS_ERROR;
     }
@@ -181,13 +281,22 @@ MemTxResult niu_dma_load_header(ArcticNiuState *s, dma_addr_t addr,
 MemTxResult niu_dma_store_header(ArcticNiuState *s, dma_addr_t addr,
                                  uint32_t val)
 {
-    MemTxResult res;
+    MemTxResult res = MEMTX_OK;
+    MemoryRegionCache *page;
+    hwaddr off;
 
+    page = niu_dma_map(s, addr, 4, true, &off);
+    /* Whatever the slot holds must be visible before the header (§3.1). */
+    smp_wmb();
+    if (page) {
+        address_space_stl_le_cached(page, off, val, MEMTXATTRS_UNSPECIFIED,
+                                    &res);
+        address_space_cache_invalidate(page, off, 4);
+        return res;
+    }
     if (!niu_dma_reaches_ram(s, addr, 4, true)) {
         return MEMTX_ACCESS_ERROR;
     }
-    /* Whatever the slot holds must be visible before the header (§3.1). */
-    smp_wmb();
     address_space_stl_le(pci_get_address_space(PCI_DEVICE(s)), addr, val,
                          MEMTXATTRS_UNSPECIFIED, &res);
     return res;
@@ -1413,6 +1522,11 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
                                          &DEVICE(s)->mem_reentrancy_guard);
     s->irq_bh = qemu_bh_new_guarded(niu_irq_bh, s,
                                     &DEVICE(s)->mem_reentrancy_guard);
+    s->dma_listener = (MemoryListener) {
+        .name = "arctic-niu-dma",
+        .commit = niu_dma_listener_commit,
+    };
+    memory_listener_register(&s->dma_listener, pci_get_address_space(pdev));
     niu_tx_init(s);
     niu_e2e_init(s, &arctic_niu_e2e_ops);
     niu_full_reset(s);
@@ -1428,6 +1542,8 @@ static void niu_exit(PCIDevice *pdev)
     niu_link_cleanup(&s->link);
     niu_tx_cleanup(s);
     niu_e2e_cleanup(s);
+    memory_listener_unregister(&s->dma_listener);
+    niu_dma_unmap(s);
     qemu_bh_delete(s->test_dma_bh);
     qemu_bh_delete(s->irq_bh);
     msix_uninit_exclusive_bar(pdev);

@@ -59,6 +59,17 @@ enum {
     ARCTIC_RAW_RX_PACKETS = 8,
 };
 
+/*
+ * A guest page that the NIU's DMA reached, mapped once (niu_dma_map()):
+ * a DMA block's 32 data packets, or a queue's slots, then translate
+ * their address once per page instead of twice per 64-byte access.
+ */
+typedef struct NiuDmaPage {
+    MemoryRegionCache cache;
+    dma_addr_t base;            /* bus address of the page */
+    bool mapped;
+} NiuDmaPage;
+
 /* A requester to tell that this NIU refused some of its remote DMA. */
 typedef struct ArcticReport {
     uint16_t node;
@@ -106,6 +117,15 @@ struct ArcticNiuState {
 
     MemoryRegion control_bar;
     MemoryRegion user_bar;
+
+    /*
+     * The last page read and the last page written by the NIU's DMA
+     * ([false] and [true]), each mapped while it is guest RAM in the
+     * memory map it was mapped in: dma_listener drops both when any
+     * memory map changes (a BAR moves, bus mastering is turned off).
+     */
+    NiuDmaPage dma_page[2];
+    MemoryListener dma_listener;
 
     /* properties */
     CharBackend chr;
