@@ -137,16 +137,22 @@ bool niu_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
     return true;
 }
 
-/* Drop the mapped pages (dma_page). */
+/* Drop @p's mapping, if it holds one. */
+static void niu_dma_page_unmap(NiuDmaPage *p)
+{
+    if (p->mapped) {
+        address_space_cache_destroy(&p->cache);
+        p->mapped = false;
+    }
+}
+
+/* Drop every mapped page (dma_page). */
 static void niu_dma_unmap(ArcticNiuState *s)
 {
-    for (unsigned write = 0; write < ARRAY_SIZE(s->dma_page); write++) {
-        NiuDmaPage *p = &s->dma_page[write];
+    NiuDmaPage *p = &s->dma_page[0][0][0];
 
-        if (p->mapped) {
-            address_space_cache_destroy(&p->cache);
-            p->mapped = false;
-        }
+    for (size_t i = 0; i < sizeof(s->dma_page) / sizeof(*p); i++) {
+        niu_dma_page_unmap(&p[i]);
     }
 }
 
@@ -175,30 +181,38 @@ static MemoryRegionCache *niu_dma_map(ArcticNiuState *s, dma_addr_t addr,
                                       dma_addr_t len, bool write,
                                       hwaddr *offset)
 {
-    NiuDmaPage *p = &s->dma_page[write];
     dma_addr_t size = qemu_target_page_size();
     dma_addr_t base = addr & ~(size - 1);
+    unsigned set = ((base / size) * 0x9e3779b97f4a7c15ull) >>
+                   (64 - ctz32(NIU_DMA_SETS));
+    NiuDmaPage *ways = s->dma_page[write][set], *p;
+    uint8_t *next = &s->dma_page_next[write][set];
 
+    QEMU_BUILD_BUG_ON(NIU_DMA_SETS & (NIU_DMA_SETS - 1));
     if (len > size - (addr - base)) {
         return NULL;
     }
-    if (!p->mapped || p->base != base) {
-        if (p->mapped) {
-            address_space_cache_destroy(&p->cache);
-            p->mapped = false;
+    for (p = ways; p < ways + NIU_DMA_WAYS; p++) {
+        if (p->mapped && p->base == base) {
+            *offset = addr - base;
+            return &p->cache;
         }
-        /* Only RAM gets a pointer (cache.ptr): anything else is refused. */
-        if (address_space_cache_init(&p->cache,
-                                     pci_get_address_space(PCI_DEVICE(s)),
-                                     base, size, write) < size ||
-            !p->cache.ptr) {
-            address_space_cache_destroy(&p->cache);
-            return NULL;
-        }
-        p->base = base;
-        p->mapped = true;
-        trace_arctic_niu_dma_map(s->node_id, base, write);
     }
+    /* Round robin: the way mapped longest ago goes. */
+    p = &ways[*next];
+    *next = (*next + 1) % NIU_DMA_WAYS;
+    niu_dma_page_unmap(p);
+    /* Only RAM gets a pointer (cache.ptr): anything else is refused. */
+    if (address_space_cache_init(&p->cache,
+                                 pci_get_address_space(PCI_DEVICE(s)),
+                                 base, size, write) < size ||
+        !p->cache.ptr) {
+        address_space_cache_destroy(&p->cache);
+        return NULL;
+    }
+    p->base = base;
+    p->mapped = true;
+    trace_arctic_niu_dma_map(s->node_id, base, write);
     *offset = addr - base;
     return &p->cache;
 }

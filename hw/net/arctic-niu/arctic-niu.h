@@ -70,6 +70,18 @@ typedef struct NiuDmaPage {
     bool mapped;
 } NiuDmaPage;
 
+enum {
+    /*
+     * Pages mapped for each direction, by a hash of their address into
+     * sets of four: the Tx scan reads the head slot of each endpoint's
+     * three queues, each queue in pages of its own, then a DMA request's
+     * block; a delivery writes a window and a queue's slot.  Some twenty
+     * pages in all, which two ways a set did not hold without thrashing.
+     */
+    NIU_DMA_SETS = 32,
+    NIU_DMA_WAYS = 4,
+};
+
 /* A requester to tell that this NIU refused some of its remote DMA. */
 typedef struct ArcticReport {
     uint16_t node;
@@ -119,12 +131,14 @@ struct ArcticNiuState {
     MemoryRegion user_bar;
 
     /*
-     * The last page read and the last page written by the NIU's DMA
-     * ([false] and [true]), each mapped while it is guest RAM in the
-     * memory map it was mapped in: dma_listener drops both when any
-     * memory map changes (a BAR moves, bus mastering is turned off).
+     * Pages read and pages written by the NIU's DMA ([false] and
+     * [true]), by a hash of their address (niu_dma_map()).  Each is
+     * mapped while it is guest RAM in the memory map it was mapped in:
+     * dma_listener drops them all when any memory map changes (a BAR
+     * moves, bus mastering is turned off).
      */
-    NiuDmaPage dma_page[2];
+    NiuDmaPage dma_page[2][NIU_DMA_SETS][NIU_DMA_WAYS];
+    uint8_t dma_page_next[2][NIU_DMA_SETS];   /* way to replace next */
     MemoryListener dma_listener;
 
     /* properties */
