@@ -259,10 +259,52 @@ static uint32_t scratch_word0(Niu *n)
     return le32_to_cpu(qtest_readl(n->qts, SCRATCH_MEM));
 }
 
+/* The test DMA's 64 bytes at @addr, with @seed's pattern. */
+static void test_dma_at(Niu *n, uint64_t addr, uint32_t seed)
+{
+    reg_w(n, A_NIU_TEST_DMA_ADDR_LO, (uint32_t)addr);
+    reg_w(n, A_NIU_TEST_DMA_ADDR_HI, addr >> 32);
+    reg_w(n, A_NIU_TEST_DMA_SIZE, 64);
+    reg_w(n, A_NIU_TEST_DMA_SEED, seed);
+}
+
 /*
- * The NIU maps the page its DMA last read and last wrote; a change of the
- * memory map must take those mappings away: with bus mastering off, the
- * same page is refused in both directions and keeps its words.
+ * The NIU maps the pages its DMA reaches, a few per set of a hash: many
+ * more pages than it keeps, visited twice in turn, must each get their
+ * own words, and each read back its own.
+ */
+static void test_dma_many_pages(void)
+{
+    enum { PAGES = 160, PAGE = 4096 };
+    Niu *n = niu_start(false);
+    const uint32_t done = R_NIU_TEST_DMA_STATUS_DONE_MASK;
+    unsigned i, lap;
+
+    for (lap = 0; lap < 2; lap++) {
+        for (i = 0; i < PAGES; i++) {
+            test_dma_at(n, SCRATCH_MEM + (uint64_t)i * PAGE + lap * 64,
+                        lap << 16 | i);
+            g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_FILL), ==, done);
+        }
+    }
+    for (lap = 0; lap < 2; lap++) {
+        for (i = 0; i < PAGES; i++) {
+            uint64_t addr = SCRATCH_MEM + (uint64_t)i * PAGE + lap * 64;
+
+            g_assert_cmphex(le32_to_cpu(qtest_readl(n->qts, addr + 4)), ==,
+                            arctic_test_pattern(lap << 16 | i, 1));
+            test_dma_at(n, addr, lap << 16 | i);
+            g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_CHECK), ==, done);
+        }
+    }
+    expect_errors(n, 0);
+    niu_stop(n);
+}
+
+/*
+ * A change of the memory map must take the NIU's mappings away: with bus
+ * mastering off, a page it has mapped is refused in both directions and
+ * keeps its words.
  */
 static void test_dma_follows_memory_map(void)
 {
@@ -270,10 +312,7 @@ static void test_dma_follows_memory_map(void)
     const uint32_t done = R_NIU_TEST_DMA_STATUS_DONE_MASK;
     uint16_t cmd = qpci_config_readw(n->dev, PCI_COMMAND);
 
-    reg_w(n, A_NIU_TEST_DMA_ADDR_LO, (uint32_t)SCRATCH_MEM);
-    reg_w(n, A_NIU_TEST_DMA_ADDR_HI, SCRATCH_MEM >> 32);
-    reg_w(n, A_NIU_TEST_DMA_SIZE, 64);
-    reg_w(n, A_NIU_TEST_DMA_SEED, 0x1111);
+    test_dma_at(n, SCRATCH_MEM, 0x1111);
     g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_FILL), ==, done);
     g_assert_cmphex(test_dma_run(n, ARCTIC_TEST_DMA_CHECK), ==, done);
     g_assert_cmphex(scratch_word0(n), ==, arctic_test_pattern(0x1111, 0));
@@ -467,6 +506,8 @@ void niu_test_add_regs(void)
     qtest_add_func("/arctic-niu/registers/test-dma", test_dma_self_test);
     qtest_add_func("/arctic-niu/registers/test-dma-memory-map",
                    test_dma_follows_memory_map);
+    qtest_add_func("/arctic-niu/registers/test-dma-many-pages",
+                   test_dma_many_pages);
     qtest_add_func("/arctic-niu/irq/intx-one-shot", test_irq_intx_one_shot);
     qtest_add_func("/arctic-niu/irq/msix-vectors", test_irq_msix_vectors);
     qtest_add_func("/arctic-niu/irq/msix-rx-unaided",

@@ -149,10 +149,12 @@ static void niu_dma_page_unmap(NiuDmaPage *p)
 /* Drop every mapped page (dma_page). */
 static void niu_dma_unmap(ArcticNiuState *s)
 {
-    NiuDmaPage *p = &s->dma_page[0][0][0];
-
-    for (size_t i = 0; i < sizeof(s->dma_page) / sizeof(*p); i++) {
-        niu_dma_page_unmap(&p[i]);
+    for (unsigned write = 0; write < ARRAY_SIZE(s->dma_page); write++) {
+        for (unsigned set = 0; set < NIU_DMA_SETS; set++) {
+            for (unsigned way = 0; way < NIU_DMA_WAYS; way++) {
+                niu_dma_page_unmap(&s->dma_page[write][set][way]);
+            }
+        }
     }
 }
 
