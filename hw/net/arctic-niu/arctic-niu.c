@@ -183,9 +183,10 @@ static MemoryRegionCache *niu_dma_map(ArcticNiuState *s, dma_addr_t addr,
                                       dma_addr_t len, bool write,
                                       hwaddr *offset)
 {
-    dma_addr_t size = qemu_target_page_size();
+    unsigned bits = qemu_target_page_bits();
+    dma_addr_t size = (dma_addr_t)1 << bits;
     dma_addr_t base = addr & ~(size - 1);
-    unsigned set = ((base / size) * 0x9e3779b97f4a7c15ull) >>
+    unsigned set = ((base >> bits) * 0x9e3779b97f4a7c15ull) >>
                    (64 - ctz32(NIU_DMA_SETS));
     NiuDmaPage *ways = s->dma_page[write][set], *p;
     uint8_t *next = &s->dma_page_next[write][set];
