@@ -1,12 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wake-proto: what it costs to wake a sleeping thread on this CPU or on
- * another one.
+ * another one, and what the kind of wake-up object changes.
  *
  * Host-only (C11 + POSIX/Linux).  A kicker bound to CPU 0 spins, as a
- * busy-polling vCPU does, and wakes a sleeper by writing its eventfd each
- * time the sleeper says (in shared memory) that it sleeps; the sleeper
- * answers on an eventfd of the kicker's and sleeps again.  The sleeper is
+ * busy-polling vCPU does, and wakes a sleeper through a wake-up object
+ * each time the sleeper says (in shared memory) that it sleeps; the
+ * sleeper, in poll() as the switch and the link thread sleep, drains the
+ * object without blocking, answers on an eventfd of the kicker's and
+ * sleeps again.  The objects (-m): an eventfd written with write() (what
+ * link 1.2 used: a peer holding the same file description can clear its
+ * O_NONBLOCK and fill it, and then the write blocks), or one end of a
+ * UNIX socket pair written with send(MSG_DONTWAIT) and drained with
+ * recv(MSG_DONTWAIT) (link 1.3: the flag is per call, so nothing the peer
+ * does to its end can make either side block), or a pipe.  The sleeper is
  * bound to CPU 0 (the kicker's: "local") or to CPU 1 ("remote"), where
  * another process spins all the time (the other vCPU).  It prints, per
  * placement, the median and 90th percentile of the kicker's write() (what
@@ -23,6 +30,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <sched.h>
 #include <signal.h>
@@ -31,7 +39,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,23 +87,129 @@ static void must_write(int fd)
     }
 }
 
-static void must_read(int fd)
+/*
+ * The futex mechanism's word, in the memory kicker and sleeper share: a
+ * kick adds one and wakes (FUTEX_WAKE never blocks); the sleeper waits
+ * while the word holds what it saw before its last look.
+ */
+static uint32_t *futex_word;
+
+/* A kind of wake-up object: fd[0] is the sleeper's end, fd[1] the kicker's. */
+struct mechanism {
+    const char *name;
+    int (*make)(int fd[2]);
+    ssize_t (*kick)(int fd);
+    void (*drain)(int fd);
+};
+
+static int make_eventfd(int fd[2])
+{
+    fd[0] = fd[1] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    return fd[0] < 0 ? -1 : 0;
+}
+
+static ssize_t kick_eventfd(int fd)
+{
+    uint64_t one = 1;
+
+    return write(fd, &one, sizeof(one));
+}
+
+static void drain_eventfd(int fd)
 {
     uint64_t value;
 
-    if (read(fd, &value, sizeof(value)) != sizeof(value)) {
+    if (read(fd, &value, sizeof(value)) < 0 && errno != EAGAIN) {
         perror("wake-proto: eventfd read");
         exit(1);
     }
 }
 
-static void run_sleeper(int cpu, int wake_fd, int answer_fd,
-                        struct shared *sh)
+static int make_socket(int fd[2])
 {
+    return socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fd);
+}
+
+static ssize_t kick_socket(int fd)
+{
+    char byte = 1;
+
+    return send(fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+static void drain_socket(int fd)
+{
+    char buf[64];
+
+    if (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno != EAGAIN) {
+        perror("wake-proto: recv");
+        exit(1);
+    }
+}
+
+static int make_pipe(int fd[2])
+{
+    return pipe2(fd, O_CLOEXEC | O_NONBLOCK);
+}
+
+static ssize_t kick_pipe(int fd)
+{
+    char byte = 1;
+
+    return write(fd, &byte, 1);
+}
+
+static void drain_pipe(int fd)
+{
+    char buf[64];
+
+    if (read(fd, buf, sizeof(buf)) < 0 && errno != EAGAIN) {
+        perror("wake-proto: read");
+        exit(1);
+    }
+}
+
+static int make_futex(int fd[2])
+{
+    fd[0] = fd[1] = -1;
+    return 0;
+}
+
+static ssize_t kick_futex(int fd)
+{
+    __atomic_fetch_add(futex_word, 1, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, futex_word, FUTEX_WAKE, 1, NULL, NULL, 0);
+    return 1;
+}
+
+static void drain_futex(int fd)
+{
+}
+
+static const struct mechanism mechanisms[] = {
+    { "eventfd", make_eventfd, kick_eventfd, drain_eventfd },
+    { "socket", make_socket, kick_socket, drain_socket },
+    { "pipe", make_pipe, kick_pipe, drain_pipe },
+    { "futex", make_futex, kick_futex, drain_futex },
+};
+
+static void run_sleeper(const struct mechanism *m, int cpu, int wake_fd,
+                        int answer_fd, struct shared *sh)
+{
+    struct pollfd pfd = { .fd = wake_fd, .events = POLLIN };
+
     bind_cpu(cpu);
     for (;;) {
+        uint32_t seen = futex_word ? __atomic_load_n(futex_word,
+                                                     __ATOMIC_SEQ_CST) : 0;
+
         __atomic_store_n(&sh->sleeping, 1, __ATOMIC_SEQ_CST);
-        must_read(wake_fd);
+        if (m->kick == kick_futex) {
+            syscall(SYS_futex, futex_word, FUTEX_WAIT, seen, NULL, NULL, 0);
+        } else if (poll(&pfd, 1, -1) < 0) {
+            continue;
+        }
+        m->drain(wake_fd);
         __atomic_store_n(&sh->woke_ns, now_ns(), __ATOMIC_RELEASE);
         must_write(answer_fd);
     }
@@ -111,18 +229,22 @@ static double pct(uint64_t *v, unsigned n, unsigned p)
 }
 
 /* @kicks kicks of a sleeper bound to @cpu; prints one line. */
-static void measure(const char *name, int cpu, unsigned kicks)
+static void measure(const struct mechanism *m, const char *name, int cpu,
+                    unsigned kicks)
 {
     uint64_t *cost = calloc(kicks, sizeof(*cost));
-    uint64_t *wake = calloc(kicks, sizeof(*wake));
+    uint64_t *woke = calloc(kicks, sizeof(*woke));
     struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    int wake_fd = eventfd(0, EFD_CLOEXEC);
+    int wake[2] = { -1, -1 };
     int answer_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pid_t sleeper, spinner;
     unsigned i;
 
-    if (!cost || !wake || sh == MAP_FAILED || wake_fd < 0 || answer_fd < 0) {
+    futex_word = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (!cost || !woke || sh == MAP_FAILED || futex_word == MAP_FAILED ||
+        m->make(wake) < 0 || answer_fd < 0) {
         perror("wake-proto: setting up");
         exit(1);
     }
@@ -135,7 +257,7 @@ static void measure(const char *name, int cpu, unsigned kicks)
     }
     sleeper = fork();
     if (sleeper == 0) {
-        run_sleeper(cpu, wake_fd, answer_fd, sh);
+        run_sleeper(m, cpu, wake[0], answer_fd, sh);
     }
     if (sleeper < 0 || spinner < 0) {
         perror("wake-proto: fork");
@@ -154,7 +276,10 @@ static void measure(const char *name, int cpu, unsigned kicks)
         }
         __atomic_store_n(&sh->sleeping, 0, __ATOMIC_SEQ_CST);
         t0 = now_ns();
-        must_write(wake_fd);
+        if (m->kick(wake[1]) != (m->kick == kick_eventfd ? 8 : 1)) {
+            perror("wake-proto: kick");
+            exit(1);
+        }
         t1 = now_ns();
         /* Spin for its answer, as a vCPU polls, never sleeping. */
         while ((n = read(answer_fd, &value, sizeof(value))) < 0 &&
@@ -165,21 +290,28 @@ static void measure(const char *name, int cpu, unsigned kicks)
             exit(1);
         }
         cost[i] = t1 - t0;
-        wake[i] = __atomic_load_n(&sh->woke_ns, __ATOMIC_ACQUIRE) - t0;
+        woke[i] = __atomic_load_n(&sh->woke_ns, __ATOMIC_ACQUIRE) - t0;
     }
     kill(sleeper, SIGKILL);
     kill(spinner, SIGKILL);
     while (wait(NULL) > 0) {
     }
-    printf("%-7s sleeper on CPU %d: kick costs the kicker %6.2f us "
+    printf("%-8s %-7s sleeper on CPU %d: kick costs the kicker %6.2f us "
            "(p90 %6.2f), kick to sleeper running %7.2f us (p90 %7.2f)\n",
-           name, cpu, pct(cost, kicks, 50), pct(cost, kicks, 90),
-           pct(wake, kicks, 50), pct(wake, kicks, 90));
-    close(wake_fd);
+           m->name, name, cpu, pct(cost, kicks, 50), pct(cost, kicks, 90),
+           pct(woke, kicks, 50), pct(woke, kicks, 90));
+    if (wake[0] >= 0) {
+        close(wake[0]);
+    }
+    if (wake[1] != wake[0]) {
+        close(wake[1]);
+    }
+    munmap(futex_word, 4096);
+    futex_word = NULL;
     close(answer_fd);
     munmap(sh, sizeof(*sh));
     free(cost);
-    free(wake);
+    free(woke);
 }
 
 static void usage(FILE *f)
@@ -187,12 +319,16 @@ static void usage(FILE *f)
     fprintf(f,
 "Usage: wake-proto [OPTIONS]\n"
 "\n"
-"The cost of waking a thread that sleeps on an eventfd, from a spinning\n"
-"kicker bound to CPU 0, when the sleeper is bound to the same CPU\n"
-"(\"local\") and to CPU 1 (\"remote\"), where another process spins.\n"
-"Needs two CPUs.  Prints the median and 90th percentile of the\n"
-"kicker's write() and of the time until the sleeper runs.\n"
+"The cost of waking a thread that sleeps in poll() on a wake-up object,\n"
+"from a spinning kicker bound to CPU 0, when the sleeper is bound to the\n"
+"same CPU (\"local\") and to CPU 1 (\"remote\"), where another process\n"
+"spins.  Needs two CPUs.  Prints the median and 90th percentile of the\n"
+"kick (the kicker's system call) and of the time until the sleeper runs.\n"
 "\n"
+"  -m, --mechanism M  eventfd, socket (a UNIX socket pair, send() with\n"
+"                     MSG_DONTWAIT), pipe, futex (a word in shared memory,\n"
+"                     FUTEX_WAKE), or all (default: all, in turn)\n"
+"  -r, --rounds N     rounds of every placement and mechanism (default 1)\n"
 "  -n, --kicks N      kicks per placement (default 20000, at most %d)\n"
 "  -h, --help         this text\n",
             MAX_KICKS);
@@ -201,16 +337,43 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     static const struct option options[] = {
+        { "mechanism", required_argument, NULL, 'm' },
+        { "rounds", required_argument, NULL, 'r' },
         { "kicks", required_argument, NULL, 'n' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    unsigned long kicks = 20000;
+    unsigned long kicks = 20000, rounds = 1, r;
+    const char *only = "all";
     char *end;
+    size_t i;
     int c;
 
-    while ((c = getopt_long(argc, argv, "n:h", options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:r:n:h", options, NULL)) != -1) {
         switch (c) {
+        case 'm':
+            only = optarg;
+            for (i = 0; i < sizeof(mechanisms) / sizeof(mechanisms[0]); i++) {
+                if (!strcmp(only, mechanisms[i].name)) {
+                    break;
+                }
+            }
+            if (strcmp(only, "all") &&
+                i == sizeof(mechanisms) / sizeof(mechanisms[0])) {
+                fprintf(stderr, "wake-proto: --mechanism '%s': want eventfd, "
+                        "socket, pipe, futex or all\n", optarg);
+                return 2;
+            }
+            break;
+        case 'r':
+            errno = 0;
+            rounds = strtoul(optarg, &end, 10);
+            if (errno || *end || !*optarg || rounds < 1 || rounds > 100) {
+                fprintf(stderr, "wake-proto: --rounds '%s': want 1..100\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case 'n':
             errno = 0;
             kicks = strtoul(optarg, &end, 10);
@@ -239,7 +402,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "wake-proto: needs two CPUs\n");
         return 2;
     }
-    measure("local", 0, kicks);
-    measure("remote", 1, kicks);
+    for (r = 0; r < rounds; r++) {
+        for (i = 0; i < sizeof(mechanisms) / sizeof(mechanisms[0]); i++) {
+            if (strcmp(only, "all") && strcmp(only, mechanisms[i].name)) {
+                continue;
+            }
+            measure(&mechanisms[i], "local", 0, kicks);
+            measure(&mechanisms[i], "remote", 1, kicks);
+        }
+    }
     return 0;
 }
