@@ -41,6 +41,7 @@ struct sw_control_client {
     GString *output;
     uint32_t registered_events;
     bool closing;       /* close once the output is written */
+    uint64_t last_active_ns;    /* connected, or last sent a byte */
 };
 
 static void control_accept(ArcticSwitch *sw, void *object, uint32_t events);
@@ -88,10 +89,43 @@ void arctic_switch_control_free(ArcticSwitchControl *ctl)
         client_free(ctl->clients->data);
     }
     sw_loop_unwatch(ctl->sw, ctl->listen_fd);
+    sw_listener_forget(ctl->sw, ctl->listen_fd);
     close(ctl->listen_fd);
     unlink(ctl->path);
     g_free(ctl->path);
     g_free(ctl);
+}
+
+/*
+ * Make room for a new client by closing the one that has been quiet
+ * longest: refusing the new one instead let clients that connect and
+ * never ask lock arctic-ctl out for as long as they stay, as idle NIU
+ * connections once did (port.c).  A client that is asking something now
+ * is not quiet, so the new one waits for nobody's answer.
+ */
+static void control_evict_idlest(ArcticSwitchControl *ctl)
+{
+    struct sw_control_client *idlest = NULL;
+    GList *l;
+
+    for (l = ctl->clients; l; l = l->next) {
+        struct sw_control_client *c = l->data;
+
+        if (!c->closing &&
+            (!idlest || c->last_active_ns < idlest->last_active_ns)) {
+            idlest = c;
+        }
+    }
+    if (idlest) {
+        /*
+         * Not freed here: this batch of events may still name it.  Its
+         * socket reads the end now, and its own event frees it.
+         */
+        sw_log(ctl->sw, "%d control clients: closing the one quiet longest",
+               CONTROL_MAX_CLIENTS);
+        idlest->closing = true;
+        shutdown(idlest->fd, SHUT_RDWR);
+    }
 }
 
 static void control_accept(ArcticSwitch *sw, void *object, uint32_t events)
@@ -99,16 +133,14 @@ static void control_accept(ArcticSwitch *sw, void *object, uint32_t events)
     ArcticSwitchControl *ctl = object;
 
     for (;;) {
-        int fd = accept4(ctl->listen_fd, NULL, NULL,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = sw_accept(sw, ctl->listen_fd, &ctl->watch);
         struct sw_control_client *c;
 
         if (fd < 0) {
             return;
         }
         if (g_list_length(ctl->clients) >= CONTROL_MAX_CLIENTS) {
-            close(fd);
-            continue;
+            control_evict_idlest(ctl);
         }
         c = g_new0(struct sw_control_client, 1);
         c->watch.ready = control_event;
@@ -118,6 +150,7 @@ static void control_accept(ArcticSwitch *sw, void *object, uint32_t events)
         c->input = g_string_new(NULL);
         c->output = g_string_new(NULL);
         c->registered_events = EPOLLIN;
+        c->last_active_ns = sw_clock_ns();
         sw_loop_watch(sw, fd, &c->watch, EPOLLIN);
         ctl->clients = g_list_prepend(ctl->clients, c);
     }
@@ -583,6 +616,7 @@ static void control_event(ArcticSwitch *sw, void *object, uint32_t events)
             c->closing = true;
         } else if (n > 0 && !c->closing) {
             g_string_append_len(c->input, buf, n);
+            c->last_active_ns = sw->now_ns;
         }
     }
     do {
@@ -678,6 +712,8 @@ static void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st)
     }
     json_builder_end_array(b);
     sw_json_int(b, "cpu_handovers", (gint64)st->cpu_handovers);
+    sw_json_int(b, "refused_no_fd", (gint64)st->refused_no_fd);
+    sw_json_int(b, "auth_failures", (gint64)st->auth_failures);
     json_builder_set_member_name(b, "unattached_disconnects");
     json_disconnects(b, st->unattached_disconnects);
     json_builder_set_member_name(b, "latency_us_log2");
@@ -719,6 +755,7 @@ static void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st)
         sw_json_int(b, "port", i);
         sw_json_bool(b, "connected", p->connected);
         sw_json_bool(b, "rings", p->rings);
+        sw_json_int(b, "kick_floods", (gint64)p->kick_floods);
         sw_json_int(b, "connects", (gint64)p->connects);
         json_builder_set_member_name(b, "disconnects");
         json_disconnects(b, p->disconnects);

@@ -43,6 +43,54 @@ void arctic_switch_config_init(ArcticSwitchConfig *config)
 
 /* --- listeners -------------------------------------------------------- */
 
+/*
+ * Accept one connection of @listen_fd, which @watch watches: its
+ * descriptor, or -1 when none waits.  Out of descriptors, the waiting
+ * connection is accepted with the one kept in reserve and closed at once,
+ * counted (refused_no_fd): left waiting, it would make the
+ * level-triggered listener wake the loop for ever, and the switch would
+ * spin instead of serving the links it has.  If even the reserve is gone
+ * (another took the descriptor it freed), the listener is not watched for
+ * SW_LISTEN_PAUSE_MS.
+ */
+int sw_accept(ArcticSwitch *sw, int listen_fd, struct sw_watch *watch)
+{
+    for (;;) {
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+        if (fd >= 0) {
+            return fd;
+        }
+        if (errno == EINTR || errno == ECONNABORTED) {
+            continue;
+        }
+        if ((errno == EMFILE || errno == ENFILE) && sw->reserve_fd < 0) {
+            sw->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        }
+        if ((errno == EMFILE || errno == ENFILE) && sw->reserve_fd < 0) {
+            sw_listener_pause(sw, listen_fd, watch);
+            return -1;
+        }
+        if (errno != EMFILE && errno != ENFILE) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                sw_log(sw, "accept: %s", g_strerror(errno));
+            }
+            return -1;
+        }
+        close(sw->reserve_fd);
+        fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0) {
+            close(fd);
+            sw->refused_no_fd++;
+            sw_log(sw, "out of descriptors: a connection was refused");
+        }
+        sw->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            return -1;
+        }
+    }
+}
+
 /* A listener is readable: every waiting connection becomes a port's. */
 static void accept_connections(ArcticSwitch *sw, void *object,
                                uint32_t events)
@@ -51,13 +99,9 @@ static void accept_connections(ArcticSwitch *sw, void *object,
     int listen_fd = tcp ? sw->tcp_listen_fd : sw->unix_listen_fd;
 
     for (;;) {
-        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = sw_accept(sw, listen_fd, object);
 
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-                errno != ECONNABORTED) {
-                sw_log(sw, "accept: %s", g_strerror(errno));
-            }
             return;
         }
         if (tcp) {
@@ -134,7 +178,8 @@ static int tcp_listen(const char *address, GError **errp)
 
     if (!colon || !colon[1]) {
         g_set_error(errp, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                    "TCP address \"%s\": want HOST:PORT (e.g. 0.0.0.0:7000)",
+                    "TCP address \"%s\": want HOST:PORT (e.g. "
+                    "127.0.0.1:7000; :7000 is the loopback address)",
                     address);
         return -1;
     }
@@ -143,7 +188,12 @@ static int tcp_listen(const char *address, GError **errp)
         memmove(host, host + 1, strlen(host) - 2);
         host[strlen(host) - 2] = 0;
     }
-    rc = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &res);
+    /*
+     * No host: the loopback address, not every address.  Listening where
+     * other hosts reach the switch is asked for by name (0.0.0.0, or the
+     * address those hosts use).
+     */
+    rc = getaddrinfo(host[0] ? host : "127.0.0.1", colon + 1, &hints, &res);
     if (rc != 0) {
         g_set_error(errp, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                     "TCP address \"%s\": %s", address, gai_strerror(rc));
@@ -213,10 +263,65 @@ static void switch_kicked(ArcticSwitch *sw)
     sw_flush_all(sw);
 }
 
+/*
+ * A listener that could not even close what it could not accept is not
+ * watched for a while (sw_accept()); the timer watches it again.
+ */
+void sw_listener_pause(ArcticSwitch *sw, int fd, struct sw_watch *watch)
+{
+    unsigned i;
+
+    for (i = 0; i < sw->paused; i++) {
+        if (sw->paused_fd[i] == fd) {
+            return;
+        }
+    }
+    g_assert(sw->paused < G_N_ELEMENTS(sw->paused_fd));
+    sw_log(sw, "out of descriptors: not accepting for %d ms",
+           SW_LISTEN_PAUSE_MS);
+    sw_loop_unwatch(sw, fd);
+    sw->paused_fd[sw->paused] = fd;
+    sw->paused_watch[sw->paused++] = watch;
+    sw->paused_until_ns = sw->now_ns + SW_LISTEN_PAUSE_MS * 1000000ull;
+    sw_arm_timer(sw, sw->paused_until_ns);
+}
+
+/* A listener about to be closed leaves the paused ones. */
+void sw_listener_forget(ArcticSwitch *sw, int fd)
+{
+    unsigned i;
+
+    for (i = 0; i < sw->paused; i++) {
+        if (sw->paused_fd[i] == fd) {
+            sw->paused--;
+            sw->paused_fd[i] = sw->paused_fd[sw->paused];
+            sw->paused_watch[i] = sw->paused_watch[sw->paused];
+            return;
+        }
+    }
+}
+
+static void listeners_resume(ArcticSwitch *sw)
+{
+    if (!sw->paused) {
+        return;
+    }
+    if (sw->now_ns < sw->paused_until_ns) {
+        sw_arm_timer(sw, sw->paused_until_ns);
+        return;
+    }
+    while (sw->paused > 0) {
+        sw->paused--;
+        sw_loop_watch(sw, sw->paused_fd[sw->paused],
+                      sw->paused_watch[sw->paused], EPOLLIN);
+    }
+}
+
 static void switch_timer(ArcticSwitch *sw)
 {
     sw_router_timer(sw);
     sw_port_timer(sw);
+    listeners_resume(sw);
 }
 
 /* --- the switch ------------------------------------------------------- */
@@ -262,6 +367,20 @@ static bool config_check(const ArcticSwitchConfig *c, GError **errp)
                     "--hop-latency-ns %u: at most 1 s", c->hop_latency_ns);
         return false;
     }
+    if (c->secret && (c->secret_len < ARCTIC_AUTH_KEY_MIN ||
+                      c->secret_len > ARCTIC_AUTH_KEY_MAX)) {
+        g_set_error(errp, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--secret: a key of %zu bytes: want %d..%d",
+                    c->secret_len, ARCTIC_AUTH_KEY_MIN, ARCTIC_AUTH_KEY_MAX);
+        return false;
+    }
+    if (c->tcp_address && !c->secret && !c->tcp_open) {
+        g_set_error(errp, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--tcp %s: anyone who reaches the port could join the "
+                    "cluster: give --secret FILE (docs/scale.md, \"Trust\"), "
+                    "or --tcp-open to let them", c->tcp_address);
+        return false;
+    }
     return true;
 }
 
@@ -279,6 +398,10 @@ ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
     sw->tcp_address = g_strdup(config->tcp_address);
     sw->config.socket_path = sw->socket_path;
     sw->config.tcp_address = sw->tcp_address;
+    if (config->secret) {
+        sw->secret = g_bytes_new(config->secret, config->secret_len);
+    }
+    sw->config.secret = NULL;
     sw->config.pcap_path = NULL;
     sw->ports = config->ports;
     sw->levels = config->levels ? config->levels
@@ -287,13 +410,15 @@ ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
     sw->loop.epoll_fd = sw->loop.wakeup_fd = sw->loop.timer_fd = -1;
     sw->read_buf = g_malloc(SW_CONN_INPUT_BUFFER);
     sw->unix_listen_fd = sw->tcp_listen_fd = -1;
+    sw->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     sw->port = g_new0(struct sw_port, sw->ports);
     sw->port_ops = &sw_router_port_ops;
     sw->start_ns = sw->now_ns = sw_clock_ns();
     sw_tree_init(sw, NULL);
     sw_faults_init(sw);
     if (!sw_loop_init(sw, switch_timer, switch_after_batch,
-                      sw_port_may_sleep, switch_kicked, errp)) {
+                      sw_port_may_sleep, switch_kicked, sw_port_cpu_wait,
+                      errp)) {
         goto fail;
     }
 
@@ -370,6 +495,8 @@ static void snapshot_in_loop(ArcticSwitch *sw, void *opaque)
     }
     st->cpu_handovers = __atomic_load_n(&sw->loop.cpu_handovers,
                                         __ATOMIC_RELAXED);
+    st->refused_no_fd = sw->refused_no_fd;
+    st->auth_failures = sw->auth_failures;
     sw_find_oldest(sw, sw_clock_ns(), st->oldest);
 }
 
@@ -409,6 +536,9 @@ void arctic_switch_free(ArcticSwitch *sw)
     if (sw->tcp_listen_fd >= 0) {
         close(sw->tcp_listen_fd);
     }
+    if (sw->reserve_fd >= 0) {
+        close(sw->reserve_fd);
+    }
     sw_loop_cleanup(sw);
     sw_tree_free(sw);
     sw_faults_free(sw);
@@ -416,5 +546,8 @@ void arctic_switch_free(ArcticSwitch *sw)
     g_free(sw->read_buf);
     g_free(sw->socket_path);
     g_free(sw->tcp_address);
+    if (sw->secret) {
+        g_bytes_unref(sw->secret);
+    }
     g_free(sw);
 }

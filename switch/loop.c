@@ -10,19 +10,22 @@
  * in a shared ring whose producer kicks only a consumer that said it
  * sleeps), and then the loop looks at its descriptors without sleeping.
  *
- * Beside it, one wake-up thread per CPU, bound to it, sleeps on an
- * eventfd that NIUs running on that CPU kick (link 1.2, arctic/link-ring.h):
- * woken there, it serves every ring as the loop does after a batch.  The
- * loop thread holds the model lock except while it sleeps; a wake-up
- * thread holds it while it serves.
+ * Beside it, one wake-up thread per CPU, bound to it, sleeps on the kick
+ * counters that NIUs running on that CPU raise in their rings' areas
+ * (link 1.3, arctic/link-ring.h): woken there, it serves every ring as the
+ * loop does after a batch.  The loop thread holds the model lock except while it
+ * sleeps; a wake-up thread holds it while it serves.
  */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -142,39 +145,89 @@ static void timer_ready(ArcticSwitch *sw, void *object, uint32_t events)
     sw->loop.on_timer(sw);
 }
 
-/* --- per-CPU wake-ups (arctic/link-ring.h, link 1.2) ---------------- */
+/* --- per-CPU wake-ups (arctic/link-ring.h, link 1.3) ---------------- */
 
 struct cpu_waker {
     ArcticSwitch *sw;
     unsigned cpu;
 };
 
+static long futex_waitv(struct futex_waitv *waiters, unsigned n)
+{
+    return syscall(SYS_futex_waitv, waiters, n, 0, NULL, CLOCK_MONOTONIC);
+}
+
+static void futex_wake(uint32_t *word, bool private)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE | (private ? FUTEX_PRIVATE_FLAG : 0),
+            INT_MAX, NULL, NULL, 0);
+}
+
 /*
- * The eventfds of the per-CPU wake-up threads, as many as the host has
- * CPUs (at most ARCTIC_CPU_WAKE_MAX); none if that fails, when the links
- * still work through each ring's own eventfd.
+ * One wake-up thread per CPU (as many as the host has, at most
+ * ARCTIC_CPU_WAKE_MAX), if the kernel can wait on several futexes at once
+ * (futex_waitv, Linux 5.16); none otherwise, when the links kick each
+ * ring's own wake-up socket, which the loop watches.
  */
 static void cpu_wake_init(ArcticSwitch *sw)
 {
     struct sw_loop *loop = &sw->loop;
     long cpus = sysconf(_SC_NPROCESSORS_CONF);
-    unsigned i, n = CLAMP(cpus, 1, ARCTIC_CPU_WAKE_MAX);
+    struct futex_waitv probe = {
+        .uaddr = (uintptr_t)&loop->cpu[0].control,
+        .val = 1,                       /* it holds 0: returns at once */
+        .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG,
+    };
 
-    loop->cpu_stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    for (i = 0; i < n && loop->cpu_stop_fd >= 0; i++) {
-        loop->cpu_wake_fd[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (loop->cpu_wake_fd[i] < 0) {
-            break;
-        }
-    }
-    if (i < n) {
-        g_warning("no per-CPU wake-ups: %s", g_strerror(errno));
-        while (i > 0) {
-            close(loop->cpu_wake_fd[--i]);
-        }
+    if (futex_waitv(&probe, 1) < 0 && errno == ENOSYS) {
+        g_warning("no per-CPU wake-ups: this kernel has no futex_waitv");
         return;
     }
-    loop->cpu_wakers = n;
+    loop->cpu_wakers = CLAMP(cpus, 1, ARCTIC_CPU_WAKE_MAX);
+}
+
+unsigned sw_loop_cpu_wakers(const ArcticSwitch *sw)
+{
+    return sw->loop.cpu_wakers;
+}
+
+/*
+ * Model lock: CPU @cpu's thread waits from now on for any of the @n words
+ * in @words to leave the value it holds now (a link's kick counter for
+ * that CPU: arctic/link-ring.h), and is told so (its control word).  The
+ * values are taken here, under the lock, by a thread that reads every
+ * ring after it: a kick that raised a counter before is served by that
+ * read, any later one wakes the thread.
+ */
+void sw_loop_cpu_wait_on(ArcticSwitch *sw, unsigned cpu, uint32_t *const *words,
+                         unsigned n)
+{
+    struct sw_cpu_waiter *w = &sw->loop.cpu[cpu];
+    unsigned i;
+
+    g_assert(n < SW_CPU_WAIT_MAX);
+    g_mutex_lock(&w->lock);
+    w->vec[0] = (struct futex_waitv) {
+        .uaddr = (uintptr_t)&w->control,
+        .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG,
+    };
+    for (i = 0; i < n; i++) {
+        w->vec[1 + i] = (struct futex_waitv) {
+            .uaddr = (uintptr_t)words[i],
+            .val = __atomic_load_n(words[i], __ATOMIC_ACQUIRE),
+            .flags = FUTEX_32,
+        };
+    }
+    w->n = 1 + n;
+    g_mutex_unlock(&w->lock);
+    /*
+     * A thread asleep on the old set takes the new one; the thread itself
+     * (serving its own kick) takes it before it sleeps again.
+     */
+    __atomic_fetch_add(&w->control, 1, __ATOMIC_RELEASE);
+    if (sw->loop.cpu_thread[cpu] != g_thread_self()) {
+        futex_wake(&w->control, true);
+    }
 }
 
 /*
@@ -220,64 +273,127 @@ bool sw_kick_release(struct sw_loop *loop)
     return kick_pending_take(loop);
 }
 
-/* Serve a kick (and any left to this thread meanwhile), or leave it. */
-static void cpu_wake_serve(ArcticSwitch *sw)
+/*
+ * Model lock: one kick's worth of service, by the thread of @self_cpu (-1:
+ * the loop thread).  Every CPU thread that woke for a kick and left it to
+ * the lock's holder (cpu_left), and the caller's own, has its counters
+ * taken again first (the owner's on_cpu_wait hook, which calls
+ * sw_loop_cpu_wait_on()): otherwise it would wake again at once for the
+ * kick served here.
+ */
+void sw_loop_serve_kick(ArcticSwitch *sw, int self_cpu)
+{
+    struct sw_loop *loop = &sw->loop;
+    unsigned cpu;
+
+    for (cpu = 0; cpu < loop->cpu_wakers; cpu++) {
+        if ((int)cpu == self_cpu ||
+            g_atomic_int_compare_and_exchange(&loop->cpu_left[cpu], 1, 0)) {
+            loop->on_cpu_wait(sw, cpu);
+        }
+    }
+    sw->now_ns = sw_clock_ns();
+    loop->on_kick(sw);
+}
+
+/*
+ * Serve a kick (and any left to this thread meanwhile), or leave it.  A
+ * ring that always has bytes (a flood) must not keep the model lock from
+ * the loop thread, which serves sockets and the control socket too: once
+ * the loop thread waits for the lock (loop_waiting), this thread lets go
+ * of it after the pass, and what is left is the loop's, which serves it
+ * beside its sockets (its may_sleep() says the rings have bytes).
+ */
+static void cpu_wake_serve(ArcticSwitch *sw, unsigned cpu)
 {
     struct sw_loop *loop = &sw->loop;
 
+    /* Before the claim: a holder that serves the kick retakes our set. */
+    g_atomic_int_set(&loop->cpu_left[cpu], 1);
     if (!sw_kick_claim(loop)) {
         return;
     }
+    g_atomic_int_set(&loop->cpu_left[cpu], 0);
     do {
         do {
-            sw->now_ns = sw_clock_ns();
-            loop->on_kick(sw);
+            sw_loop_serve_kick(sw, cpu);
+            if (g_atomic_int_get(&loop->loop_waiting)) {
+                g_mutex_unlock(&loop->model_lock);
+                return;
+            }
         } while (!loop->may_sleep(sw));
     } while (sw_kick_release(loop));
 }
 
 /*
  * One CPU's wake-up thread: bound to its CPU, so that an NIU running
- * there wakes it without an inter-processor interrupt, it serves every
- * ring under the model lock (the owner's on_kick hook), until the switch
- * may sleep again.
+ * there wakes it without an inter-processor interrupt.  It sleeps on the
+ * kick counters of every link for its CPU (futex_waitv), and on its
+ * control word, which lock holders change when they give it a new set
+ * (sw_loop_cpu_wait_on()); woken by a kick, it serves every ring under
+ * the model lock (the owner's on_kick hook) until the switch may sleep
+ * again.  The thread never reads the set's words outside the lock but
+ * through the kernel, so a link closed meanwhile costs it at most a
+ * fault (EFAULT) and a new set.
  */
 static gpointer cpu_wake_thread(gpointer opaque)
 {
-    struct cpu_waker *w = opaque;
-    ArcticSwitch *sw = w->sw;
+    struct cpu_waker *cw = opaque;
+    ArcticSwitch *sw = cw->sw;
     struct sw_loop *loop = &sw->loop;
+    struct sw_cpu_waiter *w = &loop->cpu[cw->cpu];
+    struct futex_waitv vec[SW_CPU_WAIT_MAX];
     cpu_set_t set;
-    uint64_t value;
+    unsigned n;
+    long woken;
     int err;
 
     CPU_ZERO(&set);
-    CPU_SET(w->cpu, &set);
+    CPU_SET(cw->cpu, &set);
     err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
     if (err) {
         /* Outside our cpuset: it still serves, only not CPU-locally. */
-        sw_log(sw, "wake-up thread of CPU %u not bound: %s", w->cpu,
+        sw_log(sw, "wake-up thread of CPU %u not bound: %s", cw->cpu,
                g_strerror(err));
     }
-    for (;;) {
-        struct pollfd pfd[2] = {
-            { .fd = loop->cpu_wake_fd[w->cpu], .events = POLLIN },
-            { .fd = loop->cpu_stop_fd, .events = POLLIN },
-        };
+    while (!g_atomic_int_get(&loop->cpu_stop)) {
+        uint32_t control = __atomic_load_n(&w->control, __ATOMIC_ACQUIRE);
 
-        if (poll(pfd, 2, -1) < 0) {
-            continue;       /* EINTR */
-        }
-        if (pfd[1].revents) {
+        g_mutex_lock(&w->lock);
+        n = w->n;
+        memcpy(vec, w->vec, n * sizeof(vec[0]));
+        g_mutex_unlock(&w->lock);
+        vec[0].val = control;
+        woken = futex_waitv(vec, n);
+        if (g_atomic_int_get(&loop->cpu_stop)) {
             break;
         }
-        if (read(pfd[0].fd, &value, sizeof(value)) < 0) {
-            continue;       /* EAGAIN: another look took it */
+        if (woken == 0 || (woken < 0 && errno != EAGAIN)) {
+            /* The control word (a new set) or a link gone: take it. */
+            continue;
         }
-        __atomic_fetch_add(&loop->cpu_wakeups[w->cpu], 1, __ATOMIC_RELAXED);
-        cpu_wake_serve(sw);
+        if (woken < 0 &&
+            __atomic_load_n(&w->control, __ATOMIC_ACQUIRE) != control) {
+            continue;
+        }
+        __atomic_fetch_add(&loop->cpu_wakeups[cw->cpu], 1, __ATOMIC_RELAXED);
+        cpu_wake_serve(sw, cw->cpu);
+        if (g_atomic_int_get(&loop->cpu_left[cw->cpu])) {
+            /*
+             * Left to the lock's holder, which takes our counters again
+             * and changes the control word: until then the old set
+             * would wake us at once.
+             */
+            while (g_atomic_int_get(&loop->cpu_left[cw->cpu]) &&
+                   !g_atomic_int_get(&loop->cpu_stop)) {
+                syscall(SYS_futex, &w->control,
+                        FUTEX_WAIT | FUTEX_PRIVATE_FLAG, control, NULL,
+                        NULL, 0);
+                control = __atomic_load_n(&w->control, __ATOMIC_ACQUIRE);
+            }
+        }
     }
-    g_free(w);
+    g_free(cw);
     return NULL;
 }
 
@@ -286,6 +402,7 @@ static void cpu_wake_start(ArcticSwitch *sw)
     struct sw_loop *loop = &sw->loop;
     unsigned i;
 
+    loop->cpu_stop = 0;
     for (i = 0; i < loop->cpu_wakers; i++) {
         struct cpu_waker *w = g_new(struct cpu_waker, 1);
 
@@ -298,43 +415,46 @@ static void cpu_wake_start(ArcticSwitch *sw)
 static void cpu_wake_stop(ArcticSwitch *sw)
 {
     struct sw_loop *loop = &sw->loop;
-    uint64_t value = 1;
     unsigned i;
 
     if (!loop->cpu_wakers) {
         return;
     }
-    if (write(loop->cpu_stop_fd, &value, sizeof(value)) < 0) {
-        /* Only EAGAIN is possible, and then the threads are told anyway. */
+    g_atomic_int_set(&loop->cpu_stop, 1);
+    for (i = 0; i < loop->cpu_wakers; i++) {
+        __atomic_fetch_add(&loop->cpu[i].control, 1, __ATOMIC_RELEASE);
+        futex_wake(&loop->cpu[i].control, true);
     }
     for (i = 0; i < loop->cpu_wakers; i++) {
         g_thread_join(loop->cpu_thread[i]);
         loop->cpu_thread[i] = NULL;
     }
-    if (read(loop->cpu_stop_fd, &value, sizeof(value)) < 0) {
-        /* Cannot fail: it was written above. */
-    }
-}
-
-unsigned sw_loop_cpu_wake_fds(const ArcticSwitch *sw, const int **fds)
-{
-    *fds = sw->loop.cpu_wake_fd;
-    return sw->loop.cpu_wakers;
 }
 
 bool sw_loop_init(ArcticSwitch *sw, void (*on_timer)(ArcticSwitch *sw),
                   void (*after_batch)(ArcticSwitch *sw),
                   bool (*may_sleep)(ArcticSwitch *sw),
-                  void (*on_kick)(ArcticSwitch *sw), GError **errp)
+                  void (*on_kick)(ArcticSwitch *sw),
+                  void (*on_cpu_wait)(ArcticSwitch *sw, unsigned cpu),
+                  GError **errp)
 {
     struct sw_loop *loop = &sw->loop;
+    unsigned i;
 
     loop->on_timer = on_timer;
     loop->after_batch = after_batch;
     loop->may_sleep = may_sleep;
     loop->on_kick = on_kick;
+    loop->on_cpu_wait = on_cpu_wait;
     g_mutex_init(&loop->model_lock);
-    loop->cpu_stop_fd = -1;
+    for (i = 0; i < ARCTIC_CPU_WAKE_MAX; i++) {
+        g_mutex_init(&loop->cpu[i].lock);
+        loop->cpu[i].n = 1;         /* the control word alone */
+        loop->cpu[i].vec[0] = (struct futex_waitv) {
+            .uaddr = (uintptr_t)&loop->cpu[i].control,
+            .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG,
+        };
+    }
     if (sw->config.rings && sw->config.cpu_wake) {
         cpu_wake_init(sw);
     }
@@ -360,6 +480,7 @@ bool sw_loop_init(ArcticSwitch *sw, void (*on_timer)(ArcticSwitch *sw),
 void sw_loop_cleanup(ArcticSwitch *sw)
 {
     struct sw_loop *loop = &sw->loop;
+    unsigned i;
 
     if (loop->epoll_fd >= 0) {
         close(loop->epoll_fd);
@@ -371,14 +492,11 @@ void sw_loop_cleanup(ArcticSwitch *sw)
         close(loop->timer_fd);
     }
     loop->epoll_fd = loop->wakeup_fd = loop->timer_fd = -1;
-    while (loop->cpu_wakers > 0) {
-        close(loop->cpu_wake_fd[--loop->cpu_wakers]);
-    }
-    if (loop->cpu_stop_fd >= 0) {
-        close(loop->cpu_stop_fd);
-        loop->cpu_stop_fd = -1;
-    }
+    loop->cpu_wakers = 0;
     g_mutex_clear(&loop->model_lock);
+    for (i = 0; i < ARCTIC_CPU_WAKE_MAX; i++) {
+        g_mutex_clear(&loop->cpu[i].lock);
+    }
     g_mutex_clear(&loop->invoke_lock);
     g_cond_clear(&loop->invoke_done);
 }
@@ -442,13 +560,15 @@ void arctic_switch_run(ArcticSwitch *sw)
          * kick left to this thread while it held the lock is served now.
          */
         if (sw_kick_release(loop)) {
-            sw->now_ns = sw_clock_ns();
-            loop->on_kick(sw);
+            sw_loop_serve_kick(sw, -1);
             continue;
         }
         n = epoll_wait(loop->epoll_fd, events, G_N_ELEMENTS(events),
                        sleep ? -1 : 0);
+        /* A wake-up thread serving a flood lets go after its pass. */
+        g_atomic_int_set(&loop->loop_waiting, 1);
         g_mutex_lock(&loop->model_lock);
+        g_atomic_int_set(&loop->loop_waiting, 0);
 
         if (n < 0) {
             if (errno == EINTR) {

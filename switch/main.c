@@ -7,17 +7,19 @@
  * unlinked and the counters are printed.
  */
 #include <glib-unix.h>
+#include <glib/gstdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "switch.h"
 
 typedef struct {
-    char *socket_path, *tcp_address, *control_path, *pcap_path;
+    char *socket_path, *tcp_address, *control_path, *pcap_path, *secret_path;
     int ports, levels, credits, buffers, hop_latency_ns, handshake_timeout_ms;
     int credit_delay_us;
     double link_mbytes;
     gint64 seed;
-    gboolean timing, verbose, no_stats, no_rings, no_cpu_wake;
+    gboolean timing, verbose, no_stats, no_rings, no_cpu_wake, tcp_open;
     char **faults;
 } Options;
 
@@ -29,6 +31,7 @@ static void options_clear(Options *o)
     g_free(o->tcp_address);
     g_free(o->control_path);
     g_free(o->pcap_path);
+    g_free(o->secret_path);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Options, options_clear)
 
@@ -45,6 +48,34 @@ static gpointer switch_thread(gpointer opaque)
     arctic_switch_run(opaque);
     g_main_loop_quit(main_loop);
     return NULL;
+}
+
+/*
+ * The cluster's key: the bytes of @path, exactly (an NIU's QEMU reads the
+ * same file with -object secret,file=).  A key others may read protects
+ * nothing, so such a file is refused, as ssh refuses its keys.
+ */
+static GBytes *secret_load(const char *path, GError **errp)
+{
+    struct stat st;
+    char *data;
+    gsize len;
+
+    if (g_stat(path, &st) < 0) {
+        g_set_error(errp, G_FILE_ERROR, g_file_error_from_errno(errno),
+                    "--secret %s: %s", path, g_strerror(errno));
+        return NULL;
+    }
+    if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+        g_set_error(errp, G_FILE_ERROR, G_FILE_ERROR_PERM,
+                    "--secret %s: mode %04o lets others read the key; "
+                    "chmod 600 it", path, (unsigned)(st.st_mode & 07777));
+        return NULL;
+    }
+    if (!g_file_get_contents(path, &data, &len, errp)) {
+        return NULL;
+    }
+    return g_bytes_new_take(data, len);
 }
 
 static bool nonnegative(const char *name, int value, GError **errp)
@@ -73,8 +104,16 @@ int main(int argc, char **argv)
         { "socket", 's', 0, G_OPTION_ARG_FILENAME, &o.socket_path,
           "Listen for NIUs on this UNIX socket", "PATH" },
         { "tcp", 't', 0, G_OPTION_ARG_STRING, &o.tcp_address,
-          "Also listen for NIUs on TCP (e.g. 0.0.0.0:7000; port 0: any, said "
-          "on stderr)", "HOST:PORT" },
+          "Also listen for NIUs on TCP (needs --secret; :PORT is the "
+          "loopback address, 0.0.0.0:PORT every one; port 0: any, said on "
+          "stderr)", "HOST:PORT" },
+        { "secret", 0, 0, G_OPTION_ARG_FILENAME, &o.secret_path,
+          "The cluster's key, 16..1024 bytes, a file only its owner may "
+          "read: every NIU must prove it knows it (link 1.3), and the "
+          "switch proves it too", "FILE" },
+        { "tcp-open", 0, 0, G_OPTION_ARG_NONE, &o.tcp_open,
+          "Let --tcp run without --secret: anyone who reaches the port may "
+          "join as any free node", NULL },
         { "control", 'c', 0, G_OPTION_ARG_FILENAME, &o.control_path,
           "JSON control socket for arctic-ctl", "PATH" },
         { "ports", 'n', 0, G_OPTION_ARG_INT, &o.ports,
@@ -128,6 +167,7 @@ int main(int argc, char **argv)
         g_option_context_new("- the Arctic fat-tree network for arctic-niu "
                              "QEMU instances");
     g_autoptr(GError) err = NULL;
+    g_autoptr(GBytes) secret = NULL;
     ArcticSwitchConfig config;
     ArcticSwitch *sw;
     ArcticSwitchControl *control = NULL;
@@ -173,9 +213,21 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    if (o.secret_path) {
+        secret = secret_load(o.secret_path, &err);
+        if (!secret) {
+            g_printerr("arctic-switch: %s\n", err->message);
+            return 2;
+        }
+    }
+
     arctic_switch_config_init(&config);
     config.socket_path = o.socket_path;
     config.tcp_address = o.tcp_address;
+    config.tcp_open = o.tcp_open;
+    if (secret) {
+        config.secret = g_bytes_get_data(secret, &config.secret_len);
+    }
     config.pcap_path = o.pcap_path;
     config.ports = o.ports;
     config.levels = o.levels;

@@ -24,6 +24,9 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <limits.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,7 +36,6 @@
 #include "switch-internal.h"
 
 static void conn_ready(ArcticSwitch *sw, void *object, uint32_t events);
-static void ring_ready(ArcticSwitch *sw, void *object, uint32_t events);
 static void conn_parse(ArcticSwitch *sw, struct sw_conn *conn,
                        const uint8_t *data, size_t len);
 
@@ -101,13 +103,35 @@ static void conn_poll_out(ArcticSwitch *sw, struct sw_conn *conn, bool on)
     }
 }
 
-static void ring_kick(int fd)
+/*
+ * Kick the NIU: its counter in the area, and a FUTEX_WAKE of every waiter
+ * (arctic/link-ring.h), which nothing the NIU does can block.
+ */
+static void rings_kick_niu(struct sw_rings *r)
 {
-    uint64_t one = 1;
+    struct arctic_ring_area *area = r->area;
 
-    if (write(fd, &one, sizeof(one)) < 0) {
-        /* EAGAIN: the counter is full, so a wake-up is pending anyway. */
+    __atomic_fetch_add(&area->kicks.niu, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &area->kicks.niu, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/*
+ * The NIU took back a sleep or wait flag the switch had set: that allows
+ * it one kick.  What it allows is bounded, so that a link cannot save up
+ * its allowance while busy and flood the switch with it later.
+ */
+static void rings_invite(struct sw_rings *r)
+{
+    r->invited = MIN(r->invited + 1, r->kicks + SW_KICK_SLACK);
+}
+
+/* The switch looks at @r's ring out again: was its wait flag taken? */
+static void rings_wait_over(struct sw_rings *r)
+{
+    if (r->wait_set && arctic_ring_producer_awake_taken(&r->out)) {
+        rings_invite(r);
     }
+    r->wait_set = false;
 }
 
 /*
@@ -119,6 +143,7 @@ static bool conn_send_ring(struct sw_conn *conn)
 {
     struct sw_rings *r = conn->rings;
 
+    rings_wait_over(r);
     while (conn->output_start < conn->output_end) {
         size_t n = arctic_ring_write(&r->out,
                                      conn->output + conn->output_start,
@@ -131,9 +156,10 @@ static bool conn_send_ring(struct sw_conn *conn)
         if (n) {
             conn->output_start += n;
             if (arctic_ring_wake_consumer(&r->out)) {
-                ring_kick(r->kick_fd);
+                rings_kick_niu(r);
             }
         } else if (arctic_ring_producer_wait(&r->out, 1)) {
+            r->wait_set = true;
             conn->waiting_room = true;
             return true;
         }
@@ -168,47 +194,6 @@ static bool conn_send(ArcticSwitch *sw, struct sw_conn *conn)
     }
     conn->output_start = conn->output_end = 0;
     conn_poll_out(sw, conn, false);
-    return true;
-}
-
-/*
- * The WELCOME, the first frame on @conn, whole in one message with the
- * per-CPU wake-up eventfds attached (arctic/link-ring.h).  False if it
- * did not all go.
- */
-static bool conn_send_welcome_fds(struct sw_conn *conn, const int *fds,
-                                  unsigned n)
-{
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int) * ARCTIC_CPU_WAKE_MAX)];
-    } control;
-    struct iovec iov = {
-        .iov_base = conn->output + conn->output_start,
-        .iov_len = conn->output_end - conn->output_start,
-    };
-    struct msghdr msg = {
-        .msg_iov = &iov,
-        .msg_iovlen = 1,
-        .msg_control = control.buf,
-        .msg_controllen = CMSG_SPACE(sizeof(int) * n),
-    };
-    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-    ssize_t sent;
-
-    memset(&control, 0, sizeof(control));
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * n);
-    memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * n);
-    do {
-        sent = sendmsg(conn->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    } while (sent < 0 && errno == EINTR);
-    if (sent != (ssize_t)iov.iov_len) {
-        conn->send_failure = ARCTIC_DISCONNECT_IO_ERROR;
-        return false;
-    }
-    conn->output_start = conn->output_end = 0;
     return true;
 }
 
@@ -313,53 +298,126 @@ static void close_offered(struct sw_conn *conn)
     conn->offered = 0;
 }
 
-static void rings_free(ArcticSwitch *sw, struct sw_conn *conn)
-{
-    struct sw_rings *r = conn->rings;
+static void ring_woken(ArcticSwitch *sw, void *object, uint32_t events);
 
-    if (!r) {
-        return;
+/*
+ * Every CPU thread's set of kick counters anew, after a link joined, left,
+ * or was muted or heard again.
+ */
+static void rings_cpu_sets_changed(ArcticSwitch *sw)
+{
+    unsigned cpu;
+
+    for (cpu = 0; cpu < sw_loop_cpu_wakers(sw); cpu++) {
+        sw_port_cpu_wait(sw, cpu);
     }
-    sw_loop_unwatch(sw, r->wake_fd);
-    munmap(r->area, r->area_size);
-    close(r->wake_fd);
-    close(r->kick_fd);
-    g_free(r);
-    conn->rings = NULL;
 }
 
-/* Is @fd an eventfd?  Anything else could block a write or refuse epoll. */
-static bool is_eventfd(int fd)
+/*
+ * Listen to @r's kicks, or stop: its wake-up socket in the loop's set and,
+ * with CPU_WAKE, its kick counters in the CPU threads' sets.
+ */
+static void rings_watch(ArcticSwitch *sw, struct sw_rings *r, bool on)
 {
-    char path[64], target[64];
-    ssize_t n;
-
-    g_snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    n = readlink(path, target, sizeof(target) - 1);
-    if (n < 0) {
-        return false;
+    if (r->watched == on) {
+        return;
     }
-    target[n] = '\0';
-    return strcmp(target, "anon_inode:[eventfd]") == 0;
+    r->watched = on;
+    if (on) {
+        sw_loop_watch(sw, r->wake_fd, &r->watch.watch, EPOLLIN);
+    } else {
+        sw_loop_unwatch(sw, r->wake_fd);
+    }
+    if (r->cpu_wake) {
+        rings_cpu_sets_changed(sw);
+    }
+}
+
+/*
+ * Let go of rings, adopted or in use: out of the sets, unmapped, every
+ * descriptor closed.  The structure itself stays for the caller to free:
+ * events taken before the model lock may still name its watch.
+ */
+static void rings_release(ArcticSwitch *sw, struct sw_rings *r)
+{
+    if (!r || !r->area) {
+        return;
+    }
+    rings_watch(sw, r, false);
+    if (r->cpu_wake) {
+        sw->cpu_wake_links--;
+        r->cpu_wake = false;
+    }
+    munmap(r->area, r->area_size);
+    r->area = NULL;
+    close(r->wake_fd);
+}
+
+/* Rings that were never watched: released and freed at once. */
+static void rings_free(ArcticSwitch *sw, struct sw_rings *r)
+{
+    rings_release(sw, r);
+    g_free(r);
+}
+
+static void rings_mute(ArcticSwitch *sw, struct sw_conn *conn);
+
+/*
+ * CPU @cpu's thread gets the kick counters of every link it serves, with
+ * their values now (sw_loop_cpu_wait_on()).  What each counter rose by
+ * since it was last looked at is that link's kicks, counted against what
+ * the switch asked for: a link far beyond it is muted, and left out.
+ */
+void sw_port_cpu_wait(ArcticSwitch *sw, unsigned cpu)
+{
+    uint32_t *words[SW_CPU_WAIT_MAX];
+    struct sw_conn *conn;
+    unsigned n = 0;
+
+    for (conn = sw->conns; conn; conn = conn->next) {
+        struct sw_rings *r = conn->rings;
+        struct arctic_ring_area *area;
+        uint32_t now;
+
+        if (!r || !r->cpu_wake || !r->watched ||
+            conn->state != SW_CONN_LIVE) {
+            continue;
+        }
+        area = r->area;
+        now = __atomic_load_n(&area->kicks.cpu[cpu], __ATOMIC_ACQUIRE);
+        r->kicks += (uint32_t)(now - r->cpu_seen[cpu]);
+        r->cpu_seen[cpu] = now;
+        if (r->kicks > r->invited + SW_KICK_SLACK) {
+            rings_mute(sw, conn);       /* leaves the other sets too */
+            continue;
+        }
+        g_assert(n < SW_CPU_WAIT_MAX - 1);
+        words[n++] = &area->kicks.cpu[cpu];
+    }
+    sw_loop_cpu_wait_on(sw, cpu, words, n);
 }
 
 /*
  * Take the rings @conn's HELLO offered: a memfd sealed against shrinking
  * (so that the NIU cannot take pages from under us) holding a valid area,
- * and two eventfds.  NULL, with the reason in *@why, if they will not do;
- * the NIU then stays on its socket.
+ * and the switch's end of the link's wake-up socket pair.  NULL, with the
+ * reason in *@why, if they will not do; the NIU then stays on its socket.
  */
 static struct sw_rings *rings_adopt(struct sw_conn *conn, const char **why)
 {
     int area_fd = conn->offered_fds[ARCTIC_RING_FD_AREA];
-    int wake_fd = conn->offered_fds[ARCTIC_RING_FD_SWITCH_WAKE];
-    int kick_fd = conn->offered_fds[ARCTIC_RING_FD_NIU_WAKE];
+    int wake_fd = conn->offered_fds[ARCTIC_RING_FD_WAKE];
     struct sw_rings *r;
     struct stat st;
     uint32_t data_size;
     void *area;
     int seals;
 
+    if (conn->hello_minor < 3) {
+        /* 1.1 and 1.2 kick eventfds, which either side can block. */
+        *why = "the NIU speaks link 1.2 or older (shared eventfds)";
+        return NULL;
+    }
     if (conn->offered != ARCTIC_RING_FDS) {
         *why = "HELLO carried the wrong number of descriptors";
         return NULL;
@@ -370,8 +428,8 @@ static struct sw_rings *rings_adopt(struct sw_conn *conn, const char **why)
         *why = "the ring area is not a memfd sealed against shrinking";
         return NULL;
     }
-    if (!is_eventfd(wake_fd) || !is_eventfd(kick_fd)) {
-        *why = "a wake-up descriptor is not an eventfd";
+    if (!sw_is_wake_socket(wake_fd)) {
+        *why = "the wake-up descriptor is not a UNIX stream socket";
         return NULL;
     }
     area = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
@@ -391,9 +449,10 @@ static struct sw_rings *rings_adopt(struct sw_conn *conn, const char **why)
     arctic_ring_attach(&r->in, area, data_size, ARCTIC_RING_TO_SWITCH);
     arctic_ring_attach(&r->out, area, data_size, ARCTIC_RING_TO_NIU);
     r->wake_fd = wake_fd;
-    r->kick_fd = kick_fd;
-    g_unix_set_fd_nonblocking(wake_fd, TRUE, NULL);
-    g_unix_set_fd_nonblocking(kick_fd, TRUE, NULL);
+    r->watch.watch.ready = ring_woken;
+    r->watch.watch.object = &r->watch;
+    r->watch.conn = conn;
+    r->watch.fd = wake_fd;
     close(area_fd);             /* the mapping keeps the memory */
     conn->offered = 0;
     return r;
@@ -410,25 +469,59 @@ static void ring_room(ArcticSwitch *sw, struct sw_conn *conn)
     }
 }
 
-/* The NIU kicked us: its ring has bytes, or ours has room again. */
-static void ring_ready(ArcticSwitch *sw, void *object, uint32_t events)
+/*
+ * The NIU sent more kicks than the switch asked for: its wake-up sockets
+ * are ignored for a while (the periodic look still reads its ring), so
+ * that a flood of kicks costs the switch little more than the flooder.
+ */
+static void rings_mute(ArcticSwitch *sw, struct sw_conn *conn)
 {
-    struct sw_conn *conn = object;
-    uint64_t value;
+    struct sw_rings *r = conn->rings;
 
-    if (conn->state == SW_CONN_CLOSING || !conn->rings) {
+    sw_log(sw, "port %d: %" G_GUINT64_FORMAT " kicks, %" G_GUINT64_FORMAT
+           " asked for: its "
+           "wake-ups are ignored for %d ms", conn->port, r->kicks,
+           r->invited, SW_KICK_MUTE_MS);
+    sw->port[conn->port].stats.kick_floods++;
+    rings_watch(sw, r, false);
+    r->muted_until_ns = sw->now_ns + SW_KICK_MUTE_MS * 1000000ull;
+    sw_arm_timer(sw, r->muted_until_ns);
+}
+
+/*
+ * The link's wake-up socket was kicked: its ring has bytes, or ours has
+ * room again.  The bytes are read with every ring's after the batch.
+ */
+static void ring_woken(ArcticSwitch *sw, void *object, uint32_t events)
+{
+    struct sw_wake_watch *w = object;
+    struct sw_conn *conn = w->conn;
+    struct sw_rings *r = conn->rings;
+    int kicks;
+
+    if (conn->state == SW_CONN_CLOSING || !r) {
         return;
     }
-    if (read(conn->rings->wake_fd, &value, sizeof(value)) < 0) {
-        /* EAGAIN: an earlier batch took the count. */
+    kicks = sw_drain(w->fd);
+    if (kicks < 0) {
+        /*
+         * The NIU closed its end: its link is going, and its socket says
+         * so too.  Until then the periodic look reads its ring; a socket
+         * that says "end" for ever must not wake the switch for ever.
+         */
+        rings_watch(sw, r, false);
+        return;
     }
-    /* The bytes are read with every ring's after the batch. */
+    r->kicks += kicks;
+    if (conn->state == SW_CONN_LIVE && r->kicks > r->invited + SW_KICK_SLACK) {
+        rings_mute(sw, conn);
+    }
     ring_room(sw, conn);
 }
 
 /*
  * A per-CPU wake-up thread was kicked (loop.c): it does not say by which
- * NIU, so every ring that waits for room is tried, as ring_ready() tries
+ * NIU, so every ring that waits for room is tried, as ring_woken() tries
  * one; the bytes are read with every ring's after it.
  */
 void sw_port_rings_kicked(ArcticSwitch *sw)
@@ -443,30 +536,38 @@ void sw_port_rings_kicked(ArcticSwitch *sw)
     }
 }
 
-/* What @conn's NIU put in its ring goes through the frame reader. */
+/*
+ * What @conn's NIU put in its ring goes through the frame reader: one
+ * read of at most SW_CONN_INPUT_BUFFER bytes per pass, as a socket gets
+ * one recv() per event, so that a ring that is always full cannot take
+ * the switch from the others (sw_port_may_sleep() sends the loop round
+ * again for what is left).
+ */
 static void ring_input(ArcticSwitch *sw, struct sw_conn *conn)
 {
     struct sw_rings *r = conn->rings;
+    size_t n;
 
-    arctic_ring_consumer_awake(&r->in);
-    while (conn->state == SW_CONN_LIVE) {
-        size_t n = arctic_ring_read(&r->in, sw->read_buf,
-                                    SW_CONN_INPUT_BUFFER);
-
-        if (n == ARCTIC_RING_BROKEN) {
-            sw_log(sw, "port %d: its ring's indices are impossible",
-                   conn->port);
-            sw_conn_close(sw, conn, ARCTIC_DISCONNECT_BROKEN_RING);
-            return;
-        }
-        if (!n) {
-            return;
-        }
-        if (arctic_ring_wake_producer(&r->in)) {
-            ring_kick(r->kick_fd);
-        }
-        conn_parse(sw, conn, sw->read_buf, n);
+    if (conn->state != SW_CONN_LIVE) {
+        return;     /* closed meanwhile: its area is gone */
     }
+    if (arctic_ring_consumer_awake_taken(&r->in) && r->sleep_set) {
+        rings_invite(r);
+    }
+    r->sleep_set = false;
+    n = arctic_ring_read(&r->in, sw->read_buf, SW_CONN_INPUT_BUFFER);
+    if (n == ARCTIC_RING_BROKEN) {
+        sw_log(sw, "port %d: its ring's indices are impossible", conn->port);
+        sw_conn_close(sw, conn, ARCTIC_DISCONNECT_BROKEN_RING);
+        return;
+    }
+    if (!n) {
+        return;
+    }
+    if (arctic_ring_wake_producer(&r->in)) {
+        rings_kick_niu(r);
+    }
+    conn_parse(sw, conn, sw->read_buf, n);
 }
 
 /* Each batch: every ring's input (its NIU kicks only a sleeping switch). */
@@ -491,10 +592,13 @@ bool sw_port_may_sleep(ArcticSwitch *sw)
     struct sw_conn *conn;
 
     for (conn = sw->conns; conn; conn = conn->next) {
-        if (conn->rings && conn->state == SW_CONN_LIVE &&
-            !arctic_ring_consumer_sleep(&conn->rings->in)) {
+        if (!conn->rings || conn->state != SW_CONN_LIVE) {
+            continue;
+        }
+        if (!arctic_ring_consumer_sleep(&conn->rings->in)) {
             return false;
         }
+        conn->rings->sleep_set = true;
     }
     return true;
 }
@@ -514,7 +618,8 @@ static struct sw_conn *oldest_pending_conn(ArcticSwitch *sw)
     struct sw_conn *conn, *oldest = NULL;
 
     for (conn = sw->conns; conn; conn = conn->next) {
-        if (conn->state == SW_CONN_HANDSHAKE &&
+        if ((conn->state == SW_CONN_HANDSHAKE ||
+             conn->state == SW_CONN_AUTH) &&
             (!oldest ||
              conn->handshake_deadline_ns < oldest->handshake_deadline_ns)) {
             oldest = conn;
@@ -547,8 +652,6 @@ struct sw_conn *sw_conn_new(ArcticSwitch *sw, int fd)
     conn = g_new0(struct sw_conn, 1);
     conn->watch.ready = conn_ready;
     conn->watch.object = conn;
-    conn->ring_watch.ready = ring_ready;
-    conn->ring_watch.object = conn;
     conn->fd = fd;
     conn->port = -1;
     conn->state = SW_CONN_HANDSHAKE;
@@ -584,7 +687,15 @@ void sw_conn_close(ArcticSwitch *sw, struct sw_conn *conn,
                    MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     close_offered(conn);
-    rings_free(sw, conn);
+    if (conn->rings && conn->rings->area) {
+        struct arctic_ring_area *area = conn->rings->area;
+
+        /* The NIU, asleep on its counter, looks at the socket now. */
+        __atomic_store_n(&area->kicks.closing, 1, __ATOMIC_RELEASE);
+        rings_kick_niu(conn->rings);
+    }
+    /* Freed with the connection, after the batch (its watches). */
+    rings_release(sw, conn->rings);
     if (conn->port >= 0) {
         struct sw_port *port = &sw->port[conn->port];
         struct sw_link *link = &port->link;
@@ -641,6 +752,7 @@ void sw_port_bury_closed(ArcticSwitch *sw)
 
     while ((conn = sw->graveyard)) {
         sw->graveyard = conn->next;
+        g_free(conn->rings);
         g_free(conn->output);
         g_free(conn);
     }
@@ -721,17 +833,95 @@ static struct sw_rings *welcome_rings(ArcticSwitch *sw, struct sw_conn *conn)
     return rings;
 }
 
+/* --- authentication (arctic/link.h, link 1.3) ------------------------ */
+
+static void accept_hello(ArcticSwitch *sw, struct sw_conn *conn,
+                         const uint8_t *body);
+
+/* HMAC-SHA256 with the cluster's key of arctic_auth_message()'s bytes. */
+static void auth_mac(ArcticSwitch *sw, enum arctic_auth_role role,
+                     const uint8_t *their_nonce, const uint8_t *our_nonce,
+                     const uint8_t *hello_body,
+                     uint8_t mac[ARCTIC_AUTH_MAC_SIZE])
+{
+    uint8_t message[ARCTIC_AUTH_MESSAGE_SIZE];
+    unsigned len = arctic_auth_message(message, role, their_nonce, our_nonce,
+                                       hello_body);
+    gsize key_len, mac_len = ARCTIC_AUTH_MAC_SIZE;
+    const uint8_t *key = g_bytes_get_data(sw->secret, &key_len);
+    GHmac *hmac = g_hmac_new(G_CHECKSUM_SHA256, key, key_len);
+
+    g_hmac_update(hmac, message, len);
+    g_hmac_get_digest(hmac, mac, &mac_len);
+    g_hmac_unref(hmac);
+}
+
+/*
+ * A switch with a secret answers a good HELLO with a fresh nonce and
+ * waits for the NIU's proof (the handshake timeout still runs).
+ */
+static void auth_challenge(ArcticSwitch *sw, struct sw_conn *conn,
+                           const struct arctic_hello *hello,
+                           const uint8_t *body)
+{
+    uint8_t *frame;
+
+    if (hello->version_minor < 3) {
+        reject(sw, conn, ARCTIC_REJECT_AUTH, ARCTIC_DISCONNECT_REJECTED,
+               "this switch wants a secret: link 1.3 or later");
+        return;
+    }
+    if (getrandom(conn->nonce, sizeof(conn->nonce), 0) !=
+        sizeof(conn->nonce)) {
+        reject(sw, conn, ARCTIC_REJECT_AUTH, ARCTIC_DISCONNECT_REJECTED,
+               "the switch has no randomness for a challenge");
+        return;
+    }
+    memcpy(conn->hello_body, body, ARCTIC_HELLO_SIZE);
+    frame = conn_output_reserve(conn, ARCTIC_LINK_HEADER_SIZE +
+                                         ARCTIC_AUTH_CHALLENGE_SIZE);
+    arctic_frame_header_encode(frame, ARCTIC_FRAME_AUTH_CHALLENGE,
+                               ARCTIC_AUTH_CHALLENGE_SIZE);
+    memcpy(frame + ARCTIC_LINK_HEADER_SIZE, conn->nonce,
+           ARCTIC_AUTH_CHALLENGE_SIZE);
+    conn->state = SW_CONN_AUTH;
+    conn_queue_flush(sw, conn);
+}
+
+/*
+ * The NIU's answer: its MAC of our nonce, its nonce and its HELLO must be
+ * the one the key gives; then the switch proves the key in turn and
+ * takes the HELLO.
+ */
+static void auth_response(ArcticSwitch *sw, struct sw_conn *conn,
+                          const uint8_t *body)
+{
+    const uint8_t *niu_nonce = body;
+    uint8_t want[ARCTIC_AUTH_MAC_SIZE];
+    uint8_t *frame;
+
+    auth_mac(sw, ARCTIC_AUTH_NIU, conn->nonce, niu_nonce, conn->hello_body,
+             want);
+    if (!arctic_auth_mac_equal(want, body + ARCTIC_AUTH_NONCE_SIZE)) {
+        sw->auth_failures++;
+        reject(sw, conn, ARCTIC_REJECT_AUTH, ARCTIC_DISCONNECT_REJECTED,
+               "the NIU did not prove it knows the cluster's secret");
+        return;
+    }
+    frame = conn_output_reserve(conn, ARCTIC_LINK_HEADER_SIZE +
+                                         ARCTIC_AUTH_PROOF_SIZE);
+    arctic_frame_header_encode(frame, ARCTIC_FRAME_AUTH_PROOF,
+                               ARCTIC_AUTH_PROOF_SIZE);
+    auth_mac(sw, ARCTIC_AUTH_SWITCH, niu_nonce, conn->nonce,
+             conn->hello_body, frame + ARCTIC_LINK_HEADER_SIZE);
+    conn->state = SW_CONN_HANDSHAKE;
+    accept_hello(sw, conn, conn->hello_body);
+}
+
 static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
                          const uint8_t *body)
 {
     struct arctic_hello hello;
-    struct arctic_welcome welcome = { 0 };
-    struct sw_rings *rings;
-    const int *cpu_fds;
-    unsigned cpu_wake;
-    struct sw_port *port;
-    struct sw_link *link;
-    uint8_t *frame;
     unsigned prio;
 
     arctic_hello_decode(body, &hello);
@@ -763,6 +953,31 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
                sw->ports - 1);
         return;
     }
+    if (sw->secret) {
+        auth_challenge(sw, conn, &hello, body);
+        return;
+    }
+    accept_hello(sw, conn, body);
+}
+
+/*
+ * A HELLO, checked and (with a secret) authenticated: the NIU gets its
+ * port and a WELCOME, with the rings it offered if they will do.
+ */
+static void accept_hello(ArcticSwitch *sw, struct sw_conn *conn,
+                         const uint8_t *body)
+{
+    struct arctic_hello hello;
+    struct arctic_welcome welcome = { 0 };
+    struct sw_rings *rings;
+    bool cpu_wake;
+    unsigned i;
+    struct sw_port *port;
+    struct sw_link *link;
+    uint8_t *frame;
+    unsigned prio;
+
+    arctic_hello_decode(body, &hello);
     port = &sw->port[hello.node_id];
     link = &port->link;
     if (link->conn && conn_still_alive(link->conn)) {
@@ -776,6 +991,7 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
 
     sw->pending_conns--;
     conn->port = hello.node_id;
+    conn->hello_minor = hello.version_minor;
     conn->state = SW_CONN_LIVE;
     link->conn = conn;
     port->stats.connects++;
@@ -800,12 +1016,12 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
     welcome.num_nodes = sw->ports;
     welcome.levels = sw->levels;
     rings = welcome_rings(sw, conn);
-    /* An NIU of link 1.2 or later on the rings kicks the CPU's thread. */
-    cpu_wake = rings && hello.version_minor >= 2
-               ? sw_loop_cpu_wake_fds(sw, &cpu_fds) : 0;
-    if (!cpu_wake) {
-        cpu_fds = NULL;
-    }
+    /*
+     * An NIU on the rings kicks its CPU's thread through its area, as
+     * long as the threads can wait on one more link (SW_CPU_WAIT_MAX).
+     */
+    cpu_wake = rings && sw_loop_cpu_wakers(sw) &&
+               sw->cpu_wake_links < SW_CPU_WAIT_MAX - 1;
     frame = conn_output_reserve(conn, ARCTIC_LINK_HEADER_SIZE +
                                          ARCTIC_WELCOME_SIZE);
     arctic_frame_header_encode_flags(frame, ARCTIC_FRAME_WELCOME,
@@ -821,13 +1037,26 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
          * The WELCOME goes on the socket now, every later frame in the
          * rings; the NIU reads the rings only once it has the WELCOME.
          */
-        if (!(cpu_fds ? conn_send_welcome_fds(conn, cpu_fds, cpu_wake)
-                      : conn_send(sw, conn)) || conn->output_end) {
+        struct arctic_ring_area *area = rings->area;
+
+        if (!conn_send(sw, conn) || conn->output_end) {
+            rings_free(sw, rings);
             sw_conn_close(sw, conn, ARCTIC_DISCONNECT_IO_ERROR);
             return;
         }
         conn->rings = rings;
-        sw_loop_watch(sw, rings->wake_fd, &conn->ring_watch, EPOLLIN);
+        if (cpu_wake) {
+            /* Whatever the counters hold now is no kick. */
+            for (i = 0; i < ARCTIC_CPU_WAKE_MAX; i++) {
+                rings->cpu_seen[i] = __atomic_load_n(&area->kicks.cpu[i],
+                                                     __ATOMIC_ACQUIRE);
+            }
+            rings->cpu_wake = true;
+            sw->cpu_wake_links++;
+        }
+        rings_watch(sw, rings, true);
+        /* The periodic look at every ring (sw_port_timer()). */
+        sw_arm_timer(sw, sw->now_ns + ARCTIC_RING_LOOK_MS * 1000000ull);
     }
     conn_queue_flush(sw, conn);
     sw->port_ops->ready(sw, conn->port);
@@ -917,7 +1146,8 @@ static void conn_parse(ArcticSwitch *sw, struct sw_conn *conn,
             return;
         case ARCTIC_FRAME_MALFORMED:
             /* Past a bad header the stream cannot be framed again. */
-            if (conn->state == SW_CONN_HANDSHAKE) {
+            if (conn->state == SW_CONN_HANDSHAKE ||
+                conn->state == SW_CONN_AUTH) {
                 reject(sw, conn, ARCTIC_REJECT_MALFORMED,
                        frame_error_reason(r->error),
                        "bad frame header (type %u, flags %u, length %u)",
@@ -930,7 +1160,16 @@ static void conn_parse(ArcticSwitch *sw, struct sw_conn *conn,
             }
             return;
         case ARCTIC_FRAME_WHOLE:
-            if (conn->state != SW_CONN_HANDSHAKE) {
+            if (conn->state == SW_CONN_AUTH) {
+                if (r->header.type != ARCTIC_FRAME_AUTH_RESPONSE) {
+                    reject(sw, conn, ARCTIC_REJECT_AUTH,
+                           ARCTIC_DISCONNECT_UNEXPECTED_FRAME,
+                           "frame type %u instead of AUTH_RESPONSE",
+                           r->header.type);
+                    return;
+                }
+                auth_response(sw, conn, r->body);
+            } else if (conn->state != SW_CONN_HANDSHAKE) {
                 handle_live_frame(sw, conn, &r->header, r->body);
             } else if (r->header.type != ARCTIC_FRAME_HELLO) {
                 reject(sw, conn, ARCTIC_REJECT_MALFORMED,
@@ -952,55 +1191,25 @@ void sw_conn_feed(ArcticSwitch *sw, struct sw_conn *conn, const uint8_t *data,
     conn_parse(sw, conn, data, len);
 }
 
-/*
- * Keep the descriptors a message brought, if it is the HELLO's (at most
- * ARCTIC_RING_FDS, once, before the handshake ends); close any others.
- */
-static void conn_take_fds(struct sw_conn *conn, struct msghdr *msg)
-{
-    struct cmsghdr *cmsg;
-
-    for (cmsg = CMSG_FIRSTHDR(msg); cmsg; cmsg = CMSG_NXTHDR(msg, cmsg)) {
-        unsigned i, n;
-        int fds[ARCTIC_RING_FDS + 4];
-
-        if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) {
-            continue;
-        }
-        n = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        n = MIN(n, G_N_ELEMENTS(fds));
-        memcpy(fds, CMSG_DATA(cmsg), n * sizeof(int));
-        for (i = 0; i < n; i++) {
-            if (conn->state == SW_CONN_HANDSHAKE &&
-                conn->offered < ARCTIC_RING_FDS) {
-                conn->offered_fds[conn->offered++] = fds[i];
-            } else {
-                close(fds[i]);
-            }
-        }
-    }
-}
-
 static void conn_input(ArcticSwitch *sw, struct sw_conn *conn)
 {
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int) * (ARCTIC_RING_FDS + 4))];
-    } control;
-    struct iovec iov = {
-        .iov_base = sw->read_buf,
-        .iov_len = SW_CONN_INPUT_BUFFER,
-    };
-    struct msghdr msg = {
-        .msg_iov = &iov,
-        .msg_iovlen = 1,
-        .msg_control = control.buf,
-        .msg_controllen = sizeof(control.buf),
-    };
-    ssize_t n = recvmsg(conn->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    int fds[ARCTIC_RING_FDS];
+    unsigned n_fds, i;
+    /*
+     * Only the HELLO's descriptors are kept (at most ARCTIC_RING_FDS, of
+     * the first message that brings any, before the handshake ends); any
+     * others are closed at once.
+     */
+    bool keep = conn->state == SW_CONN_HANDSHAKE && !conn->offered;
+    ssize_t n = sw_recv_fds(conn->fd, sw->read_buf, SW_CONN_INPUT_BUFFER,
+                            fds, G_N_ELEMENTS(fds), &n_fds);
 
-    if (n >= 0 && msg.msg_controllen) {
-        conn_take_fds(conn, &msg);
+    for (i = 0; i < n_fds; i++) {
+        if (keep) {
+            conn->offered_fds[conn->offered++] = fds[i];
+        } else {
+            close(fds[i]);
+        }
     }
     if (n > 0 && conn->rings) {
         /* Once the rings carry the link, the socket carries nothing. */
@@ -1013,7 +1222,7 @@ static void conn_input(ArcticSwitch *sw, struct sw_conn *conn)
         sw_conn_close(sw, conn, ARCTIC_DISCONNECT_PEER_CLOSED);
     } else if (errno == ECONNRESET || errno == EPIPE) {
         sw_conn_close(sw, conn, ARCTIC_DISCONNECT_PEER_CLOSED);
-    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
         sw_conn_close(sw, conn, ARCTIC_DISCONNECT_IO_ERROR);
     }
 }
@@ -1048,12 +1257,17 @@ void arctic_switch_adopt_fd(ArcticSwitch *sw, int fd)
 
 /*
  * The loop's timer fired: credits whose delay ran out go, connections
- * that never said HELLO are closed.
+ * that never said HELLO are closed, a muted link's wake-ups are watched
+ * again once its time is up, and while any link is on rings the timer
+ * comes back within ARCTIC_RING_LOOK_MS: each timer is a batch, after
+ * which every ring is read (sw_port_read_rings()), so a lost or withheld
+ * wake-up delays a link, never stalls it.
  */
 void sw_port_timer(ArcticSwitch *sw)
 {
     struct sw_conn *conn, *next;
     unsigned port_no;
+    bool rings = false;
 
     for (port_no = 0; port_no < sw->ports; port_no++) {
         struct sw_link *link = &sw->port[port_no].link;
@@ -1069,7 +1283,20 @@ void sw_port_timer(ArcticSwitch *sw)
 
     for (conn = sw->conns; conn; conn = next) {
         next = conn->next;
-        if (conn->state != SW_CONN_HANDSHAKE) {
+        if (conn->rings && conn->state == SW_CONN_LIVE) {
+            struct sw_rings *r = conn->rings;
+
+            rings = true;
+            if (r->muted_until_ns && r->muted_until_ns <= sw->now_ns) {
+                r->muted_until_ns = 0;
+                r->invited = r->kicks;
+                rings_watch(sw, r, true);
+            } else if (r->muted_until_ns) {
+                sw_arm_timer(sw, r->muted_until_ns);
+            }
+        }
+        if (conn->state != SW_CONN_HANDSHAKE &&
+            conn->state != SW_CONN_AUTH) {
             continue;
         }
         if (conn->handshake_deadline_ns <= sw->now_ns) {
@@ -1077,6 +1304,9 @@ void sw_port_timer(ArcticSwitch *sw)
         } else {
             sw_arm_timer(sw, conn->handshake_deadline_ns);
         }
+    }
+    if (rings) {
+        sw_arm_timer(sw, sw->now_ns + ARCTIC_RING_LOOK_MS * 1000000ull);
     }
 }
 

@@ -240,6 +240,20 @@ static void input_released(ArcticSwitch *sw, struct sw_router *router,
 }
 
 /*
+ * Does the end-to-end header of a well-formed packet from the NIU on
+ * @port_no name that port as its source?  A receiving NIU trusts the
+ * source (and so the job) a packet names: the switch, which knows which
+ * link a packet came in on, is the one place that can check it.
+ */
+static bool source_is_port(const uint8_t *bytes, unsigned port_no)
+{
+    struct arctic_e2e_header h;
+
+    arctic_e2e_decode(bytes, &h);
+    return h.src_node == port_no;
+}
+
+/*
  * A PACKET frame from the NIU on @port_no, its credit already taken.
  * Valid packets enter the leaf router's input; the others are counted,
  * captured and their credit returned at once.
@@ -263,6 +277,8 @@ static void router_packet(ArcticSwitch *sw, unsigned port_no, unsigned prio,
     st->rx_bytes += size;
     if (error != ARCTIC_WIRE_OK) {
         reason = wire_error_reason(error);
+    } else if (!source_is_port(bytes, port_no)) {
+        reason = ARCTIC_DROP_FORGED_SOURCE;
     } else if (!sw_route_destination(sw, port_no, w0, w1, &dst)) {
         reason = ARCTIC_DROP_UNKNOWN_ROUTE;
         dst = SW_NO_PORT;

@@ -21,6 +21,7 @@ const char *arctic_drop_reason_name(enum arctic_drop_reason reason)
         [ARCTIC_DROP_UNKNOWN_ROUTE] = "unknown_route",
         [ARCTIC_DROP_PORT_DOWN] = "port_down",
         [ARCTIC_DROP_FAULT] = "fault",
+        [ARCTIC_DROP_FORGED_SOURCE] = "forged_source",
     };
 
     return reason < ARCTIC_DROP_REASONS ? names[reason] : "unknown";
@@ -203,6 +204,21 @@ void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
         }
         fprintf(out, ", handed over %" G_GUINT64_FORMAT "\n",
                 st->cpu_handovers);
+    }
+    if (st->auth_failures) {
+        fprintf(out, "joins refused for a wrong secret %" G_GUINT64_FORMAT
+                "\n", st->auth_failures);
+    }
+    if (st->refused_no_fd) {
+        fprintf(out, "connections refused out of descriptors %"
+                G_GUINT64_FORMAT "\n", st->refused_no_fd);
+    }
+    for (i = 0; i < st->ports; i++) {
+        if (st->port[i].kick_floods) {
+            /* An NIU that kicked far more than asked (port.c). */
+            fprintf(out, "port %u: kick floods %" G_GUINT64_FORMAT "\n", i,
+                    st->port[i].kick_floods);
+        }
     }
     for (prio = ARCTIC_NUM_PRIORITIES; prio-- > 0;) {
         const struct arctic_oldest_packet *o = &st->oldest[prio];

@@ -11,6 +11,7 @@
 #define ARCTIC_SWITCH_INTERNAL_H
 
 #include <stdint.h>
+#include <linux/futex.h>
 
 #include "arctic/link-ring.h"
 #include "switch.h"
@@ -33,6 +34,25 @@ enum {
     SW_MAX_PENDING_CONNECTIONS = 64,
     SW_ROUTER_INPUTS = ARCTIC_ROUTER_PORTS,
     SW_NO_PORT = 0xffff,
+    /* Descriptors one message can carry (the kernel's SCM_MAX_FD). */
+    SW_FDS_MAX = 253,
+    /*
+     * Futexes a per-CPU thread waits on at once (the kernel's
+     * FUTEX_WAITV_MAX): its control word and the kick counters of at
+     * most SW_CPU_WAIT_MAX - 1 links; the links beyond get no CPU_WAKE
+     * and kick their ring's socket instead.
+     */
+    SW_CPU_WAIT_MAX = 128,
+    /*
+     * Kicks beyond those the switch asked for (its sleep and wait flags,
+     * port.c) that a link may send before its wake-up sockets are
+     * ignored for SW_KICK_MUTE_MS: a flood of kicks costs the switch a
+     * system call per kick, not a core.
+     */
+    SW_KICK_SLACK = 64,
+    SW_KICK_MUTE_MS = 20,
+    /* A listener out of descriptors rests this long (core.c). */
+    SW_LISTEN_PAUSE_MS = 100,
 };
 
 /* Fault decisions taken once per packet, on its first delivery attempt. */
@@ -104,7 +124,8 @@ struct sw_router {
 };
 
 enum sw_conn_state {
-    SW_CONN_HANDSHAKE,
+    SW_CONN_HANDSHAKE,          /* waiting for HELLO */
+    SW_CONN_AUTH,               /* challenged, waiting for AUTH_RESPONSE */
     SW_CONN_LIVE,
     SW_CONN_CLOSING,
 };
@@ -142,6 +163,9 @@ struct sw_loop {
     /* A per-CPU wake-up thread was kicked: serve every ring (a kick may
      * also mean room), as after a batch, but free nothing. */
     void (*on_kick)(ArcticSwitch *sw);
+    /* Give CPU @cpu's thread its set of kick counters anew (values now:
+     * sw_loop_cpu_wait_on()). */
+    void (*on_cpu_wait)(ArcticSwitch *sw, unsigned cpu);
     /*
      * The switch's state is owned by whichever thread holds @model_lock:
      * the loop thread, which drops it only to sleep, or a per-CPU wake-up
@@ -150,28 +174,63 @@ struct sw_loop {
      */
     GMutex model_lock;
     unsigned cpu_wakers;                    /* 0: none */
-    int cpu_wake_fd[ARCTIC_CPU_WAKE_MAX];   /* [i]: the thread of CPU i */
+    /* [i]: what CPU i's thread waits on (loop.c) */
+    struct sw_cpu_waiter {
+        GMutex lock;                /* for the set's copy, held briefly */
+        struct futex_waitv vec[SW_CPU_WAIT_MAX];  /* [0]: control */
+        unsigned n;
+        uint32_t control;           /* futex: a new set, or stop */
+    } cpu[ARCTIC_CPU_WAKE_MAX];
+    /*
+     * Atomic [i]: CPU i's thread left its kick to the lock's holder,
+     * which takes its counters again (on_cpu_wait) before it serves.
+     */
+    int cpu_left[ARCTIC_CPU_WAKE_MAX];
     GThread *cpu_thread[ARCTIC_CPU_WAKE_MAX];
-    int cpu_stop_fd;                        /* eventfd: the threads end */
+    int cpu_stop;                           /* atomic: the threads end */
     /* Atomic: each CPU's thread counts its own wake-ups. */
     uint64_t cpu_wakeups[ARCTIC_CPU_WAKE_MAX];
     /* Atomic: a kick waits to be served (cpu_wake_serve()). */
     int kick_pending;
     /* Atomic: kicks their thread left to the lock's holder. */
     uint64_t cpu_handovers;
+    /* Atomic: the loop thread waits for the model lock (loop.c). */
+    int loop_waiting;
 };
 
 /*
  * A connection's shared-memory rings (arctic/link-ring.h), once its
- * WELCOME took them: every frame after it goes through them.
+ * WELCOME took them: every frame after it goes through them.  Its wake-up
+ * socket pair is this link's alone: kicks both ways on @wake_fd; the
+ * NIU's kicks of CPU i's thread raise kicks.cpu[i] in the area.
  */
+/* One of a link's wake-up sockets in an epoll set (port.c). */
+struct sw_wake_watch {
+    struct sw_watch watch;
+    struct sw_conn *conn;
+    int fd;
+};
+
 struct sw_rings {
     void *area;
     size_t area_size;
     struct arctic_ring in;      /* ARCTIC_RING_TO_SWITCH, we consume */
     struct arctic_ring out;     /* ARCTIC_RING_TO_NIU, we produce */
-    int wake_fd;                /* eventfd we sleep on */
-    int kick_fd;                /* eventfd the NIU sleeps on */
+    int wake_fd;                /* our end of the NIU's wake-up pair */
+    struct sw_wake_watch watch; /* wake_fd in the loop's set */
+    bool watched;               /* and the CPU threads' sets */
+    bool cpu_wake;              /* the WELCOME said CPU_WAKE */
+    uint32_t cpu_seen[ARCTIC_CPU_WAKE_MAX];     /* kicks.cpu[] counted */
+    /*
+     * Kicks the NIU sent, and those the switch asked for (each sleep or
+     * wait flag it set that the NIU took back, which an NIU does only to
+     * kick): more than SW_KICK_SLACK beyond is a flood, and the link is
+     * not listened to until @muted_until_ns.  @sleep_set, @wait_set: the
+     * switch set its flag in the ring in, out, since it last looked.
+     */
+    uint64_t kicks, invited;
+    bool sleep_set, wait_set;
+    uint64_t muted_until_ns;    /* 0: watched */
 };
 
 struct sw_conn {
@@ -188,8 +247,11 @@ struct sw_conn {
     /* Descriptors the HELLO brought (ARCTIC_RING_FDS of them, or none). */
     int offered_fds[ARCTIC_RING_FDS];
     unsigned offered;
+    unsigned hello_minor;       /* the link version the HELLO said */
+    /* SW_CONN_AUTH: the HELLO answered with a challenge, and its nonce */
+    uint8_t hello_body[ARCTIC_HELLO_SIZE];
+    uint8_t nonce[ARCTIC_AUTH_NONCE_SIZE];
     struct sw_rings *rings;     /* NULL: the link is on the socket */
-    struct sw_watch ring_watch; /* on rings->wake_fd */
     bool waiting_room;          /* output waits for room in rings->out */
     /* Why conn_send() failed (an I/O error, or a broken ring). */
     enum arctic_disconnect_reason send_failure;
@@ -255,6 +317,7 @@ struct sw_port_ops {
 struct ArcticSwitch {
     ArcticSwitchConfig config;
     char *socket_path, *tcp_address;
+    GBytes *secret;                 /* the cluster's key, or NULL */
     unsigned ports, levels, routers_per_level;
     struct sw_router *routers;      /* [levels][routers_per_level] */
     struct sw_port *port;
@@ -267,6 +330,14 @@ struct ArcticSwitch {
 
     /* core.c: the listening sockets */
     int unix_listen_fd, tcp_listen_fd;
+    int reserve_fd;                 /* for accept() out of descriptors */
+    /* Listeners not watched until paused_until_ns (sw_listener_pause()) */
+    int paused_fd[4];
+    struct sw_watch *paused_watch[4];
+    unsigned paused;
+    uint64_t paused_until_ns;
+    uint64_t refused_no_fd;
+    uint64_t auth_failures;         /* AUTH_RESPONSEs that proved nothing */
     struct sw_watch unix_watch, tcp_watch;
 
     /* port.c: the connections and how ports report upward */
@@ -275,6 +346,7 @@ struct ArcticSwitch {
     struct sw_conn *conns;
     struct sw_conn *graveyard;      /* closed, freed after the event batch */
     unsigned pending_conns;
+    unsigned cpu_wake_links;        /* links whose WELCOME said CPU_WAKE */
     struct sw_conn *flush_list;
 
     /* router.c */
@@ -298,7 +370,9 @@ void sw_log(ArcticSwitch *sw, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 bool sw_loop_init(ArcticSwitch *sw, void (*on_timer)(ArcticSwitch *sw),
                   void (*after_batch)(ArcticSwitch *sw),
                   bool (*may_sleep)(ArcticSwitch *sw),
-                  void (*on_kick)(ArcticSwitch *sw), GError **errp);
+                  void (*on_kick)(ArcticSwitch *sw),
+                  void (*on_cpu_wait)(ArcticSwitch *sw, unsigned cpu),
+                  GError **errp);
 void sw_loop_cleanup(ArcticSwitch *sw);
 void sw_loop_watch(ArcticSwitch *sw, int fd, struct sw_watch *watch,
                    uint32_t events);
@@ -306,10 +380,23 @@ void sw_loop_rewatch(ArcticSwitch *sw, int fd, struct sw_watch *watch,
                      uint32_t events);
 void sw_loop_unwatch(ArcticSwitch *sw, int fd);
 void sw_arm_timer(ArcticSwitch *sw, uint64_t deadline_ns);
-unsigned sw_loop_cpu_wake_fds(const ArcticSwitch *sw, const int **fds);
+unsigned sw_loop_cpu_wakers(const ArcticSwitch *sw);
+void sw_loop_cpu_wait_on(ArcticSwitch *sw, unsigned cpu,
+                         uint32_t *const *words, unsigned n);
 /* A kick and the model lock (loop.c): serve it, or leave it to the holder. */
 bool sw_kick_claim(struct sw_loop *loop);
 bool sw_kick_release(struct sw_loop *loop);
+void sw_loop_serve_kick(ArcticSwitch *sw, int self_cpu);
+
+/* unixfd.c: descriptors over UNIX sockets, wake-up kicks */
+ssize_t sw_send_fds(int fd, const void *buf, size_t len, const int *fds,
+                    unsigned n_fds);
+ssize_t sw_recv_fds(int fd, void *buf, size_t len, int *fds,
+                    unsigned max_fds, unsigned *n_fds);
+bool sw_wake_pair(int fds[2]);
+bool sw_is_wake_socket(int fd);
+void sw_kick(int fd);
+int sw_drain(int fd);
 
 /* port.c */
 struct sw_conn *sw_conn_new(ArcticSwitch *sw, int fd);
@@ -333,6 +420,7 @@ void sw_port_bury_closed(ArcticSwitch *sw);
 bool sw_port_uses_rings(const ArcticSwitch *sw, unsigned port_no);
 void sw_port_read_rings(ArcticSwitch *sw);
 void sw_port_rings_kicked(ArcticSwitch *sw);
+void sw_port_cpu_wait(ArcticSwitch *sw, unsigned cpu);
 bool sw_port_may_sleep(ArcticSwitch *sw);
 
 /* router.c */
@@ -382,6 +470,9 @@ const char *sw_priority_name(unsigned priority);
 
 /* core.c */
 int sw_unix_listen(const char *path, GError **errp);
+int sw_accept(ArcticSwitch *sw, int listen_fd, struct sw_watch *watch);
+void sw_listener_pause(ArcticSwitch *sw, int fd, struct sw_watch *watch);
+void sw_listener_forget(ArcticSwitch *sw, int fd);
 void sw_flush_all(ArcticSwitch *sw);
 
 static inline void sw_queue_push(struct sw_queue *q, struct sw_packet *p)

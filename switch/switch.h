@@ -32,6 +32,9 @@ enum arctic_drop_reason {
     ARCTIC_DROP_UNKNOWN_ROUTE,  /* route climbs too high or ends on no port */
     ARCTIC_DROP_PORT_DOWN,      /* destination port has no live NIU */
     ARCTIC_DROP_FAULT,          /* fault injection */
+    /* its end-to-end header names another source than the port it came
+     * in on: a node that forges another's packets */
+    ARCTIC_DROP_FORGED_SOURCE,
     ARCTIC_DROP_REASONS
 };
 
@@ -77,6 +80,15 @@ enum {
 typedef struct {
     const char *socket_path;    /* UNIX listener, or NULL */
     const char *tcp_address;    /* "host:port" listener, or NULL */
+    /*
+     * The cluster's secret (arctic/link.h, link 1.3): every NIU that
+     * joins must prove it knows it, and the switch proves it too.  A TCP
+     * listener needs one unless @tcp_open says anyone who reaches the
+     * port may join.
+     */
+    const uint8_t *secret;
+    size_t secret_len;
+    bool tcp_open;
     const char *pcap_path;      /* capture file, or NULL */
     unsigned ports;             /* 1..ARCTIC_LINK_MAX_NODES */
     unsigned levels;            /* 0: arctic_tree_levels(ports) */
@@ -122,6 +134,9 @@ struct arctic_port_stats {
     uint64_t disconnects[ARCTIC_DISCONNECT_REASONS];
     bool connected;
     bool rings;                 /* its link uses shared-memory rings */
+    /* Times its NIU kicked the switch far more than the rings asked for,
+     * and its wake-ups were ignored for a while (a flood). */
+    uint64_t kick_floods;
 };
 
 /*
@@ -154,6 +169,9 @@ typedef struct {
     uint64_t cpu_wakeups[ARCTIC_CPU_WAKE_MAX];
     uint64_t cpu_handovers;     /* kicks served by the thread that held
                                    the model lock (loop.c) */
+    uint64_t refused_no_fd;     /* connections closed at once: the switch
+                                   was out of descriptors */
+    uint64_t auth_failures;     /* NIUs that did not prove the secret */
     struct arctic_oldest_packet oldest[ARCTIC_NUM_PRIORITIES];
 } ArcticSwitchStats;
 

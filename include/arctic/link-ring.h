@@ -1,30 +1,48 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Shared-memory rings for the NIU link on one host (link protocol 1.1,
- * docs/link-protocol.md §3.3).  The frames of arctic/link.h are the same;
+ * docs/link-protocol.md §6.4).  The frames of arctic/link.h are the same;
  * only the bytes move differently.  An NIU that reaches the switch over a
- * UNIX socket may send its HELLO with three descriptors attached
- * (SCM_RIGHTS): a sealed memfd holding one area of this layout and two
- * eventfds.  A switch that takes them answers WELCOME with
+ * UNIX socket may send its HELLO with two descriptors attached
+ * (SCM_RIGHTS): a sealed memfd holding one area of this layout and one end
+ * of a UNIX socket pair, the link's wake-up socket, whose other end the
+ * NIU keeps.  A switch that takes them answers WELCOME with
  * ARCTIC_WELCOME_FLAG_RINGS; from the next frame on, every frame both ways
- * travels through the area's two byte rings, and the socket carries
- * nothing but its end (either side closing it ends the link).  A switch
- * that does not (an older one, or --no-rings) answers a plain WELCOME and
- * the link stays on the socket.
+ * travels through the area's two byte rings, and the link's own socket
+ * carries nothing but its end (either side closing it ends the link).  A
+ * switch that does not (an older one, or --no-rings) answers a plain
+ * WELCOME and the link stays on the socket.
  *
  * Each ring has one producer and one consumer.  Writing is a copy and one
  * release store; reading, one acquire load and a copy: no system call on a
  * busy link.  A party that has found its ring empty and wants to sleep
  * says so in the ring (consumer_sleeping) before it looks a last time, and
- * a producer that has just written kicks the consumer's eventfd only if
- * that flag was set, taking it back as it kicks; room to write is waited
- * for the same way (producer_waiting).  Each party sleeps on its own
- * eventfd and is kicked through the other's.
+ * a producer that has just written kicks the consumer only if that flag
+ * was set, taking it back as it kicks; room to write is waited for the
+ * same way (producer_waiting).
+ *
+ * Kicks cannot block, whatever the other side does (link 1.3).  A kick
+ * of the NIU, and of a switch's per-CPU thread, raises a counter in this
+ * link's area and makes a FUTEX_WAKE on it (struct arctic_ring_kicks):
+ * the kicked side waits on the counter (futex_waitv).  A kick of the
+ * switch's loop thread (a switch without per-CPU threads, or a CPU beyond
+ * its table) is one byte sent on the wake-up socket (a stream socket
+ * pair) with send(MSG_DONTWAIT); the loop drains what came with one
+ * recv(MSG_DONTWAIT).  Those flags are per call: whatever the NIU does to
+ * its end (clears O_NONBLOCK, stops reading), a kick and a drain never
+ * block, and only the two ends of one link hold its socket and its area,
+ * so no third party can read or block its wake-ups.  (Link 1.2 kicked
+ * eventfds, whose O_NONBLOCK belongs to the one file description both
+ * sides share: a peer that cleared it and filled the counter blocked the
+ * other side's write().)  A kick that finds the socket full is not
+ * needed: the other side has one to read.
  *
  * The other party is not trusted: each side keeps its own index in private
  * memory (struct arctic_ring) and only publishes it; what it reads of the
  * other's index is checked, and a ring whose indices say more bytes than
- * it holds is a protocol error that ends the link.
+ * it holds is a protocol error that ends the link.  Each side also looks
+ * at its ring now and then (ARCTIC_RING_LOOK_MS) without a kick, so a
+ * lost wake-up delays a link, never stalls it.
  *
  * Like every header here it needs no libc; it uses GCC's __atomic builtins
  * (QEMU's own atomics are the same builtins).
@@ -36,7 +54,7 @@
 
 enum {
     ARCTIC_RING_MAGIC = 0x474e5241,     /* "ARNG" as little-endian bytes */
-    ARCTIC_RING_VERSION = 1,
+    ARCTIC_RING_VERSION = 2,            /* 2: the per-CPU kick counters */
     /*
      * Bytes of each ring: two credit windows of the largest frames of
      * both priorities at the most credits a switch grants by default
@@ -47,29 +65,63 @@ enum {
     ARCTIC_RING_ALIGN = 64,             /* a cache line */
 };
 
-/* The descriptors attached to HELLO, in this order. */
+/* The descriptors attached to HELLO, in this order (link 1.3). */
 enum arctic_ring_fd {
     ARCTIC_RING_FD_AREA,        /* memfd, sealed: F_SEAL_SHRINK at least */
-    ARCTIC_RING_FD_SWITCH_WAKE, /* eventfd the switch sleeps on */
-    ARCTIC_RING_FD_NIU_WAKE,    /* eventfd the NIU sleeps on */
+    ARCTIC_RING_FD_WAKE,        /* the switch's end of the wake-up socket
+                                   pair (AF_UNIX, SOCK_STREAM) */
     ARCTIC_RING_FDS,
 };
 
+enum {
+    /*
+     * Kick bytes one drain takes at most (one recv()): a peer that floods
+     * its wake-up socket costs the drainer one call per wake-up.
+     */
+    ARCTIC_RING_DRAIN_MAX = 64,
+    /*
+     * How often each side looks at its rings without being kicked, so
+     * that a lost or withheld wake-up delays a link by this much at most.
+     */
+    ARCTIC_RING_LOOK_MS = 10,
+};
+
 /*
- * Per-CPU wake-ups (link 1.2).  Waking a sleeping thread on another CPU
- * costs the waker an inter-processor interrupt, which on a virtual
- * machine is an exit to the hypervisor (docs/performance.md §14); waking
- * one bound to the waker's own CPU costs a local enqueue.  So a switch
- * may run one wake-up thread per CPU, bound to it, each sleeping on an
- * eventfd of its own and serving every ring when kicked.  To an NIU that
- * offered rings and says minor version 2 or more, its WELCOME then says
- * CPU_WAKE and carries those eventfds (SCM_RIGHTS, non-blocking), the
- * one for CPU i at index i, at most ARCTIC_CPU_WAKE_MAX of them.  Such an
- * NIU kicks the eventfd of the CPU it runs on (sched_getcpu()) instead of
- * ARCTIC_RING_FD_SWITCH_WAKE, which stays for a CPU beyond the table.
- * The flag protocol is unchanged: a kick still answers consumer_sleeping.
+ * Per-CPU wake-ups (link 1.2; since 1.3 through the area).  Waking a
+ * sleeping thread on another CPU costs the waker an inter-processor
+ * interrupt, which on a virtual machine is an exit to the hypervisor
+ * (docs/performance.md §14); waking one bound to the waker's own CPU
+ * costs a local enqueue.  So a switch may run one wake-up thread per
+ * CPU, bound to it.  To an NIU that offered rings and says minor version
+ * 3 or more, its WELCOME then says CPU_WAKE: the NIU kicks the thread of
+ * the CPU it runs on (sched_getcpu() = i, below ARCTIC_CPU_WAKE_MAX)
+ * through its own area, adding one to kicks.cpu[i] with release order and
+ * then FUTEX_WAKE on that word (a shared futex); CPU i's thread waits on
+ * that word of every link (futex_waitv).  A FUTEX_WAKE never blocks, the
+ * word is in this link's area alone, and a peer that writes its own words
+ * wakes only the switch, in vain (counted: it is a flood beyond what the
+ * switch's sleep flags asked for).  A CPU beyond the table, or a switch
+ * without CPU_WAKE, is kicked through the ring's wake-up socket.  The
+ * flag protocol is unchanged: a kick still answers consumer_sleeping.
  */
 enum { ARCTIC_CPU_WAKE_MAX = 64 };
+
+/*
+ * The kick counters: cpu[], written by the NIU and waited on by the
+ * switch's per-CPU threads; niu, written by the switch and waited on by
+ * the NIU's link thread (every kick of the NIU goes there).
+ */
+struct arctic_ring_kicks {
+    uint32_t cpu[ARCTIC_CPU_WAKE_MAX];
+    uint32_t niu;
+    /*
+     * The switch sets it to 1, then kicks the NIU, as it closes the link:
+     * the NIU then looks at the socket at once (it looks at least every
+     * ARCTIC_RING_LOOK_MS anyway).
+     */
+    uint32_t closing;
+    uint8_t pad[ARCTIC_RING_ALIGN - 8];
+};
 
 /* The two directions. */
 enum arctic_ring_dir {
@@ -100,6 +152,7 @@ struct arctic_ring_area {
     uint32_t reserved;          /* 0 */
     uint8_t pad[ARCTIC_RING_ALIGN - 16];
     struct arctic_ring_ctl ctl[ARCTIC_RING_DIRS];
+    struct arctic_ring_kicks kicks;     /* version 2 */
 };
 
 /* Bytes of an area with rings of @data_size bytes. */
@@ -277,6 +330,24 @@ static inline bool arctic_ring_consumer_sleep(struct arctic_ring *r)
 static inline void arctic_ring_consumer_awake(struct arctic_ring *r)
 {
     __atomic_store_n(&r->ctl->consumer_sleeping, 0, __ATOMIC_RELAXED);
+}
+
+/*
+ * The same, for a consumer that keeps count of the kicks it asked for:
+ * true if the flag was taken back already (by the producer, which kicks
+ * for it, if the consumer had set it).
+ */
+static inline bool arctic_ring_consumer_awake_taken(struct arctic_ring *r)
+{
+    return __atomic_exchange_n(&r->ctl->consumer_sleeping, 0,
+                               __ATOMIC_RELAXED) == 0;
+}
+
+/* Producer: the same for its wait flag (arctic_ring_producer_wait()). */
+static inline bool arctic_ring_producer_awake_taken(struct arctic_ring *r)
+{
+    return __atomic_exchange_n(&r->ctl->producer_waiting, 0,
+                               __ATOMIC_RELAXED) == 0;
 }
 
 /* Producer: bytes of room (0 when the ring is broken: see write). */

@@ -8,11 +8,15 @@
  *
  *   NIU                                   switch
  *    | -- HELLO (node id, rx credits) -->   |   [+ ring fds, link-ring.h]
+ *    | <-- AUTH_CHALLENGE (nonce) --------- |   [a switch with a secret]
+ *    | -- AUTH_RESPONSE (nonce, MAC) -----> |
+ *    | <-- AUTH_PROOF (MAC) --------------- |
  *    | <-- WELCOME (nodes, levels, credits) |   or REJECT (reason, text)
  *    | <== PACKET / CREDIT both ways ==>    |   [in the rings if WELCOME
  *                                                 says RINGS]
  *
- * Nothing but HELLO may be sent before WELCOME.  Flow control is by credits
+ * Nothing but HELLO (and, when challenged, AUTH_RESPONSE) may be sent
+ * before WELCOME.  Flow control is by credits
  * per priority: each side may have at most as many PACKET frames of a
  * priority outstanding as the other side granted (in HELLO / WELCOME, then
  * by CREDIT frames as buffers are freed).  A frame that breaks these rules
@@ -29,9 +33,13 @@ enum {
     ARCTIC_LINK_VERSION_MAJOR = 1,      /* must match exactly */
     /*
      * Additions a peer may ignore; 1: shared-memory rings (link-ring.h);
-     * 2: per-CPU wake-ups of the switch (link-ring.h, WELCOME's CPU_WAKE).
+     * 2: per-CPU wake-ups of the switch (link-ring.h, WELCOME's CPU_WAKE);
+     * 3: wake-ups on per-link sockets instead of shared eventfds
+     * (link-ring.h; a switch takes rings only from an NIU of 1.3 or
+     * later), and authenticated joins over TCP (AUTH_CHALLENGE,
+     * AUTH_RESPONSE, AUTH_PROOF below).
      */
-    ARCTIC_LINK_VERSION_MINOR = 2,
+    ARCTIC_LINK_VERSION_MINOR = 3,
     ARCTIC_LINK_HEADER_SIZE = 8,
     /* No frame body is larger than this; a bigger length is a protocol
      * error, which bounds what a receiver ever has to buffer. */
@@ -52,6 +60,11 @@ enum arctic_frame_type {
     ARCTIC_FRAME_REJECT = 3,    /* switch -> NIU, refuses HELLO, then closes */
     ARCTIC_FRAME_PACKET = 4,    /* a wire packet (arctic/packet.h), both ways */
     ARCTIC_FRAME_CREDIT = 5,    /* returns credits, both ways */
+    /* Link 1.3: a switch that has a cluster secret proves it and asks
+     * for the same proof (below). */
+    ARCTIC_FRAME_AUTH_CHALLENGE = 6,    /* switch -> NIU, after HELLO */
+    ARCTIC_FRAME_AUTH_RESPONSE = 7,     /* NIU -> switch */
+    ARCTIC_FRAME_AUTH_PROOF = 8,        /* switch -> NIU, before WELCOME */
 };
 
 /* Frame header: le16 type, le16 flags, le32 body length.  PACKET frames
@@ -101,7 +114,92 @@ enum arctic_reject_reason {
     ARCTIC_REJECT_BAD_NODE = 2,     /* node id beyond the switch's ports */
     ARCTIC_REJECT_NODE_BUSY = 3,    /* another live NIU holds that node id */
     ARCTIC_REJECT_MALFORMED = 4,    /* HELLO was not a valid HELLO */
+    /* the NIU did not prove it knows the cluster's secret (an NIU also
+     * says this of a switch that did not prove it) */
+    ARCTIC_REJECT_AUTH = 5,
 };
+
+/*
+ * Authenticated joins (link 1.3).  A switch given a cluster secret (a key
+ * of at least ARCTIC_AUTH_KEY_MIN bytes, the same file for the switch and
+ * every NIU) answers each HELLO with AUTH_CHALLENGE, a fresh random nonce
+ * Ns; the NIU answers AUTH_RESPONSE, its own fresh nonce Nn and
+ * HMAC-SHA256(key, arctic_auth_message(NIU, Ns, Nn, HELLO body)); the
+ * switch checks it (REJECT AUTH if wrong) and proves it knows the key in
+ * turn, AUTH_PROOF = HMAC-SHA256(key, arctic_auth_message(SWITCH, Nn, Ns,
+ * HELLO body)), before its WELCOME.  No secret crosses the wire; each
+ * side's nonce makes an answer recorded from another connection useless;
+ * the HELLO (node id, credits) is bound to the answer.  An NIU that has a
+ * secret takes a WELCOME only after a good AUTH_PROOF; one that has none
+ * cannot answer a challenge.  The stream is not encrypted, and frames
+ * after WELCOME are not authenticated: the secret decides who may join.
+ */
+enum {
+    ARCTIC_AUTH_NONCE_SIZE = 32,
+    ARCTIC_AUTH_MAC_SIZE = 32,          /* HMAC-SHA256 */
+    ARCTIC_AUTH_KEY_MIN = 16,
+    ARCTIC_AUTH_KEY_MAX = 1024,
+    ARCTIC_AUTH_CHALLENGE_SIZE = ARCTIC_AUTH_NONCE_SIZE,
+    ARCTIC_AUTH_RESPONSE_SIZE = ARCTIC_AUTH_NONCE_SIZE + ARCTIC_AUTH_MAC_SIZE,
+    ARCTIC_AUTH_PROOF_SIZE = ARCTIC_AUTH_MAC_SIZE,
+};
+
+/* Who computes a MAC: the label that starts its message. */
+enum arctic_auth_role {
+    ARCTIC_AUTH_NIU,
+    ARCTIC_AUTH_SWITCH,
+};
+
+enum {
+    ARCTIC_AUTH_LABEL_SIZE = 16,
+    ARCTIC_AUTH_MESSAGE_SIZE = ARCTIC_AUTH_LABEL_SIZE +
+                               2 * ARCTIC_AUTH_NONCE_SIZE + 16,
+};
+
+/*
+ * The bytes a MAC covers: a label naming the role (so that a switch's
+ * proof can never pass as an NIU's answer), the nonce of the other side,
+ * then one's own, then the 16 bytes of the HELLO body.  Returns
+ * ARCTIC_AUTH_MESSAGE_SIZE.
+ */
+static inline unsigned arctic_auth_message(uint8_t *out,
+                                           enum arctic_auth_role role,
+                                           const uint8_t *their_nonce,
+                                           const uint8_t *our_nonce,
+                                           const uint8_t *hello_body)
+{
+    static const char label[2][ARCTIC_AUTH_LABEL_SIZE + 1] = {
+        [ARCTIC_AUTH_NIU] = "ARCL-auth-1-NIU ",
+        [ARCTIC_AUTH_SWITCH] = "ARCL-auth-1-SWCH",
+    };
+    unsigned i, n = 0;
+
+    for (i = 0; i < ARCTIC_AUTH_LABEL_SIZE; i++) {
+        out[n++] = (uint8_t)label[role][i];
+    }
+    for (i = 0; i < ARCTIC_AUTH_NONCE_SIZE; i++) {
+        out[n++] = their_nonce[i];
+    }
+    for (i = 0; i < ARCTIC_AUTH_NONCE_SIZE; i++) {
+        out[n++] = our_nonce[i];
+    }
+    for (i = 0; i < ARCTIC_HELLO_SIZE; i++) {
+        out[n++] = hello_body[i];
+    }
+    return n;
+}
+
+/* Compare two MACs in time that does not depend on where they differ. */
+static inline bool arctic_auth_mac_equal(const uint8_t *a, const uint8_t *b)
+{
+    uint8_t diff = 0;
+    unsigned i;
+
+    for (i = 0; i < ARCTIC_AUTH_MAC_SIZE; i++) {
+        diff |= a[i] ^ b[i];
+    }
+    return diff == 0;
+}
 
 /* REJECT body: le32 reason, then a NUL-padded human-readable text. */
 enum { ARCTIC_REJECT_SIZE = 4 + ARCTIC_LINK_REJECT_TEXT_SIZE };
@@ -187,6 +285,15 @@ arctic_frame_header_check(const struct arctic_frame_header *h)
         return (h->length >= ARCTIC_WIRE_MIN_SIZE &&
                 h->length <= ARCTIC_WIRE_MAX_SIZE) ? ARCTIC_FRAME_OK
                                                    : ARCTIC_FRAME_BAD_LENGTH;
+    case ARCTIC_FRAME_AUTH_CHALLENGE:
+        return h->length == ARCTIC_AUTH_CHALLENGE_SIZE
+               ? ARCTIC_FRAME_OK : ARCTIC_FRAME_BAD_LENGTH;
+    case ARCTIC_FRAME_AUTH_RESPONSE:
+        return h->length == ARCTIC_AUTH_RESPONSE_SIZE
+               ? ARCTIC_FRAME_OK : ARCTIC_FRAME_BAD_LENGTH;
+    case ARCTIC_FRAME_AUTH_PROOF:
+        return h->length == ARCTIC_AUTH_PROOF_SIZE
+               ? ARCTIC_FRAME_OK : ARCTIC_FRAME_BAD_LENGTH;
     default:
         return ARCTIC_FRAME_BAD_TYPE;
     }

@@ -49,18 +49,42 @@ typedef struct {
     void *ring_area;
     size_t ring_area_size;
     struct arctic_ring ring_out, ring_in;
-    int wake_fd, kick_fd;       /* eventfds: we sleep on, the switch does */
     /*
-     * The switch's per-CPU wake-up eventfds its WELCOME brought (link 1.2);
-     * which one a kick goes to: that of a CPU number, TEST_KICK_MY_CPU
-     * (the default: the CPU we run on, as an NIU does; kick_fd beyond
-     * them) or TEST_KICK_RING (kick_fd); and how many kicks went.
+     * Our end of the link's wake-up socket pair (link 1.3): we sleep on
+     * it, and kick the switch through it; switch_end is the other end,
+     * which the HELLO gave away (kept open only by tests that misbehave).
      */
-    int cpu_fd[ARCTIC_CPU_WAKE_MAX];
-    unsigned cpu_fds;
+    int wake_fd;
+    /*
+     * Whether the WELCOME said CPU_WAKE: kicks then go to the per-CPU
+     * counters in our area (arctic/link-ring.h).  Which one a kick goes
+     * to: that of a CPU number, TEST_KICK_MY_CPU (the default: the CPU we
+     * run on, as an NIU does) or TEST_KICK_RING (wake_fd); and how many
+     * kicks went.
+     */
+    bool cpu_wake;
     int cpu_kick;
     unsigned kicks;
+    /*
+     * Authentication (link 1.3): the key the client answers a challenge
+     * with (test_auth_key at connect; NULL: it cannot), its HELLO, the
+     * nonces, and whether the switch challenged it and proved the key.
+     */
+    GBytes *key;
+    uint8_t hello_body[ARCTIC_HELLO_SIZE];
+    uint8_t switch_nonce[ARCTIC_AUTH_NONCE_SIZE];
+    uint8_t nonce[ARCTIC_AUTH_NONCE_SIZE];
+    bool challenged, proved;
+    /* The AUTH_RESPONSE frame it sent (for a test that replays it). */
+    uint8_t response[ARCTIC_LINK_HEADER_SIZE + ARCTIC_AUTH_RESPONSE_SIZE];
 } TestClient;
+
+/* The key new clients answer a switch's challenge with (NULL: none). */
+extern GBytes *test_auth_key;
+/* HMAC-SHA256 of arctic_auth_message()'s bytes, computed with GLib. */
+void test_auth_mac(GBytes *key, enum arctic_auth_role role,
+                   const uint8_t *their_nonce, const uint8_t *our_nonce,
+                   const uint8_t *hello_body, uint8_t *mac);
 
 enum { TEST_KICK_RING = -1, TEST_KICK_MY_CPU = -2 };
 
@@ -68,13 +92,27 @@ enum { TEST_KICK_RING = -1, TEST_KICK_MY_CPU = -2 };
 typedef enum {
     TEST_OFFER_ENV,             /* rings if ARCTIC_TEST_LINK=rings */
     TEST_OFFER_NONE,            /* a plain HELLO */
-    TEST_OFFER_RINGS,           /* a good area and two eventfds */
+    TEST_OFFER_RINGS,           /* a good area and a wake-up socket */
     TEST_OFFER_UNSEALED,        /* an area the client could still shrink */
-    TEST_OFFER_NOT_EVENTFD,     /* a pipe where an eventfd belongs */
-    TEST_OFFER_RINGS_1_1,       /* good rings, from an NIU of link 1.1 */
+    TEST_OFFER_NOT_SOCKET,      /* an eventfd where the socket belongs */
+    TEST_OFFER_RINGS_1_2,       /* good rings, from an NIU of link 1.2 */
 } TestOffer;
 
 int test_connect_unix(const char *path);
+int test_connect_tcp(int port);
+/*
+ * Only say HELLO (of link minor version @minor, with what @offer names)
+ * on a connected socket @fd, and return at once: the test reads what
+ * comes with test_client_read().
+ */
+TestClient *test_client_hello(int fd, unsigned node, unsigned credits_low,
+                              unsigned credits_high, TestOffer offer,
+                              unsigned minor);
+/* Handshake on a connected socket @fd (the client owns it from now on). */
+uint32_t test_client_try_connect_fd(int fd, unsigned node,
+                                    unsigned credits_low,
+                                    unsigned credits_high, TestOffer offer,
+                                    TestClient **out);
 /* Connect and handshake; returns 0 on WELCOME (and *out) or the REJECT
  * reason (then the client is closed). */
 uint32_t test_client_try_connect(const char *path, unsigned node,
@@ -114,6 +152,9 @@ bool test_client_poll(TestClient *c, int timeout_ms);
  * control_body (ARCTIC_LINK_MAX_BODY bytes).  False if nothing came. */
 bool test_client_read(TestClient *c, int timeout_ms, uint16_t *control_type,
                       uint8_t *control_body);
+/* Kick the switch as the client's NIU would (counted in c->kicks). */
+void test_client_kick(TestClient *c);
+void test_kick_cpu(TestClient *c, unsigned cpu);
 /* Wait until the switch closes the connection; returns true if it did. */
 bool test_client_wait_closed(TestClient *c, int timeout_ms);
 

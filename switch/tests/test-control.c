@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -341,6 +342,8 @@ static void test_daemon_options(void)
     g_autofree char *dir = g_dir_make_tmp("arctic-options-XXXXXX", NULL);
     g_autofree char *sock = g_build_filename(dir, "s.sock", NULL);
     g_autofree char *file = g_build_filename(dir, "file", NULL);
+    g_autofree char *key = g_build_filename(dir, "key", NULL);
+    g_autofree char *short_key = g_build_filename(dir, "short-key", NULL);
     const char *x = sock;
     struct {
         const char *args[4];
@@ -355,7 +358,11 @@ static void test_daemon_options(void)
         { { "-s", x, "--fault", "3:drop=9" }, 2, "between 0 and 1" },
         { { "-s", x, "--buffers", "1" }, 1, "--buffers 1" },
         { { "-s", x, "--levels", "1" }, 1, "levels" },
-        { { "--tcp", "nocolon" }, 1, "HOST:PORT" },
+        { { "--tcp", "nocolon", "--tcp-open" }, 1, "HOST:PORT" },
+        { { "--tcp", ":0" }, 1, "--secret FILE" },
+        { { "-s", x, "--secret", key }, 2, "chmod 600" },
+        { { "-s", x, "--secret", short_key }, 1, "16..1024" },
+        { { "-s", x, "--secret", "/nonexistent/key" }, 2, "--secret" },
         { { "-s", x, "--handshake-timeout", "0" }, 2, "at least 1 ms" },
         { { "-s", x, "--handshake-timeout", "-5" }, 2, "must not be negative" },
         { { "-s", x, "-c", file }, 1, "--control: " },
@@ -365,6 +372,11 @@ static void test_daemon_options(void)
 
     g_assert_nonnull(exe);
     g_assert_true(g_file_set_contents(file, "", 0, NULL));
+    /* A key others may read; a key too short to be one. */
+    g_assert_true(g_file_set_contents(key, "0123456789abcdef", 16, NULL));
+    g_assert_cmpint(chmod(key, 0644), ==, 0);
+    g_assert_true(g_file_set_contents(short_key, "0123", 4, NULL));
+    g_assert_cmpint(chmod(short_key, 0600), ==, 0);
     for (i = 0; i < G_N_ELEMENTS(cases); i++) {
         g_autofree char *out = NULL, *err = NULL;
         char *argv[6] = { (char *)exe };
@@ -384,6 +396,8 @@ static void test_daemon_options(void)
     g_assert_false(g_file_test(sock, G_FILE_TEST_EXISTS));
     g_assert_true(g_file_test(file, G_FILE_TEST_IS_REGULAR));
     g_unlink(file);
+    g_unlink(key);
+    g_unlink(short_key);
     g_rmdir(dir);
 }
 

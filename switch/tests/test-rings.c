@@ -3,13 +3,14 @@
  * The switch's side of the shared-memory rings (arctic/link-ring.h): an
  * NIU that offers good rings gets a WELCOME that says RINGS and its
  * packets go both ways through them, beside a port on its socket; an
- * offer that will not do (an area the NIU could shrink, a pipe for an
- * eventfd, a switch run with --no-rings) leaves the link on its socket;
+ * offer that will not do (an area the NIU could shrink, an eventfd for
+ * the wake-up socket, an NIU of link 1.2, a switch run with --no-rings)
+ * leaves the link on its socket;
  * a ring with impossible indices, or bytes on the socket once the rings
  * carry the link, end that link alone.  With the rings comes one
- * wake-up eventfd per CPU (link 1.2) for an NIU that speaks 1.2: a kick
- * of any one of them alone gets a packet through the sleeping switch,
- * also when two CPUs' threads are kicked at once.
+ * wake-up socket per CPU for this link alone (link 1.3): a kick of any
+ * one of them alone gets a packet through the sleeping switch, also when
+ * two CPUs' threads are kicked at once.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -37,6 +38,7 @@ static void start_config(Fixture *f, bool rings, bool cpu_wake)
     config.ports = PORTS;
     config.rings = rings;
     config.cpu_wake = cpu_wake;
+    config.verbose = getenv("V") != NULL;
     f->ts = test_switch_start(&config);
     f->sock = NULL;
     g_assert_cmpuint(test_client_try_connect_offer(f->ts->socket_path,
@@ -142,9 +144,15 @@ static void test_rings_unsealed(Fixture *f, gconstpointer data)
     expect_refused(f, TEST_OFFER_UNSEALED);
 }
 
-static void test_rings_not_eventfd(Fixture *f, gconstpointer data)
+static void test_rings_not_socket(Fixture *f, gconstpointer data)
 {
-    expect_refused(f, TEST_OFFER_NOT_EVENTFD);
+    expect_refused(f, TEST_OFFER_NOT_SOCKET);
+}
+
+/* An NIU of link 1.2 would kick eventfds either side can block. */
+static void test_rings_link_1_2(Fixture *f, gconstpointer data)
+{
+    expect_refused(f, TEST_OFFER_RINGS_1_2);
 }
 
 static void test_rings_switched_off(Fixture *f, gconstpointer data)
@@ -181,15 +189,13 @@ static void expect_closed(Fixture *f, enum arctic_disconnect_reason why)
 static void test_rings_broken(Fixture *f, gconstpointer data)
 {
     struct arctic_ring_area *area;
-    uint64_t one = 1;
 
     f->ring = connect_offer(f, TEST_OFFER_RINGS);
     one_packet(f, f->ring, f->sock, false);
     area = f->ring->ring_area;
     area->ctl[ARCTIC_RING_TO_SWITCH].head = f->ring->ring_out.own +
                                             ARCTIC_RING_DATA_SIZE + 1;
-    g_assert_cmpint(write(f->ring->kick_fd, &one, sizeof(one)), ==,
-                    sizeof(one));
+    test_client_kick(f->ring);
     expect_closed(f, ARCTIC_DISCONNECT_BROKEN_RING);
 }
 
@@ -201,7 +207,7 @@ static void test_rings_socket_bytes(Fixture *f, gconstpointer data)
     expect_closed(f, ARCTIC_DISCONNECT_UNEXPECTED_FRAME);
 }
 
-/* The per-CPU wake-up eventfds the switch makes: one per CPU, at most 64. */
+/* The per-CPU wake-up threads the switch runs: one per CPU, at most 64. */
 static unsigned expected_cpu_fds(void)
 {
     return CLAMP(sysconf(_SC_NPROCESSORS_CONF), 1, ARCTIC_CPU_WAKE_MAX);
@@ -266,10 +272,10 @@ static bool kick_one(Fixture *f, TestClient *from, TestClient *to,
 }
 
 /*
- * An NIU of link 1.2 gets CPU_WAKE and an eventfd per CPU, non-blocking;
- * a packet whose only kick went to one of them (each in turn, the switch
- * asleep each time) crosses the switch, both ways, many times, and each
- * kick woke the thread of that CPU.
+ * An NIU on the rings gets CPU_WAKE, and kicks CPU i's thread through the
+ * counter of its own area; a packet whose only kick went to one CPU's
+ * thread (each in turn, the switch asleep each time) crosses the switch,
+ * both ways, many times, and each kick woke the thread of that CPU.
  */
 static void test_rings_cpu_wake(Fixture *f, gconstpointer data)
 {
@@ -285,14 +291,11 @@ static void test_rings_cpu_wake(Fixture *f, gconstpointer data)
     g_assert_cmphex(f->ring->welcome_flags, ==,
                     R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
                     R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK);
-    g_assert_cmpuint(f->ring->cpu_fds, ==, expected_cpu_fds());
-    for (i = 0; i < f->ring->cpu_fds; i++) {
-        g_assert_true(fcntl(f->ring->cpu_fd[i], F_GETFL) & O_NONBLOCK);
-    }
+    g_assert_true(f->ring->cpu_wake && other->cpu_wake);
     /* Packets the switch took while awake are not counted. */
     for (i = 0; kicked < KICKED; i++) {
         g_assert_cmpuint(i, <, KICKED);
-        cpu = i % f->ring->cpu_fds;
+        cpu = i % expected_cpu_fds();
         kicked += kick_one(f, f->ring, other, cpu, i & 1);
         kicked += kick_one(f, other, f->ring, cpu, i & 2);
     }
@@ -418,8 +421,8 @@ static void test_rings_cpu_wake_contended(Fixture *f, gconstpointer data)
 }
 
 /*
- * An NIU of link 1.1, or a switch run with --no-cpu-wake: rings alone,
- * and no per-CPU thread is woken (there are @wakers of them).
+ * A switch run with --no-cpu-wake: rings alone, and no per-CPU thread is
+ * woken (there are @wakers of them).
  */
 static void expect_rings_alone(Fixture *f, TestOffer offer, unsigned wakers)
 {
@@ -429,7 +432,7 @@ static void expect_rings_alone(Fixture *f, TestOffer offer, unsigned wakers)
     f->ring = connect_offer(f, offer);
     g_assert_cmphex(f->ring->welcome_flags, ==,
                     R_ARCTIC_WELCOME_FLAGS_RINGS_MASK);
-    g_assert_cmpuint(f->ring->cpu_fds, ==, 0);
+    g_assert_false(f->ring->cpu_wake);
     for (i = 0; i < 100; i++) {
         one_packet(f, f->ring, f->sock, false);
         one_packet(f, f->sock, f->ring, true);
@@ -440,11 +443,6 @@ static void expect_rings_alone(Fixture *f, TestOffer offer, unsigned wakers)
         g_assert_cmpuint(st->cpu_wakeups[i], ==, 0);
     }
     arctic_switch_stats_free(st);
-}
-
-static void test_rings_cpu_wake_old_niu(Fixture *f, gconstpointer data)
-{
-    expect_rings_alone(f, TEST_OFFER_RINGS_1_1, expected_cpu_fds());
 }
 
 static void test_rings_cpu_wake_off(Fixture *f, gconstpointer data)
@@ -463,12 +461,12 @@ int main(int argc, char **argv)
                fixture_teardown)
     ADD("adopted", test_rings_adopted);
     ADD("refused-unsealed", test_rings_unsealed);
-    ADD("refused-not-eventfd", test_rings_not_eventfd);
+    ADD("refused-not-socket", test_rings_not_socket);
+    ADD("refused-link-1-2", test_rings_link_1_2);
     ADD("refused-switched-off", test_rings_switched_off);
     ADD("cpu-wake", test_rings_cpu_wake);
     ADD("cpu-wake-contended", test_rings_cpu_wake_contended);
     g_test_add_func("/switch/rings/kick-handover", test_rings_kick_handover);
-    ADD("cpu-wake-old-niu", test_rings_cpu_wake_old_niu);
     ADD("cpu-wake-off", test_rings_cpu_wake_off);
     ADD("broken", test_rings_broken);
     ADD("socket-bytes", test_rings_socket_bytes);

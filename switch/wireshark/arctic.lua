@@ -49,6 +49,7 @@ local events = { [1] = "ingress", [2] = "egress", [3] = "drop" }
 local drop_reasons = {
     [0] = "none", [1] = "bad_crc", [2] = "bad_length", [3] = "bad_kind",
     [4] = "not_zero", [5] = "unknown_route", [6] = "port_down", [7] = "fault",
+    [8] = "forged_source",
 }
 local kinds = { [1] = "DATA", [2] = "ACK", [3] = "NACK" }
 local nack_reasons = {
