@@ -62,7 +62,9 @@ static void cluster_kill_switch(void *data)
 
 /*
  * Start the switch and @nodes NIUs.  @tcp: the NIUs join it over TCP on
- * 127.0.0.1 (as the nodes of another host would), else on its UNIX socket.
+ * 127.0.0.1 (as the nodes of another host would), proving the cluster's
+ * key (a file only its owner reads, the switch's --secret and each QEMU's
+ * secret object: link 1.3), else on its UNIX socket.
  */
 static void cluster_start_on(Cluster *c, unsigned nodes, const char *fault,
                              bool tcp)
@@ -70,7 +72,8 @@ static void cluster_start_on(Cluster *c, unsigned nodes, const char *fault,
     const char *sw = g_getenv("ARCTIC_SWITCH_BINARY");
     g_autofree char *ports = g_strdup_printf("%u", nodes);
     g_autofree char *tcp_address = NULL;
-    const char *argv[14];
+    g_autofree char *key = NULL, *key_args = NULL;
+    const char *argv[16];
     unsigned i = 0, t;
 
     memset(c, 0, sizeof(*c));
@@ -92,8 +95,16 @@ static void cluster_start_on(Cluster *c, unsigned nodes, const char *fault,
     if (tcp) {
         tcp_address = g_strdup_printf("127.0.0.1:%u", free_tcp_port());
         c->tcp = g_strdup_printf("tcp:%s", tcp_address);
+        key = g_build_filename(c->dir, "cluster.key", NULL);
+        g_assert_true(g_file_set_contents(key, "qtest cluster key, 0123456789",
+                                          -1, NULL));
+        g_assert_cmpint(chmod(key, 0600), ==, 0);
+        key_args = g_strdup_printf("-object secret,id=arctic-key,file=%s",
+                                   key);
         argv[i++] = "--tcp";
         argv[i++] = tcp_address;
+        argv[i++] = "--secret";
+        argv[i++] = key;
     }
     argv[i] = NULL;
     g_assert_true(g_spawn_async(NULL, (char **)argv, NULL,
@@ -105,7 +116,14 @@ static void cluster_start_on(Cluster *c, unsigned nodes, const char *fault,
     }
     g_assert_true(g_file_test(c->sock, G_FILE_TEST_EXISTS));
     for (i = 0; i < nodes; i++) {
-        c->node[i] = niu_start_node(tcp ? c->tcp : c->sock, i, "");
+        c->node[i] = tcp ? niu_start_node_args(c->tcp, i,
+                                               "link-secret=arctic-key",
+                                               key_args)
+                         : niu_start_node(c->sock, i, "");
+    }
+    if (key) {
+        /* Each QEMU read it at its start, the switch at its own. */
+        g_unlink(key);
     }
 }
 
@@ -350,9 +368,10 @@ static void stream_dump_queue(Niu *rx, unsigned got)
 }
 
 /*
- * With the rings, the real switch hands its per-CPU wake-up eventfds to
- * the NIU (link 1.2) and every kick of it goes to one of them: the host
- * has no CPU beyond the switch's table.  Without, there are none.
+ * With the rings, the real switch hands the NIU its ends of this link's
+ * per-CPU wake-up sockets (link 1.3) and every kick of it goes to one of
+ * them: the host has no CPU beyond the switch's table.  Without, there
+ * are none.
  */
 static void cluster_check_cpu_kicks(Niu *n)
 {

@@ -4,6 +4,8 @@
  */
 
 #include "qemu/osdep.h"
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -141,25 +143,38 @@ void guest_send(Niu *n, unsigned q, unsigned dest, unsigned type,
  * The switch side of the link
  */
 
-static void ring_kick(int fd)
+/*
+ * A kick of the device: its counter in the ring area, and a FUTEX_WAKE
+ * (link 1.3, arctic/link-ring.h).
+ */
+void ring_kick(Niu *n)
 {
-    uint64_t one = 1;
+    struct arctic_ring_area *area = n->ring_area;
 
-    g_assert_cmpint(write(fd, &one, sizeof(one)), ==, sizeof(one));
+    __atomic_fetch_add(&area->kicks.niu, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &area->kicks.niu, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Wait on the rings' eventfd (and the socket, for its end) up to @ms. */
+/* The kicks waiting on one of our wake-up sockets, taken; never blocks. */
+unsigned ring_kicks_take(int fd)
+{
+    char bytes[4096];
+    ssize_t n = recv(fd, bytes, sizeof(bytes), MSG_DONTWAIT);
+
+    return n > 0 ? n : 0;
+}
+
+/* Wait on the wake-up socket (and the link's, for its end) up to @ms. */
 static void ring_wait(Niu *n, int ms)
 {
     struct pollfd pfd[2] = {
         { .fd = n->fd, .events = POLLIN },
         { .fd = n->ring_wake_fd, .events = POLLIN },
     };
-    uint64_t value;
 
     if (poll(pfd, 2, ms) > 0 && pfd[1].revents) {
-        g_assert_cmpint(read(n->ring_wake_fd, &value, sizeof(value)), ==,
-                        sizeof(value));
+        /* Nothing (the end) when the device closed the link. */
+        ring_kicks_take(n->ring_wake_fd);
     }
 }
 
@@ -181,7 +196,7 @@ void link_write_bytes(Niu *n, const void *buf, size_t len)
 
         g_assert_cmpuint(put, !=, ARCTIC_RING_BROKEN);
         if (put && arctic_ring_wake_consumer(&n->ring_out)) {
-            ring_kick(n->ring_kick_fd);
+            ring_kick(n);
         }
         if (!put && arctic_ring_producer_wait(&n->ring_out, 1)) {
             ring_wait(n, WAIT_MS);
@@ -259,7 +274,7 @@ static ssize_t link_take_input(Niu *n, int timeout_ms)
             g_assert_cmpuint(taken, !=, ARCTIC_RING_BROKEN);
             if (taken) {
                 if (arctic_ring_wake_producer(&n->ring_in)) {
-                    ring_kick(n->ring_kick_fd);
+                    ring_kick(n);
                 }
                 return taken;
             }
@@ -332,7 +347,6 @@ static void link_forget_rings(Niu *n)
     if (n->ring_area) {
         munmap(n->ring_area, n->ring_area_size);
         close(n->ring_wake_fd);
-        close(n->ring_kick_fd);
         n->ring_area = NULL;
     }
     n->rings = false;
@@ -340,6 +354,13 @@ static void link_forget_rings(Niu *n)
 
 void link_close(Niu *n)
 {
+    if (n->fd >= 0 && n->rings) {
+        struct arctic_ring_area *area = n->ring_area;
+
+        /* As the switch does: the device looks at the socket at once. */
+        __atomic_store_n(&area->kicks.closing, 1, __ATOMIC_RELEASE);
+        ring_kick(n);
+    }
     if (n->fd >= 0) {
         close(n->fd);
         n->fd = -1;
@@ -394,8 +415,7 @@ void link_adopt_rings(Niu *n)
                        ARCTIC_RING_TO_SWITCH);
     arctic_ring_attach(&n->ring_out, n->ring_area, data_size,
                        ARCTIC_RING_TO_NIU);
-    n->ring_wake_fd = n->offered_fds[ARCTIC_RING_FD_SWITCH_WAKE];
-    n->ring_kick_fd = n->offered_fds[ARCTIC_RING_FD_NIU_WAKE];
+    n->ring_wake_fd = n->offered_fds[ARCTIC_RING_FD_WAKE];
     close(area_fd);
     n->offered = 0;
 }
@@ -437,7 +457,8 @@ void link_send_welcome_flags(Niu *n, uint16_t flags, uint16_t hi_credits,
 
 /*
  * The same on the socket with @count descriptors attached (SCM_RIGHTS), as
- * a switch of link 1.2 sends its per-CPU wake-up eventfds with CPU_WAKE.
+ * a switch sends the device's ends of its per-CPU wake-up sockets with
+ * CPU_WAKE.
  */
 void link_send_welcome_fds(Niu *n, uint16_t flags, const int *fds,
                            unsigned count)

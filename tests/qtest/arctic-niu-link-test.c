@@ -6,7 +6,6 @@
 
 #include "qemu/osdep.h"
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include "arctic-niu-test.h"
 
@@ -191,13 +190,17 @@ static void test_link_rejected_then_accepted(void)
     niu_stop(n);
 }
 
-/* Is @fd an eventfd? */
-static bool is_eventfd(int fd)
+/* Is @fd one end of a UNIX stream socket? */
+static bool is_wake_socket(int fd)
 {
-    g_autofree char *path = g_strdup_printf("/proc/self/fd/%d", fd);
-    g_autofree char *target = g_file_read_link(path, NULL);
+    int domain = 0, type = 0;
+    socklen_t len = sizeof(domain);
 
-    return g_strcmp0(target, "anon_inode:[eventfd]") == 0;
+    g_assert_cmpint(getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len), ==,
+                    0);
+    len = sizeof(type);
+    g_assert_cmpint(getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len), ==, 0);
+    return domain == AF_UNIX && type == SOCK_STREAM;
 }
 
 /* Start an NIU with @props and take its HELLO. */
@@ -214,7 +217,8 @@ static Niu *start_to_hello(const char *props)
 /*
  * What the HELLO carries: with the link thread on a UNIX socket the
  * rings' descriptors (a memfd sealed against any change of size, holding
- * a valid area, and two eventfds); with link-rings=off or a chardev none.
+ * a valid area, and the switch's end of the link's wake-up socket pair);
+ * with link-rings=off or a chardev none.
  */
 static void test_link_rings_offer(void)
 {
@@ -231,8 +235,7 @@ static void test_link_rings_offer(void)
     seals = fcntl(area_fd, F_GET_SEALS);
     g_assert_cmpint(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), ==,
                     F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
-    g_assert_true(is_eventfd(n->offered_fds[ARCTIC_RING_FD_SWITCH_WAKE]));
-    g_assert_true(is_eventfd(n->offered_fds[ARCTIC_RING_FD_NIU_WAKE]));
+    g_assert_true(is_wake_socket(n->offered_fds[ARCTIC_RING_FD_WAKE]));
     link_adopt_rings(n);            /* checks the area's header */
     g_assert_cmpuint(n->ring_in.size, ==, ARCTIC_RING_DATA_SIZE);
     niu_stop(n);
@@ -284,12 +287,10 @@ static void rings_broken(uint32_t head_skew)
     guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 4, 5, 6, &v, 1);
     if (head_skew) {
         struct arctic_ring_area *area = n->ring_area;
-        uint64_t one = 1;
 
         area->ctl[ARCTIC_RING_TO_NIU].head = n->ring_out.own +
                                              n->ring_out.size + head_skew;
-        g_assert_cmpint(write(n->ring_kick_fd, &one, sizeof(one)), ==,
-                        sizeof(one));
+        ring_kick(n);
     } else {
         g_assert_cmpint(send(n->fd, "x", 1, MSG_NOSIGNAL), ==, 1);
     }
@@ -403,52 +404,48 @@ static const KickYieldCase kick_yield_cases[] = {
     { "/arctic-niu/link/rings-kick-doorbell", "", false, false },
 };
 
-/* What @fd's eventfd counter held (0 if nothing), emptied; never blocks. */
-static uint64_t eventfd_take(int fd)
-{
-    struct pollfd pfd = { .fd = fd, .events = POLLIN };
-    uint64_t value = 0;
-
-    if (poll(&pfd, 1, 0) != 1) {
-        return 0;
-    }
-    g_assert_cmpint(read(fd, &value, sizeof(value)), ==, sizeof(value));
-    return value;
-}
-
-enum cpu_fds_kind {
-    CPU_FDS_GOOD,
-    CPU_FDS_A_PIPE,         /* one of them a pipe */
-    CPU_FDS_BLOCKING,       /* eventfds without O_NONBLOCK */
-    CPU_FDS_NO_FLAG,        /* good ones, but the WELCOME says no CPU_WAKE */
-    CPU_FDS_NONE,           /* CPU_WAKE, but no descriptors came */
+enum cpu_wake_kind {
+    CPU_WAKE_GOOD,          /* WELCOME says CPU_WAKE */
+    CPU_WAKE_WITH_FDS,      /* ... and carries descriptors anyway */
+    CPU_WAKE_NO_FLAG,       /* no CPU_WAKE */
 };
 
 /*
- * A switch of link 1.2 sends its per-CPU wake-up eventfds with a WELCOME
- * that says CPU_WAKE: the device then kicks the one of the CPU it runs
- * on, not the ring's own, and counts it (link-cpu-kicks).  With
- * descriptors that will not do (a pipe, a blocking eventfd), without the
- * flag or without the descriptors, or with x-link-cpu-wake=off (the
- * case's kind and props), the kick goes to the ring's eventfd.
- * Here a doorbell sends (from the qtest, the main loop) to the switch,
- * asleep on its ring; the packet arrives either way.
+ * A switch that runs per-CPU threads says CPU_WAKE in its WELCOME: the
+ * device then kicks the thread of the CPU it runs on, through that CPU's
+ * counter in its ring area (a FUTEX_WAKE, link 1.3), not the ring's
+ * socket, and counts it (link-cpu-kicks).  Descriptors such a WELCOME
+ * brings anyway are dropped.  Without the flag, or with
+ * x-link-cpu-wake=off (the case's props), the kick goes to the ring's
+ * socket.  Here a doorbell sends (from the qtest, the main loop) to the
+ * switch, asleep on its ring; the packet arrives either way.
  */
 typedef struct {
     const char *path, *props;
-    enum cpu_fds_kind kind;
+    enum cpu_wake_kind kind;
     bool taken;
 } CpuWakeCase;
+
+/* Every per-CPU kick counter of @n's area, added up. */
+static uint64_t cpu_kick_counters(Niu *n)
+{
+    struct arctic_ring_area *area = n->ring_area;
+    uint64_t sum = 0;
+    unsigned i;
+
+    for (i = 0; i < ARCTIC_CPU_WAKE_MAX; i++) {
+        sum += __atomic_load_n(&area->kicks.cpu[i], __ATOMIC_ACQUIRE);
+    }
+    return sum;
+}
 
 static void rings_cpu_wake(const void *data)
 {
     const CpuWakeCase *c = data;
     g_autofree char *all = g_strdup_printf("x-link-busy-poll-ns=0%s%s",
                                            *c->props ? "," : "", c->props);
-    unsigned i, count = CLAMP(sysconf(_SC_NPROCESSORS_CONF), 1,
-                              ARCTIC_CPU_WAKE_MAX);
-    uint64_t kicks, cpu_kicks = 0, before;
-    int fds[ARCTIC_CPU_WAKE_MAX], pipe_fds[2] = { -1, -1 };
+    uint64_t kicks, before, counted;
+    int pair[2] = { -1, -1 };
     QDict *rsp, *state;
     uint32_t v = 0xc9a0;
     Niu *n;
@@ -459,31 +456,25 @@ static void rings_cpu_wake(const void *data)
     }
     n = start_to_hello(all);
     link_adopt_rings(n);
-    for (i = 0; i < count; i++) {
-        fds[i] = eventfd(0, EFD_CLOEXEC |
-                            (c->kind == CPU_FDS_BLOCKING ? 0 : EFD_NONBLOCK));
-        g_assert_cmpint(fds[i], >=, 0);
-    }
-    if (c->kind == CPU_FDS_A_PIPE) {
-        g_assert_cmpint(pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC), ==, 0);
-        close(fds[count - 1]);
-        fds[count - 1] = pipe_fds[1];
-    }
-    if (c->kind == CPU_FDS_NONE) {
-        link_send_welcome_flags(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
-                                   R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK, 8, 8);
-    } else {
+    if (c->kind == CPU_WAKE_WITH_FDS) {
+        g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+                                   pair), ==, 0);
         link_send_welcome_fds(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
-                                 (c->kind == CPU_FDS_NO_FLAG ? 0 :
-                                  R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK),
-                              fds, count);
+                                 R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK,
+                              pair, 2);
+    } else {
+        link_send_welcome_flags(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
+                                   (c->kind == CPU_WAKE_NO_FLAG ? 0 :
+                                    R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK),
+                                8, 8);
     }
     wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
     state = niu_state(n, &rsp);
     before = qdict_get_int(state, "link-switch-kicks");
     g_assert_cmpuint(qdict_get_int(state, "link-cpu-kicks"), ==, 0);
     qobject_unref(rsp);
-    eventfd_take(n->ring_wake_fd);
+    ring_kicks_take(n->ring_wake_fd);
+    counted = cpu_kick_counters(n);
 
     ring_switch_sleeps(n);
     guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v, 1);
@@ -493,33 +484,218 @@ static void rings_cpu_wake(const void *data)
     g_assert_cmpuint(kicks, ==, 1);
     g_assert_cmpuint(qdict_get_int(state, "link-cpu-kicks"), ==, c->taken);
     qobject_unref(rsp);
-    for (i = 0; i < count; i++) {
-        cpu_kicks += c->kind == CPU_FDS_A_PIPE && i == count - 1
-                     ? 0 : eventfd_take(fds[i]);
-    }
-    g_assert_cmpuint(cpu_kicks, ==, c->taken);
-    g_assert_cmpuint(eventfd_take(n->ring_wake_fd), ==, !c->taken);
+    g_assert_cmpuint(cpu_kick_counters(n) - counted, ==, c->taken);
+    g_assert_cmpuint(ring_kicks_take(n->ring_wake_fd), ==, !c->taken);
     arctic_ring_consumer_awake(&n->ring_in);
     expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 0, 0, &v, 1);
     niu_stop(n);
-    for (i = 0; i < count; i++) {
-        close(fds[i]);
-    }
-    if (pipe_fds[0] >= 0) {
-        close(pipe_fds[0]);
+    if (pair[0] >= 0) {
+        close(pair[0]);
+        close(pair[1]);
     }
 }
 
 static const CpuWakeCase cpu_wake_cases[] = {
-    { "/arctic-niu/link/rings-cpu-wake", "", CPU_FDS_GOOD, true },
-    { "/arctic-niu/link/rings-cpu-wake-pipe", "", CPU_FDS_A_PIPE, false },
-    { "/arctic-niu/link/rings-cpu-wake-blocking", "", CPU_FDS_BLOCKING,
-      false },
+    { "/arctic-niu/link/rings-cpu-wake", "", CPU_WAKE_GOOD, true },
+    { "/arctic-niu/link/rings-cpu-wake-fds", "", CPU_WAKE_WITH_FDS, true },
     { "/arctic-niu/link/rings-cpu-wake-off", "x-link-cpu-wake=off",
-      CPU_FDS_GOOD, false },
-    { "/arctic-niu/link/rings-cpu-wake-no-flag", "", CPU_FDS_NO_FLAG, false },
-    { "/arctic-niu/link/rings-cpu-wake-no-fds", "", CPU_FDS_NONE, false },
+      CPU_WAKE_GOOD, false },
+    { "/arctic-niu/link/rings-cpu-wake-no-flag", "", CPU_WAKE_NO_FLAG, false },
 };
+
+/*
+ * A hostile switch: it never reads its end of the link's wake-up socket
+ * and asks for a kick for room after every frame it writes.  With link
+ * 1.2's eventfds it could also clear O_NONBLOCK on the file description
+ * both held, and once the counter was full the device's write() blocked
+ * the vCPU that kicked, holding the device lock and the BQL: QEMU
+ * answered nothing.  The device's end of the socket is its own, and
+ * kicks are send(MSG_DONTWAIT): 2000 of them (the socket is full after a
+ * few hundred), and QEMU still answers, counts every kick, and carries a
+ * message.  (Kicks of the switch's per-CPU threads are FUTEX_WAKEs, which
+ * nothing can block: x-link-cpu-wake=off sends them all to the socket.)
+ */
+static void test_link_rings_hostile_switch(void)
+{
+    enum { FRAMES = 2000 };
+    uint8_t credit[ARCTIC_LINK_HEADER_SIZE + ARCTIC_CREDIT_SIZE] = { 0 };
+    uint64_t before, kicks;
+    QDict *rsp, *state;
+    uint32_t v = 0x4057;
+    unsigned i;
+    Niu *n;
+
+    if (!link_thread()) {
+        g_test_skip("the rings need the link thread");
+        return;
+    }
+    n = start_to_hello("x-link-busy-poll-ns=60000000000,x-link-cpu-wake=off");
+    link_adopt_rings(n);
+    g_assert_cmpint(fcntl(n->ring_wake_fd, F_SETFL, 0), ==, 0);
+    link_send_welcome_flags(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
+                               R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK, 8, 8);
+    wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
+    state = niu_state(n, &rsp);
+    before = qdict_get_int(state, "link-switch-kicks");
+    qobject_unref(rsp);
+    arctic_frame_header_encode(credit, ARCTIC_FRAME_CREDIT,
+                               ARCTIC_CREDIT_SIZE);
+    for (i = 0; i < FRAMES; i++) {
+        g_assert_cmpuint(arctic_ring_write(&n->ring_out, credit,
+                                           sizeof(credit)), ==,
+                         sizeof(credit));
+        __atomic_store_n(&n->ring_out.ctl->producer_waiting, 1,
+                         __ATOMIC_SEQ_CST);
+        /*
+         * A busy poll takes it in this thread (the main loop's, under
+         * the BQL); the link thread, if it looks first, kicks as well.
+         */
+        user_r(n, A_USER_LINK_POLL);
+        while (__atomic_load_n(&n->ring_out.ctl->producer_waiting,
+                               __ATOMIC_SEQ_CST)) {
+            g_usleep(100);
+        }
+    }
+    state = niu_state(n, &rsp);
+    kicks = qdict_get_int(state, "link-switch-kicks") - before;
+    qobject_unref(rsp);
+    g_test_message("%" PRIu64 " kicks into a socket nobody reads", kicks);
+    g_assert_cmpuint(kicks, ==, FRAMES);
+    ring_switch_sleeps(n);
+    guest_send(n, ARCTIC_TXQ_HI, 2, 1, 0, 0, &v, 1);
+    doorbell(n);
+    arctic_ring_consumer_awake(&n->ring_in);
+    expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 1, 0, 0, &v, 1);
+    niu_stop(n);
+}
+
+/* --- authenticated joins (link-protocol.md §6.6) ----------------------- */
+
+#define AUTH_KEY "qtest-key-of-the-cluster-0123456789"
+
+/* HMAC-SHA256 of arctic_auth_message()'s bytes, with @key (GLib's). */
+static void auth_mac(const char *key, enum arctic_auth_role role,
+                     const uint8_t *their, const uint8_t *ours,
+                     const uint8_t *hello, uint8_t *mac)
+{
+    uint8_t msg[ARCTIC_AUTH_MESSAGE_SIZE];
+    GHmac *h = g_hmac_new(G_CHECKSUM_SHA256, (const guchar *)key,
+                          strlen(key));
+    gsize len = ARCTIC_AUTH_MAC_SIZE;
+
+    g_hmac_update(h, msg, arctic_auth_message(msg, role, their, ours, hello));
+    g_hmac_get_digest(h, mac, &len);
+    g_hmac_unref(h);
+}
+
+/* An NIU with link-secret= the key, and its HELLO's body. */
+static Niu *auth_start(bool with_key, uint8_t *hello)
+{
+    Niu *n = niu_start_node_args("listen", NIU_NODE,
+                                 with_key ? "link-secret=key" : "",
+                                 "-object secret,id=key,data=" AUTH_KEY);
+    uint8_t body[ARCTIC_LINK_MAX_BODY];
+    struct arctic_hello h = {
+        .magic = ARCTIC_LINK_MAGIC,
+        .version_major = ARCTIC_LINK_VERSION_MAJOR,
+        .version_minor = ARCTIC_LINK_VERSION_MINOR,
+        .node_id = NIU_NODE,
+        .credits = { ARCTIC_LINK_DEFAULT_CREDITS,
+                     ARCTIC_LINK_DEFAULT_CREDITS },
+    };
+
+    niu_setup(n);
+    link_accept(n);
+    link_expect_hello(n);
+    arctic_hello_encode(body, &h);
+    memcpy(hello, body, ARCTIC_HELLO_SIZE);
+    return n;
+}
+
+/* The switch's challenge, the NIU's answer: its nonce, its MAC checked. */
+static void auth_challenge(Niu *n, const uint8_t *hello, uint8_t *ns,
+                           uint8_t *nn)
+{
+    uint8_t body[ARCTIC_LINK_MAX_BODY], want[ARCTIC_AUTH_MAC_SIZE];
+    uint16_t type;
+    uint32_t len;
+    unsigned i;
+
+    for (i = 0; i < ARCTIC_AUTH_NONCE_SIZE; i++) {
+        ns[i] = g_test_rand_int_range(0, 256);
+    }
+    link_write(n, ARCTIC_FRAME_AUTH_CHALLENGE, ns, ARCTIC_AUTH_NONCE_SIZE);
+    g_assert_cmpint(link_read(n, &type, body, &len, WAIT_MS), ==, 1);
+    g_assert_cmpint(type, ==, ARCTIC_FRAME_AUTH_RESPONSE);
+    g_assert_cmpint(len, ==, ARCTIC_AUTH_RESPONSE_SIZE);
+    memcpy(nn, body, ARCTIC_AUTH_NONCE_SIZE);
+    auth_mac(AUTH_KEY, ARCTIC_AUTH_NIU, ns, nn, hello, want);
+    g_assert_cmpmem(body + ARCTIC_AUTH_NONCE_SIZE, ARCTIC_AUTH_MAC_SIZE,
+                    want, ARCTIC_AUTH_MAC_SIZE);
+}
+
+/* The link refused for AUTH, and not up. */
+static void expect_auth_refused(Niu *n)
+{
+    uint8_t buf[ARCTIC_LINK_MAX_BODY];
+    uint16_t type;
+    uint32_t len;
+
+    g_assert_cmpint(link_read(n, &type, buf, &len, WAIT_MS), ==, -1);
+    link_close(n);
+    g_assert_false(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
+                              UP));
+    g_assert_true(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
+                             REJECTED));
+    g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_ERROR_INFO), NIU_ERROR_INFO,
+                               DETAIL), ==, ARCTIC_REJECT_AUTH);
+    expect_errors(n, 1u << ARCTIC_ERR_LINK_REJECTED);
+}
+
+/* With the key: the NIU answers the challenge right, takes the proof. */
+static void test_link_auth_good(void)
+{
+    uint8_t hello[ARCTIC_HELLO_SIZE], ns[ARCTIC_AUTH_NONCE_SIZE];
+    uint8_t nn[ARCTIC_AUTH_NONCE_SIZE], proof[ARCTIC_AUTH_MAC_SIZE];
+    Niu *n = auth_start(true, hello);
+
+    auth_challenge(n, hello, ns, nn);
+    auth_mac(AUTH_KEY, ARCTIC_AUTH_SWITCH, nn, ns, hello, proof);
+    link_write(n, ARCTIC_FRAME_AUTH_PROOF, proof, sizeof(proof));
+    link_send_welcome(n, 8, 8);
+    wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
+    niu_stop(n);
+}
+
+/*
+ * A switch that does not know the key: no proof (a WELCOME at once), or a
+ * wrong one.  The NIU takes neither; a switch that asks an NIU without a
+ * key is refused by it too.
+ */
+static void test_link_auth_fake_switch(void)
+{
+    uint8_t hello[ARCTIC_HELLO_SIZE], ns[ARCTIC_AUTH_NONCE_SIZE];
+    uint8_t nn[ARCTIC_AUTH_NONCE_SIZE], proof[ARCTIC_AUTH_MAC_SIZE];
+    Niu *n = auth_start(true, hello);
+
+    link_send_welcome_flags(n, 0, 8, 8);
+    expect_auth_refused(n);
+    niu_stop(n);
+
+    n = auth_start(true, hello);
+    auth_challenge(n, hello, ns, nn);
+    auth_mac("not the cluster's key at all, no", ARCTIC_AUTH_SWITCH, nn, ns,
+             hello, proof);
+    link_write(n, ARCTIC_FRAME_AUTH_PROOF, proof, sizeof(proof));
+    expect_auth_refused(n);
+    niu_stop(n);
+
+    n = auth_start(false, hello);
+    memset(ns, 7, sizeof(ns));
+    link_write(n, ARCTIC_FRAME_AUTH_CHALLENGE, ns, sizeof(ns));
+    expect_auth_refused(n);
+    niu_stop(n);
+}
 
 void niu_test_add_link(void)
 {
@@ -538,6 +714,11 @@ void niu_test_add_link(void)
                    test_link_rings_bad_head);
     qtest_add_func("/arctic-niu/link/rings-socket-bytes",
                    test_link_rings_socket_bytes);
+    qtest_add_func("/arctic-niu/link/rings-hostile-switch",
+                   test_link_rings_hostile_switch);
+    qtest_add_func("/arctic-niu/link/auth-good", test_link_auth_good);
+    qtest_add_func("/arctic-niu/link/auth-fake-switch",
+                   test_link_auth_fake_switch);
     for (i = 0; i < G_N_ELEMENTS(kick_yield_cases); i++) {
         qtest_add_data_func(kick_yield_cases[i].path, &kick_yield_cases[i],
                             rings_kick_yield);

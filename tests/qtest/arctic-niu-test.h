@@ -73,7 +73,9 @@ typedef struct Niu {
     size_t ring_area_size;
     struct arctic_ring ring_in;     /* ARCTIC_RING_TO_SWITCH */
     struct arctic_ring ring_out;    /* ARCTIC_RING_TO_NIU */
-    int ring_wake_fd, ring_kick_fd; /* we sleep on, the device sleeps on */
+    /* Our end of the link's wake-up socket: we sleep on it, and kick the
+     * device through it. */
+    int ring_wake_fd;
 } Niu;
 
 /* Registers and guest memory */
@@ -86,6 +88,8 @@ static inline uint8_t ack_now_if_left(unsigned left)
     return left < 4 ? ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, ACK_NOW, 1) : 0;
 }
 
+void ring_kick(Niu *n);
+unsigned ring_kicks_take(int fd);
 uint32_t reg_r(Niu *n, uint64_t off);
 void reg_w(Niu *n, uint64_t off, uint32_t v);
 uint32_t counter(Niu *n, enum arctic_counter c);

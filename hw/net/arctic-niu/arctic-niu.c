@@ -24,6 +24,7 @@
 #include "qemu/main-loop.h"
 #include "qemu/rcu.h"
 #include "system/dma.h"
+#include "crypto/secret_common.h"
 #include "exec/target_page.h"
 #include "trace.h"
 
@@ -1443,11 +1444,41 @@ static const NiuE2EOps arctic_niu_e2e_ops = {
     .peer_lost = niu_on_e2e_peer_lost,
 };
 
+/*
+ * link-secret=ID: the cluster's key, the bytes of QEMU's secret object ID
+ * (-object secret,id=ID,file=KEY: the file the switch reads with
+ * --secret), for the authenticated join of link 1.3.
+ */
+static bool niu_link_secret(ArcticNiuState *s, Error **errp)
+{
+    g_autofree uint8_t *key = NULL;
+    size_t len;
+
+    if (!s->link_secret) {
+        return true;
+    }
+    if (qcrypto_secret_lookup(s->link_secret, &key, &len, errp) < 0) {
+        error_prepend(errp, "arctic-niu: link-secret=%s: ", s->link_secret);
+        return false;
+    }
+    if (len < ARCTIC_AUTH_KEY_MIN || len > ARCTIC_AUTH_KEY_MAX) {
+        error_setg(errp, "arctic-niu: link-secret=%s holds %zu bytes: the "
+                   "key wants %d..%d", s->link_secret, len,
+                   ARCTIC_AUTH_KEY_MIN, ARCTIC_AUTH_KEY_MAX);
+        return false;
+    }
+    niu_link_set_secret(&s->link, key, len);
+    return true;
+}
+
 /* No link at all makes a standalone NIU, useful for register tests. */
 static bool niu_link_setup(ArcticNiuState *s, Error **errp)
 {
     niu_link_init(&s->link, &arctic_niu_link_ops, s, &s->lock, s->node_id,
                   s->rx_credits, s->ack_delay_ns);
+    if (!niu_link_secret(s, errp)) {
+        return false;
+    }
     if (s->link_socket && qemu_chr_fe_backend_connected(&s->chr)) {
         error_setg(errp, "arctic-niu: give chardev= or link-socket=, "
                    "not both");
@@ -1573,6 +1604,7 @@ static const Property arctic_niu_properties[] = {
     DEFINE_PROP_UINT32("link-reconnect-ms", ArcticNiuState, link_reconnect_ms,
                        200),
     DEFINE_PROP_BOOL("link-rings", ArcticNiuState, link_rings, true),
+    DEFINE_PROP_STRING("link-secret", ArcticNiuState, link_secret),
     DEFINE_PROP_UINT32("node-id", ArcticNiuState, node_id, 0),
     DEFINE_PROP_UINT32("lines", ArcticNiuState, num_lines,
                        ARCTIC_DEFAULT_LINES),

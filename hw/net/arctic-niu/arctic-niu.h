@@ -221,6 +221,7 @@ struct ArcticNiuState {
     /* link (niu-link.h) */
     NiuLink link;
     char *link_socket;          /* served by the link thread */
+    char *link_secret;          /* id of the secret object: the key */
     uint32_t link_reconnect_ms;
     uint64_t link_busy_poll_ns; /* the thread leaves input to a polling vCPU */
     bool link_rings;            /* offer the switch shared-memory rings */

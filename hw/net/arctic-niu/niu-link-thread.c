@@ -20,13 +20,16 @@
  *
  * On a UNIX socket the NIU offers the switch shared-memory rings with its
  * HELLO (link-rings=on, the default; arctic/link-ring.h): a sealed memfd
- * and two eventfds go with the first write (SCM_RIGHTS).  A switch that
- * takes them says so in its WELCOME, and from then on every frame goes
- * through the rings: a send is a copy into the ring, and a kick of the
- * switch's eventfd only if the switch said it sleeps; a busy-polling vCPU
+ * and one end of a socket pair, the link's wake-up socket, go with the
+ * first write (SCM_RIGHTS).  A switch that takes them says so in its
+ * WELCOME, and from then on every frame goes through the rings: a send is
+ * a copy into the ring, and a kick of the switch (one byte, sent with
+ * MSG_DONTWAIT) only if the switch said it sleeps; a busy-polling vCPU
  * finds input with one load instead of a recv().  The socket then only
  * tells the end of the link.  A switch that does not take them leaves
- * the link on the socket, as over TCP.
+ * the link on the socket, as over TCP.  Nothing the switch does to its
+ * ends of the wake-up sockets can make a kick or a drain block: the
+ * flags are per call (link 1.3).
  *
  * The thread never spins: on a 2-core host every spinning thread takes
  * the core a vCPU or the switch wants.  Locking: the device lock
@@ -40,8 +43,11 @@
 
 #include "qemu/osdep.h"
 #include <sched.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include "qemu/error-report.h"
 #include "qemu/event_notifier.h"
+#include "qemu/futex.h"
 #include "qemu/main-loop.h"
 #include "qemu/memfd.h"
 #include "qemu/rcu.h"
@@ -72,17 +78,22 @@ typedef struct NiuRings {
     void *area;
     size_t size;
     int area_fd;                /* -1 once it went with the HELLO */
-    EventNotifier wake;         /* ARCTIC_RING_FD_NIU_WAKE: we sleep on it */
-    EventNotifier kick;         /* ARCTIC_RING_FD_SWITCH_WAKE: the switch's */
+    /*
+     * The link's wake-up socket pair: we kick the switch's loop thread
+     * through @wake_fd (the switch kicks us through the area: see
+     * NiuLinkThread.kick_word); @offer_fd, the switch's end, goes with
+     * the HELLO (-1 after).
+     */
+    int wake_fd;
+    int offer_fd;
     struct arctic_ring out;     /* ARCTIC_RING_TO_SWITCH, under the lock */
     struct arctic_ring in;      /* ARCTIC_RING_TO_NIU, under rx_lock */
     /*
-     * The switch's per-CPU wake-up eventfds, come with its WELCOME
-     * (arctic/link-ring.h): @cpu_fds_got of them, kicked once the WELCOME
-     * said CPU_WAKE and they passed the checks (@cpu_fds of them, else 0).
+     * The WELCOME said CPU_WAKE (and x-link-cpu-wake=on): the switch's
+     * thread of our CPU is kicked through the area's counter for it
+     * (arctic/link-ring.h).
      */
-    int cpu_fd[ARCTIC_CPU_WAKE_MAX];
-    unsigned cpu_fds_got, cpu_fds;
+    bool cpu_wake;
 } NiuRings;
 
 struct NiuLinkThread {
@@ -121,11 +132,67 @@ struct NiuLinkThread {
     bool kick_yield;        /* x-link-kick-yield: see rings_kick_switch() */
     bool cpu_wake;          /* x-link-cpu-wake: take per-CPU wake-ups */
     bool in_poll;           /* under the lock: a busy poll hands input up */
+    /*
+     * With the rings on, the thread sleeps on futexes (futex_waitv): this
+     * word, which the device's other threads raise to kick it, and the
+     * switch's kick counter in the area (arctic/link-ring.h); without,
+     * in poll(), on @wake and the socket.
+     */
+    uint32_t kick_word;
+    bool fd_shut;           /* atomic: the device dropped the link */
+    int64_t socket_looked;  /* with the rings: when the socket was */
+    bool rings_asleep;      /* the thread sleeps on the futexes now */
 };
+
+/* With the rings on, the socket has said the link's end (or bytes). */
+static bool thread_socket_readable(NiuLinkThread *t)
+{
+    GPollFD pfd = { .fd = t->fd, .events = G_IO_IN };
+
+    return qemu_poll_ns(&pfd, 1, 0) > 0;
+}
 
 static void thread_kick(NiuLinkThread *t)
 {
-    event_notifier_set(&t->wake);
+    if (qatomic_read(&t->rings_on)) {
+        qatomic_inc(&t->kick_word);
+        qemu_futex_wake(&t->kick_word, INT_MAX);
+    } else {
+        event_notifier_set(&t->wake);
+    }
+}
+
+/*
+ * With the rings on: sleep until the switch or another thread of ours
+ * kicks (either counter leaves what was seen before the last look at
+ * everything), or @timeout_ns pass; true if the time ran out.
+ */
+static bool thread_futex_wait(NiuLinkThread *t, uint32_t kick_seen,
+                              uint32_t switch_seen, int64_t timeout_ns)
+{
+    struct arctic_ring_area *area = t->rings->area;
+    struct futex_waitv waiters[2] = {
+        {
+            .uaddr = (uintptr_t)&t->kick_word,
+            .val = kick_seen,
+            .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG,
+        }, {
+            .uaddr = (uintptr_t)&area->kicks.niu,
+            .val = switch_seen,
+            .flags = FUTEX_32,
+        },
+    };
+    struct timespec ts;
+    int64_t deadline;
+
+    if (timeout_ns == 0) {
+        return false;
+    }
+    deadline = get_clock() + timeout_ns;
+    ts.tv_sec = deadline / NANOSECONDS_PER_SECOND;
+    ts.tv_nsec = deadline % NANOSECONDS_PER_SECOND;
+    return syscall(SYS_futex_waitv, waiters, 2, 0, &ts, CLOCK_MONOTONIC) < 0 &&
+           errno == ETIMEDOUT;
 }
 
 /* Sleep until kicked or @ms pass; false when the device goes away. */
@@ -186,98 +253,63 @@ static int thread_connect(NiuLinkThread *t)
     return fd;
 }
 
+/* --- descriptors and wake-up sockets --------------------------------- */
+
+/*
+ * sendmsg() of @buf with @n descriptors attached (SCM_RIGHTS), without
+ * blocking: the one place the NIU sends descriptors.
+ */
+static ssize_t link_send_fds(int fd, const uint8_t *buf, size_t len,
+                             const int *fds, unsigned n)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * ARCTIC_RING_FDS)];
+    } control;
+    struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+    struct msghdr msg = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = control.buf,
+        .msg_controllen = CMSG_SPACE(sizeof(int) * n),
+    };
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+
+    assert(n && n <= ARCTIC_RING_FDS);
+    memset(&control, 0, sizeof(control));
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * n);
+    memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * n);
+    return sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/* A kick: one byte, never blocking whatever the switch did to its end. */
+static void link_kick(int fd)
+{
+    static const char byte = 1;
+
+    if (send(fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+        /* EAGAIN: a kick waits to be read already; EPIPE: the link ends. */
+    }
+}
+
 /* --- shared-memory rings ---------------------------------------------- */
 
-static void rings_close_cpu_fds(NiuRings *r)
-{
-    while (r->cpu_fds_got > 0) {
-        close(r->cpu_fd[--r->cpu_fds_got]);
-    }
-    r->cpu_fds = 0;
-}
-
 /*
- * Under rx_lock, before the WELCOME is taken: keep the descriptors a
- * message from the switch brought (its per-CPU wake-up eventfds, which
- * come with the WELCOME); close any beyond ARCTIC_CPU_WAKE_MAX, and any
- * that come later.
+ * Under the device lock, as the WELCOME is taken: kick the switch's
+ * per-CPU threads if it says it runs them and we want to.
  */
-static void rings_take_cpu_fds(NiuLinkThread *t, struct msghdr *msg)
+static void rings_adopt_cpu_wake(NiuLinkThread *t, bool offered)
 {
     NiuRings *r = t->rings;
-    /* An SCM_RIGHTS message carries at least one: none yet, none taken. */
-    bool keep = !r->cpu_fds_got;
-    struct cmsghdr *cmsg;
 
-    for (cmsg = CMSG_FIRSTHDR(msg); cmsg; cmsg = CMSG_NXTHDR(msg, cmsg)) {
-        const int *fds = (const int *)CMSG_DATA(cmsg);
-        unsigned i, n;
-
-        if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) {
-            continue;
-        }
-        n = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (i = 0; i < n; i++) {
-            if (keep && r->cpu_fds_got < ARCTIC_CPU_WAKE_MAX) {
-                r->cpu_fd[r->cpu_fds_got++] = fds[i];
-            } else {
-                close(fds[i]);
-            }
-        }
-        keep = false;
+    r->cpu_wake = offered && t->cpu_wake;
+    if (offered) {
+        trace_arctic_niu_link_cpu_wake(t->link->node_id,
+                                       r->cpu_wake ? "taken"
+                                                   : "x-link-cpu-wake=off");
     }
-}
-
-/* Is @fd an eventfd a write to which cannot block? */
-static bool rings_cpu_fd_ok(int fd)
-{
-    char path[32], target[32];
-    ssize_t n;
-    int flags = fcntl(fd, F_GETFL);
-
-    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    n = readlink(path, target, sizeof(target) - 1);
-    if (n < 0 || flags < 0 || !(flags & O_NONBLOCK)) {
-        return false;
-    }
-    target[n] = 0;
-    return !strcmp(target, "anon_inode:[eventfd]");
-}
-
-/*
- * Under the device lock, as the WELCOME is taken: use the per-CPU
- * wake-ups it says it brought, if we want them and they are what the
- * protocol says; the ring's own eventfd does otherwise.
- */
-static void rings_adopt_cpu_fds(NiuLinkThread *t, bool offered)
-{
-    NiuRings *r = t->rings;
-    const char *why = NULL;
-    unsigned i;
-
-    if (!offered && !r->cpu_fds_got) {
-        return;             /* a switch of link 1.1, or --no-cpu-wake */
-    }
-    if (!offered) {
-        why = "descriptors without CPU_WAKE";
-    } else if (!t->cpu_wake) {
-        why = "x-link-cpu-wake=off";
-    } else if (!r->cpu_fds_got) {
-        why = "CPU_WAKE without descriptors";
-    }
-    for (i = 0; !why && i < r->cpu_fds_got; i++) {
-        if (!rings_cpu_fd_ok(r->cpu_fd[i])) {
-            why = "a descriptor that is not a non-blocking eventfd";
-        }
-    }
-    if (why) {
-        trace_arctic_niu_link_cpu_wake(t->link->node_id, r->cpu_fds_got,
-                                       why);
-        rings_close_cpu_fds(r);
-        return;
-    }
-    r->cpu_fds = r->cpu_fds_got;
-    trace_arctic_niu_link_cpu_wake(t->link->node_id, r->cpu_fds, "taken");
 }
 
 static void rings_free(NiuRings *r)
@@ -286,9 +318,10 @@ static void rings_free(NiuRings *r)
         return;
     }
     qemu_memfd_free(r->area, r->size, r->area_fd);
-    event_notifier_cleanup(&r->wake);
-    event_notifier_cleanup(&r->kick);
-    rings_close_cpu_fds(r);
+    close(r->wake_fd);
+    if (r->offer_fd >= 0) {
+        close(r->offer_fd);
+    }
     g_free(r);
 }
 
@@ -301,6 +334,7 @@ static NiuRings *rings_new(NiuLinkThread *t)
 {
     NiuRings *r = g_new0(NiuRings, 1);
     Error *err = NULL;
+    int pair[2];
     int ret;
 
     r->size = arctic_ring_area_size(ARCTIC_RING_DATA_SIZE);
@@ -312,14 +346,13 @@ static NiuRings *rings_new(NiuLinkThread *t)
         error_free(err);
         goto fail_area;
     }
-    ret = event_notifier_init(&r->wake, false);
+    ret = qemu_socketpair(AF_UNIX, SOCK_STREAM, 0, pair);
     if (ret < 0) {
+        ret = -errno;
         goto fail_wake;
     }
-    ret = event_notifier_init(&r->kick, false);
-    if (ret < 0) {
-        goto fail_kick;
-    }
+    r->wake_fd = pair[0];
+    r->offer_fd = pair[1];
     arctic_ring_area_init(r->area, ARCTIC_RING_DATA_SIZE);
     arctic_ring_attach(&r->out, r->area, ARCTIC_RING_DATA_SIZE,
                        ARCTIC_RING_TO_SWITCH);
@@ -328,8 +361,6 @@ static NiuRings *rings_new(NiuLinkThread *t)
     trace_arctic_niu_link_rings_offer(t->link->node_id, 0);
     return r;
 
-fail_kick:
-    event_notifier_cleanup(&r->wake);
 fail_wake:
     qemu_memfd_free(r->area, r->size, r->area_fd);
 fail_area:
@@ -348,33 +379,20 @@ static ssize_t rings_send_offer(NiuLinkThread *t, const uint8_t *buf,
     NiuRings *r = t->rings;
     int fds[ARCTIC_RING_FDS] = {
         [ARCTIC_RING_FD_AREA] = r->area_fd,
-        [ARCTIC_RING_FD_SWITCH_WAKE] = event_notifier_get_fd(&r->kick),
-        [ARCTIC_RING_FD_NIU_WAKE] = event_notifier_get_fd(&r->wake),
+        [ARCTIC_RING_FD_WAKE] = r->offer_fd,
     };
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(fds))];
-    } control;
-    struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-    struct msghdr msg = {
-        .msg_iov = &iov,
-        .msg_iovlen = 1,
-        .msg_control = control.buf,
-        .msg_controllen = sizeof(control.buf),
-    };
-    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-    ssize_t n;
+    ssize_t n = link_send_fds(t->fd, buf, len, fds, ARCTIC_RING_FDS);
 
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(fds));
-    memcpy(CMSG_DATA(cmsg), fds, sizeof(fds));
-    n = sendmsg(t->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
         t->rings_offer = false;
-        /* The switch has its own copy; the mapping keeps ours. */
+        /*
+         * The switch has its own copies: the mapping keeps our memory,
+         * and its end of the wake-up socket is its alone.
+         */
         close(r->area_fd);
         r->area_fd = -1;
+        close(r->offer_fd);
+        r->offer_fd = -1;
     }
     return n;
 }
@@ -396,15 +414,21 @@ static ssize_t rings_send_offer(NiuLinkThread *t, const uint8_t *buf,
 static void rings_kick_switch(NiuLinkThread *t)
 {
     NiuRings *r = t->rings;
-    int cpu = r->cpu_fds ? sched_getcpu() : -1;
-    uint64_t one = 1;
+    int cpu = r->cpu_wake ? sched_getcpu() : -1;
 
-    /* The switch's thread of this CPU, woken here: no IPI (link 1.2). */
-    if (cpu >= 0 && (unsigned)cpu < r->cpu_fds &&
-        write(r->cpu_fd[cpu], &one, sizeof(one)) == sizeof(one)) {
+    /*
+     * The switch's thread of this CPU, woken here: no IPI.  A FUTEX_WAKE
+     * cannot block, whatever the switch does (link 1.3); all waiters are
+     * woken, so that none can take the wake-up from the switch's thread.
+     */
+    if (cpu >= 0 && cpu < ARCTIC_CPU_WAKE_MAX) {
+        struct arctic_ring_area *area = r->area;
+
+        qatomic_inc(&area->kicks.cpu[cpu]);
+        qemu_futex_wake(&area->kicks.cpu[cpu], INT_MAX);
         stat64_add(&t->link->cpu_kicks, 1);
     } else {
-        event_notifier_set(&r->kick);
+        link_kick(r->wake_fd);
     }
     stat64_add(&t->link->switch_kicks, 1);
     /* The link thread reads its ring without the lock: not in_poll's. */
@@ -425,6 +449,8 @@ static size_t rings_write(NiuLinkThread *t, const uint8_t *buf, size_t len)
         trace_arctic_niu_link_rings_broken(t->link->node_id,
                                            "the switch's tail");
         shutdown(t->fd, SHUT_RDWR);
+        qatomic_set(&t->fd_shut, true);
+        thread_kick(t);
         return len;
     }
     if (n && arctic_ring_wake_consumer(&r->out)) {
@@ -439,31 +465,6 @@ static size_t rings_write(NiuLinkThread *t, const uint8_t *buf, size_t len)
         if (!arctic_ring_producer_wait(&r->out, 1)) {
             thread_kick(t);
         }
-    }
-    return n;
-}
-
-/*
- * Under rx_lock, while the rings wait for the WELCOME: recv() that keeps
- * the descriptors the WELCOME may bring (rings_take_cpu_fds()).
- */
-static ssize_t thread_recv_welcome(NiuLinkThread *t, uint8_t *buf)
-{
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int) * ARCTIC_CPU_WAKE_MAX)];
-    } control;
-    struct iovec iov = { .iov_base = buf, .iov_len = NIU_LINK_THREAD_READ };
-    struct msghdr msg = {
-        .msg_iov = &iov,
-        .msg_iovlen = 1,
-        .msg_control = control.buf,
-        .msg_controllen = sizeof(control.buf),
-    };
-    ssize_t n = recvmsg(t->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-
-    if (n >= 0) {
-        rings_take_cpu_fds(t, &msg);
     }
     return n;
 }
@@ -497,6 +498,8 @@ static void thread_close(NiuLinkThread *t)
         qatomic_set(&t->hold_input, false);
         qatomic_set(&t->deadline, 0);
         qatomic_set(&t->rings_on, false);
+        qatomic_set(&t->fd_shut, false);
+        t->rings_asleep = false;
         t->rings_offer = false;
         rings_free(t->rings);
         t->rings = NULL;
@@ -576,11 +579,8 @@ static ssize_t thread_take_input(NiuLinkThread *t, uint8_t *buf,
         }
         return got;
     }
-    if (t->rings) {
-        n = thread_recv_welcome(t, buf);
-    } else {
-        n = recv(t->fd, buf, NIU_LINK_THREAD_READ, MSG_DONTWAIT);
-    }
+    /* Descriptors a switch sends anyway are closed by the kernel. */
+    n = recv(t->fd, buf, NIU_LINK_THREAD_READ, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         return 0;
     }
@@ -709,8 +709,9 @@ static void *thread_run(void *opaque)
 
     rcu_register_thread();
     while (!qatomic_read(&t->quit)) {
-        GPollFD pfd[3];
+        GPollFD pfd[2];
         int64_t now, polled_until, timeout;
+        uint32_t kick_seen = 0, switch_seen = 0;
         bool take_input, rings, ring_ready = false;
         int fd;
 
@@ -736,59 +737,85 @@ static void *thread_run(void *opaque)
             niu_link_released(t->link);
             continue;
         }
+        rings = qatomic_read(&t->rings_on);
+        if (rings && !t->rings_asleep) {
+            /*
+             * The notifier is not watched with the rings on: what
+             * rings_up() set on it must not cut the wait short after the
+             * link ends.
+             */
+            event_notifier_test_and_clear(&t->wake);
+            t->rings_asleep = true;
+        }
+        if (rings) {
+            /* Seen before the last look: a kick after it ends the sleep. */
+            struct arctic_ring_area *area = t->rings->area;
+
+            kick_seen = qatomic_load_acquire(&t->kick_word);
+            switch_seen = qatomic_load_acquire(&area->kicks.niu);
+        }
         now = get_clock();
         polled_until = qatomic_read(&t->polled_until);
         if (polled_until <= now) {
             polled_until = 0;
         }
         take_input = !qatomic_read(&t->hold_input) && !polled_until;
-        rings = qatomic_read(&t->rings_on);
         timeout = thread_timeout_ns(t, now, polled_until);
-        if (rings && thread_ring_input_waits(t, take_input)) {
-            timeout = 0;
+        if (rings) {
+            bool socket_ready = false;
+
+            if (thread_ring_input_waits(t, take_input) ||
+                qatomic_read(&t->posted) || qatomic_read(&t->fd_shut)) {
+                timeout = 0;
+            }
+            if (timeout < 0 || timeout > ARCTIC_RING_LOOK_MS * SCALE_MS) {
+                /* A kick lost or withheld delays the link, never stalls it. */
+                timeout = ARCTIC_RING_LOOK_MS * SCALE_MS;
+            }
+            /*
+             * The socket says only that the link ended (or bytes it must
+             * not carry): looked at when nothing else woke the thread,
+             * when the device dropped the link, and at least every
+             * ARCTIC_RING_LOOK_MS however often the thread is woken.
+             */
+            if (thread_futex_wait(t, kick_seen, switch_seen, timeout) ||
+                qatomic_read(&t->fd_shut) ||
+                qatomic_read(&((struct arctic_ring_area *)
+                               t->rings->area)->kicks.closing) ||
+                get_clock() - t->socket_looked >
+                ARCTIC_RING_LOOK_MS * SCALE_MS) {
+                t->socket_looked = get_clock();
+                socket_ready = thread_socket_readable(t);
+            }
+            arctic_ring_consumer_awake(&t->rings->in);
+            ring_ready = take_input && arctic_ring_used(&t->rings->in);
+            /*
+             * Output that waits is retried at every wake-up: room is said
+             * by the switch's kick or, if it came while the writer looked,
+             * by our own.
+             */
+            thread_serve(t, qatomic_read(&t->want_out), socket_ready,
+                         ring_ready, buf);
+            continue;
         }
-        /*
-         * With the rings on, the socket is watched only for its end, and
-         * the rings' eventfd says input or room (the switch kicks it
-         * only after we said we sleep or wait).
-         */
         pfd[0] = (GPollFD) {
             .fd = t->fd,
-            .events = rings ? G_IO_IN :
-                      (take_input ? G_IO_IN : 0) |
+            .events = (take_input ? G_IO_IN : 0) |
                       (qatomic_read(&t->want_out) ? G_IO_OUT : 0),
         };
         pfd[1] = (GPollFD) {
             .fd = event_notifier_get_fd(&t->wake),
             .events = G_IO_IN,
         };
-        pfd[2] = (GPollFD) {
-            .fd = rings ? event_notifier_get_fd(&t->rings->wake) : -1,
-            .events = G_IO_IN,
-        };
-        if (qemu_poll_ns(pfd, rings ? 3 : 2, timeout) < 0) {
+        if (qemu_poll_ns(pfd, 2, timeout) < 0) {
             continue;       /* EINTR */
         }
         if (pfd[1].revents) {
             event_notifier_test_and_clear(&t->wake);
         }
-        if (rings) {
-            if (pfd[2].revents) {
-                event_notifier_test_and_clear(&t->rings->wake);
-            }
-            arctic_ring_consumer_awake(&t->rings->in);
-            ring_ready = take_input && arctic_ring_used(&t->rings->in);
-        }
-        /*
-         * With the rings on, output that waits is retried at every
-         * wake-up: room is said by the switch's kick or, if it came while
-         * the writer looked, by our own.
-         */
-        thread_serve(t,
-                     rings ? qatomic_read(&t->want_out)
-                           : pfd[0].revents & G_IO_OUT,
+        thread_serve(t, pfd[0].revents & G_IO_OUT,
                      pfd[0].revents & (G_IO_IN | G_IO_HUP | G_IO_ERR),
-                     ring_ready, buf);
+                     false, buf);
     }
     rcu_unregister_thread();
     return NULL;
@@ -836,9 +863,10 @@ static bool thread_rings_up(NiuLink *link, bool cpu_wake)
     if (!t->rings || t->rings_offer) {
         return false;
     }
-    rings_adopt_cpu_fds(t, cpu_wake);
+    rings_adopt_cpu_wake(t, cpu_wake);
     qatomic_set(&t->rings_on, true);
-    thread_kick(t);
+    /* It may sleep in poll() still, on the notifier, not the futexes. */
+    event_notifier_set(&t->wake);
     return true;
 }
 
@@ -859,6 +887,8 @@ static void thread_disconnect(NiuLink *link)
     /* The thread sees the hang-up and closes under the device lock. */
     if (t->fd >= 0) {
         shutdown(t->fd, SHUT_RDWR);
+        qatomic_set(&t->fd_shut, true);
+        thread_kick(t);         /* asleep on futexes, it would not see it */
     }
 }
 

@@ -14,6 +14,8 @@
 #include "qemu/error-report.h"
 #include "qemu/log.h"
 #include "qapi/error.h"
+#include "crypto/hmac.h"
+#include "crypto/random.h"
 #include "trace.h"
 
 #include "niu-link.h"
@@ -240,12 +242,122 @@ void niu_link_broken(NiuLink *link, const char *what, uint32_t value)
     link->transport->disconnect(link);
 }
 
+/* --- authentication (arctic/link.h, link 1.3) ------------------------ */
+
+/*
+ * The switch or its answer did not prove the cluster's key (@what): the
+ * device reports a refusal for the reason AUTH, and the session ends; the
+ * transport tries again at its reconnect interval.
+ */
+static void link_auth_refused(NiuLink *link, const char *what)
+{
+    g_autofree char *text = g_strdup_printf("link authentication: %s", what);
+
+    link->rejected = true;
+    trace_arctic_niu_link_auth(link->node_id, what);
+    link->ops->error(link, ARCTIC_ERR_LINK_REJECTED, ARCTIC_REJECT_AUTH,
+                     text);
+    niu_link_closed(link);
+    link->transport->disconnect(link);
+}
+
+/* HMAC-SHA256 with the key of arctic_auth_message()'s bytes. */
+static bool link_auth_mac(NiuLink *link, enum arctic_auth_role role,
+                          const uint8_t *their_nonce,
+                          const uint8_t *our_nonce,
+                          uint8_t mac[ARCTIC_AUTH_MAC_SIZE])
+{
+    uint8_t message[ARCTIC_AUTH_MESSAGE_SIZE];
+    unsigned len = arctic_auth_message(message, role, their_nonce, our_nonce,
+                                       link->hello_body);
+    g_autoptr(QCryptoHmac) hmac = NULL;
+    g_autofree uint8_t *result = NULL;
+    size_t result_len = 0;
+    Error *err = NULL;
+
+    hmac = qcrypto_hmac_new(QCRYPTO_HASH_ALGO_SHA256, link->secret,
+                            link->secret_len, &err);
+    if (!hmac || qcrypto_hmac_bytes(hmac, (const char *)message, len,
+                                    &result, &result_len, &err) < 0 ||
+        result_len != ARCTIC_AUTH_MAC_SIZE) {
+        error_free(err);
+        return false;
+    }
+    memcpy(mac, result, ARCTIC_AUTH_MAC_SIZE);
+    return true;
+}
+
+/* AUTH_CHALLENGE: our nonce and our MAC of both nonces and the HELLO. */
+static void link_handle_challenge(NiuLink *link, const uint8_t *body)
+{
+    uint8_t answer[ARCTIC_AUTH_RESPONSE_SIZE];
+    Error *err = NULL;
+
+    if (!link->secret) {
+        link_auth_refused(link, "the switch asks for the cluster's secret "
+                          "(link-secret=)");
+        return;
+    }
+    if (link->challenged) {
+        niu_link_broken(link, "a second AUTH_CHALLENGE", 0);
+        return;
+    }
+    link->challenged = true;
+    memcpy(link->switch_nonce, body, ARCTIC_AUTH_NONCE_SIZE);
+    if (qcrypto_random_bytes(link->own_nonce, ARCTIC_AUTH_NONCE_SIZE,
+                             &err) < 0) {
+        error_free(err);
+        link_auth_refused(link, "no randomness for a nonce");
+        return;
+    }
+    memcpy(answer, link->own_nonce, ARCTIC_AUTH_NONCE_SIZE);
+    if (!link_auth_mac(link, ARCTIC_AUTH_NIU, link->switch_nonce,
+                       link->own_nonce, answer + ARCTIC_AUTH_NONCE_SIZE)) {
+        link_auth_refused(link, "HMAC-SHA256 is not available");
+        return;
+    }
+    link_append_frame(link, ARCTIC_FRAME_AUTH_RESPONSE, 0, answer,
+                      sizeof(answer));
+}
+
+/* AUTH_PROOF: the switch's MAC of the nonces (its view) and our HELLO. */
+static void link_handle_proof(NiuLink *link, const uint8_t *body)
+{
+    uint8_t want[ARCTIC_AUTH_MAC_SIZE];
+
+    if (!link->challenged || link->proved) {
+        niu_link_broken(link, "AUTH_PROOF without a challenge answered", 0);
+        return;
+    }
+    if (!link_auth_mac(link, ARCTIC_AUTH_SWITCH, link->own_nonce,
+                       link->switch_nonce, want) ||
+        !arctic_auth_mac_equal(want, body)) {
+        link_auth_refused(link, "the switch did not prove it knows the "
+                          "cluster's secret");
+        return;
+    }
+    link->proved = true;
+}
+
+void niu_link_set_secret(NiuLink *link, const uint8_t *key, size_t len)
+{
+    g_free(link->secret);
+    link->secret = len ? g_memdup2(key, len) : NULL;
+    link->secret_len = len;
+}
+
 static void link_handle_welcome(NiuLink *link, uint16_t flags,
                                 const uint8_t *body)
 {
     struct arctic_welcome w;
     unsigned p;
 
+    if (link->secret && !link->proved) {
+        /* A switch that does not know the key is not the cluster's. */
+        link_auth_refused(link, "a WELCOME from a switch that did not "
+                          "prove the cluster's secret");
+        return;
+    }
     arctic_welcome_decode(body, &w);
     if (w.magic != ARCTIC_LINK_MAGIC ||
         w.version_major != ARCTIC_LINK_VERSION_MAJOR) {
@@ -348,6 +460,10 @@ static void link_dispatch(NiuLink *link, uint16_t type, uint16_t flags,
             link_handle_welcome(link, flags, body);
         } else if (type == ARCTIC_FRAME_REJECT) {
             link_handle_reject(link, body);
+        } else if (type == ARCTIC_FRAME_AUTH_CHALLENGE) {
+            link_handle_challenge(link, body);
+        } else if (type == ARCTIC_FRAME_AUTH_PROOF) {
+            link_handle_proof(link, body);
         } else {
             niu_link_broken(link, "frame before WELCOME", type);
         }
@@ -452,6 +568,7 @@ void niu_link_opened(NiuLink *link)
     link->credits_due = false;
     link->own_due_ns = 0;
     link->rings = false;
+    link->challenged = link->proved = false;
     arctic_frame_reader_reset(&link->reader);
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
         link->tx_credits[p] = 0;
@@ -461,6 +578,7 @@ void niu_link_opened(NiuLink *link)
     }
     link_set_state(link, NIU_LINK_HELLO_SENT);
     arctic_hello_encode(body, &hello);
+    memcpy(link->hello_body, body, sizeof(body));
     link_append_frame(link, ARCTIC_FRAME_HELLO, 0, body, sizeof(body));
     niu_link_flush(link);
 }
@@ -503,4 +621,5 @@ void niu_link_cleanup(NiuLink *link)
     }
     g_byte_array_free(link->out_buf, true);
     link->out_buf = NULL;
+    niu_link_set_secret(link, NULL, 0);
 }

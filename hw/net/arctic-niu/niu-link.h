@@ -50,7 +50,8 @@ typedef struct NiuLinkThread NiuLinkThread;
 
 typedef enum NiuLinkState {
     NIU_LINK_DOWN,          /* no connection */
-    NIU_LINK_HELLO_SENT,    /* connected, waiting for WELCOME */
+    NIU_LINK_HELLO_SENT,    /* connected, waiting for WELCOME (or a
+                               challenge, then the switch's proof) */
     NIU_LINK_UP,
 } NiuLinkState;
 
@@ -150,6 +151,18 @@ struct NiuLink {
     NiuLinkState state;
     bool rejected;                      /* the last answer was REJECT */
     uint16_t up_count;
+    /*
+     * The cluster's key (link-secret=, link 1.3), or none: with one, the
+     * NIU answers a switch's challenge and takes a WELCOME only after the
+     * switch proved the key.  Per session: the HELLO sent, both nonces,
+     * and how far the proof went.
+     */
+    uint8_t *secret;
+    size_t secret_len;
+    uint8_t hello_body[ARCTIC_HELLO_SIZE];
+    uint8_t switch_nonce[ARCTIC_AUTH_NONCE_SIZE];
+    uint8_t own_nonce[ARCTIC_AUTH_NONCE_SIZE];
+    bool challenged, proved;
     bool rings;                         /* this session runs over rings */
     Stat64 switch_kicks;                /* eventfd kicks of a sleeping switch */
     Stat64 kick_yields;                 /* ... after which the CPU was given */
@@ -193,6 +206,7 @@ bool niu_link_init_thread(NiuLink *link, const char *path,
                           uint32_t reconnect_ms, uint64_t busy_poll_ns,
                           bool rings, bool kick_yield, bool cpu_wake,
                           Error **errp);
+void niu_link_set_secret(NiuLink *link, const uint8_t *key, size_t len);
 void niu_link_cleanup(NiuLink *link);
 bool niu_link_is_up(const NiuLink *link);
 bool niu_link_can_send(const NiuLink *link, uint8_t prio);
