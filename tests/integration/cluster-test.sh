@@ -230,7 +230,8 @@ hosts-4)
     [ 3 -le "$cpus" ] || sleep3=1000
     [ 1 -le "$cpus" ] || sleep1=1000
     expect "each host chose its nodes' idle sleep" "^==> .*: 3 node\\(s\\) here on $cpus CPU\\(s\\): idle sleep $sleep3 us\$|^==> .*: 1 node\\(s\\) here on $cpus CPU\\(s\\): idle sleep $sleep1 us\$" 2
-    expect "the switch listens on TCP" '^==> starting arctic-switch \(.* --tcp 0\.0\.0\.0:0\)$'
+    # Where the hosts reach it, not on every address, and with the run's key.
+    expect "the switch listens on TCP with a key" '^==> starting arctic-switch \(.* --tcp [0-9a-zA-Z.:-]+:0 --secret /tmp/arctic-cluster\.[A-Za-z0-9]+/cluster\.key\)$'
     expect "every console came back" '^\[node [0-3]\] ARCTIC-RESULT node=[0-3] status=0$' 4
     expect "no wrong value in any primitive" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
     expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'
