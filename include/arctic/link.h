@@ -15,6 +15,16 @@
  *    | <== PACKET / CREDIT both ways ==>    |   [in the rings if WELCOME
  *                                                 says RINGS]
  *
+ * A timed link (link 1.4, HELLO and WELCOME flag TIMED; docs/timed-mode.md)
+ * carries virtual time instead of credits, once the guest starts the
+ * cluster's clock:
+ *    | -- TIME_READY (its costs) -------->  |   when the guest asks
+ *    | <-- TIME_START (grant, lookahead) -- |   once every node is ready
+ *    | == TIMED_PACKET (stamp) ==========>  |   as the guest runs
+ *    | -- TIME_SYNC (reached, promise) -->  |   at the end of each grant
+ *    | <== TIMED_PACKET (delivery time) === |
+ *    | <-- TIME_GRANT (until) ------------- |   the next grant
+ *
  * Nothing but HELLO (and, when challenged, AUTH_RESPONSE) may be sent
  * before WELCOME.  Flow control is by credits
  * per priority: each side may have at most as many PACKET frames of a
@@ -37,9 +47,10 @@ enum {
      * 3: wake-ups on per-link sockets instead of shared eventfds
      * (link-ring.h; a switch takes rings only from an NIU of 1.3 or
      * later), and authenticated joins over TCP (AUTH_CHALLENGE,
-     * AUTH_RESPONSE, AUTH_PROOF below).
+     * AUTH_RESPONSE, AUTH_PROOF below); 4: timed links (TIME_* and
+     * TIMED_PACKET below).
      */
-    ARCTIC_LINK_VERSION_MINOR = 3,
+    ARCTIC_LINK_VERSION_MINOR = 4,
     ARCTIC_LINK_HEADER_SIZE = 8,
     /* No frame body is larger than this; a bigger length is a protocol
      * error, which bounds what a receiver ever has to buffer. */
@@ -65,6 +76,12 @@ enum arctic_frame_type {
     ARCTIC_FRAME_AUTH_CHALLENGE = 6,    /* switch -> NIU, after HELLO */
     ARCTIC_FRAME_AUTH_RESPONSE = 7,     /* NIU -> switch */
     ARCTIC_FRAME_AUTH_PROOF = 8,        /* switch -> NIU, before WELCOME */
+    /* Link 1.4: timed links only (below). */
+    ARCTIC_FRAME_TIME_READY = 9,        /* NIU -> switch */
+    ARCTIC_FRAME_TIME_START = 10,       /* switch -> NIU */
+    ARCTIC_FRAME_TIMED_PACKET = 11,     /* a stamped packet, both ways */
+    ARCTIC_FRAME_TIME_SYNC = 12,        /* NIU -> switch */
+    ARCTIC_FRAME_TIME_GRANT = 13,       /* switch -> NIU */
 };
 
 /* Frame header: le16 type, le16 flags, le32 body length.  PACKET frames
@@ -79,6 +96,10 @@ FIELD(ARCTIC_WELCOME_FLAGS, RINGS, 0, 1)
 /* With RINGS, to an NIU whose HELLO says minor version 2 or more: the
  * WELCOME carries the switch's per-CPU wake-up eventfds (link-ring.h). */
 FIELD(ARCTIC_WELCOME_FLAGS, CPU_WAKE, 1, 1)
+/* Link 1.4: the NIU keeps virtual time (HELLO), and the switch does too
+ * (WELCOME); a switch refuses an NIU of the other kind (REJECT TIMING). */
+FIELD(ARCTIC_HELLO_FLAGS, TIMED, 0, 1)
+FIELD(ARCTIC_WELCOME_FLAGS, TIMED, 2, 1)
 
 struct arctic_frame_header {
     uint16_t type;
@@ -117,7 +138,130 @@ enum arctic_reject_reason {
     /* the NIU did not prove it knows the cluster's secret (an NIU also
      * says this of a switch that did not prove it) */
     ARCTIC_REJECT_AUTH = 5,
+    /* a timed NIU and a switch that is not (or the other way round), or
+     * a timed cluster whose clock has started already */
+    ARCTIC_REJECT_TIMING = 6,
 };
+
+/*
+ * Timed links (link 1.4, docs/timed-mode.md).  Times are virtual
+ * nanoseconds of the cluster's clock, which TIME_START starts at 0 on
+ * every node at once.  After its WELCOME (flag TIMED) an NIU sends
+ * nothing until its guest asks to start; then TIME_READY, with the costs
+ * of its engines (arctic/timing.h), which the switch uses for the
+ * packets it delivers to that NIU.  Once every port is ready the switch
+ * sends each TIME_START: the first grant, the lookahead (no packet sent
+ * at t is delivered anywhere before t + lookahead) and the return time
+ * (none is delivered before its stamp + return).  From then on:
+ *   - the NIU's clock never passes its grant by a tick: there it sends
+ *     TIME_SYNC (the time reached, and the earliest time it could send
+ *     unless a packet reaches it first: its promise; the time reached
+ *     while its processor runs) and waits for TIME_GRANT;
+ *   - each packet goes as TIMED_PACKET stamped with the time its head
+ *     leaves the NIU, never before the NIU's last TIME_SYNC plus its
+ *     cheapest transmit cost; an NIU that sends one stamped s runs no
+ *     further than s + return before its next TIME_SYNC (it may hear an
+ *     answer then), and the grant it gets next may be below the one
+ *     before (never below the time it reached);
+ *   - the switch delivers packets as TIMED_PACKET stamped with the time
+ *     the NIU takes them, never earlier than the grant sent before them,
+ *     and the NIU takes each at that time of its clock (the first tick
+ *     at or past it).
+ * No credits: a timed link's frames are bounded by virtual time (the
+ * engines' costs), and the switch takes every frame.
+ */
+struct arctic_time_ready {
+    uint32_t tx_ns;             /* transmit engine, per packet */
+    uint32_t rx_ns;             /* receive engine, per packet */
+    uint32_t pci_ps_per_byte;   /* both, per byte across PCI */
+    /*
+     * The step of the NIU's clock, >= 1: a processor's clock moves by
+     * whole instructions, so the NIU stops at the first step at or past
+     * its grant, and takes a packet at the first one at or past its time
+     * (by less than tick_ns, the same on every run).
+     */
+    uint32_t tick_ns;
+};
+
+struct arctic_time_start {
+    uint64_t grant;             /* run up to this time */
+    uint64_t lookahead_ns;
+    uint64_t return_ns;
+};
+
+struct arctic_time_sync {
+    uint64_t reached;
+    uint64_t promise;           /* >= reached; ARCTIC_TIME_NEVER: none */
+};
+
+enum {
+    ARCTIC_TIME_READY_SIZE = 16,
+    ARCTIC_TIME_START_SIZE = 24,
+    ARCTIC_TIME_SYNC_SIZE = 16,
+    ARCTIC_TIME_GRANT_SIZE = 8,
+    /* TIMED_PACKET: le64 time, then the wire packet */
+    ARCTIC_TIMED_PACKET_HEADER = 8,
+};
+
+static inline void arctic_time_ready_encode(void *buf,
+                                            const struct arctic_time_ready *m)
+{
+    uint8_t *b = (uint8_t *)buf;
+
+    arctic_put_le32(b, m->tx_ns);
+    arctic_put_le32(b + 4, m->rx_ns);
+    arctic_put_le32(b + 8, m->pci_ps_per_byte);
+    arctic_put_le32(b + 12, m->tick_ns);
+}
+
+static inline void arctic_time_ready_decode(const void *buf,
+                                            struct arctic_time_ready *m)
+{
+    const uint8_t *b = (const uint8_t *)buf;
+
+    m->tx_ns = arctic_get_le32(b);
+    m->rx_ns = arctic_get_le32(b + 4);
+    m->pci_ps_per_byte = arctic_get_le32(b + 8);
+    m->tick_ns = arctic_get_le32(b + 12);
+}
+
+static inline void arctic_time_start_encode(void *buf,
+                                            const struct arctic_time_start *m)
+{
+    uint8_t *b = (uint8_t *)buf;
+
+    arctic_put_le64(b, m->grant);
+    arctic_put_le64(b + 8, m->lookahead_ns);
+    arctic_put_le64(b + 16, m->return_ns);
+}
+
+static inline void arctic_time_start_decode(const void *buf,
+                                            struct arctic_time_start *m)
+{
+    const uint8_t *b = (const uint8_t *)buf;
+
+    m->grant = arctic_get_le64(b);
+    m->lookahead_ns = arctic_get_le64(b + 8);
+    m->return_ns = arctic_get_le64(b + 16);
+}
+
+static inline void arctic_time_sync_encode(void *buf,
+                                           const struct arctic_time_sync *m)
+{
+    uint8_t *b = (uint8_t *)buf;
+
+    arctic_put_le64(b, m->reached);
+    arctic_put_le64(b + 8, m->promise);
+}
+
+static inline void arctic_time_sync_decode(const void *buf,
+                                           struct arctic_time_sync *m)
+{
+    const uint8_t *b = (const uint8_t *)buf;
+
+    m->reached = arctic_get_le64(b);
+    m->promise = arctic_get_le64(b + 8);
+}
 
 /*
  * Authenticated joins (link 1.3).  A switch given a cluster secret (a key
@@ -259,11 +403,15 @@ static inline void arctic_frame_header_decode(const void *buf,
 static inline enum arctic_frame_error
 arctic_frame_header_check(const struct arctic_frame_header *h)
 {
-    uint16_t allowed = h->type == ARCTIC_FRAME_PACKET
+    uint16_t allowed = h->type == ARCTIC_FRAME_PACKET ||
+                       h->type == ARCTIC_FRAME_TIMED_PACKET
                        ? R_ARCTIC_FRAME_FLAGS_PRIORITY_MASK
                        : h->type == ARCTIC_FRAME_WELCOME
                        ? R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
-                         R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK : 0;
+                         R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK |
+                         R_ARCTIC_WELCOME_FLAGS_TIMED_MASK
+                       : h->type == ARCTIC_FRAME_HELLO
+                       ? R_ARCTIC_HELLO_FLAGS_TIMED_MASK : 0;
 
     if (h->flags & ~allowed) {
         return ARCTIC_FRAME_BAD_FLAGS;
@@ -294,6 +442,24 @@ arctic_frame_header_check(const struct arctic_frame_header *h)
     case ARCTIC_FRAME_AUTH_PROOF:
         return h->length == ARCTIC_AUTH_PROOF_SIZE
                ? ARCTIC_FRAME_OK : ARCTIC_FRAME_BAD_LENGTH;
+    case ARCTIC_FRAME_TIME_READY:
+        return h->length == ARCTIC_TIME_READY_SIZE
+               ? ARCTIC_FRAME_OK : ARCTIC_FRAME_BAD_LENGTH;
+    case ARCTIC_FRAME_TIME_START:
+        return h->length == ARCTIC_TIME_START_SIZE
+               ? ARCTIC_FRAME_OK : ARCTIC_FRAME_BAD_LENGTH;
+    case ARCTIC_FRAME_TIME_SYNC:
+        return h->length == ARCTIC_TIME_SYNC_SIZE
+               ? ARCTIC_FRAME_OK : ARCTIC_FRAME_BAD_LENGTH;
+    case ARCTIC_FRAME_TIME_GRANT:
+        return h->length == ARCTIC_TIME_GRANT_SIZE
+               ? ARCTIC_FRAME_OK : ARCTIC_FRAME_BAD_LENGTH;
+    case ARCTIC_FRAME_TIMED_PACKET:
+        return (h->length >= ARCTIC_TIMED_PACKET_HEADER +
+                             ARCTIC_WIRE_MIN_SIZE &&
+                h->length <= ARCTIC_TIMED_PACKET_HEADER +
+                             ARCTIC_WIRE_MAX_SIZE) ? ARCTIC_FRAME_OK
+                                                   : ARCTIC_FRAME_BAD_LENGTH;
     default:
         return ARCTIC_FRAME_BAD_TYPE;
     }

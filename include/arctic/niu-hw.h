@@ -27,7 +27,8 @@
 /* Values of the ID and VERSION registers. */
 #define ARCTIC_NIU_ID_VALUE         0x41524354u  /* "ARCT" */
 #define ARCTIC_NIU_VERSION_MAJOR    1
-#define ARCTIC_NIU_VERSION_MINOR    1   /* 1.1: DMA, dMPI, IRQs, jobs */
+#define ARCTIC_NIU_VERSION_MINOR    2   /* 1.1: DMA, dMPI, IRQs, jobs;
+                                           1.2: the cluster's clock */
 
 /* Design constants (seed 002 Table 1). */
 enum {
@@ -242,6 +243,27 @@ static inline uint32_t arctic_test_pattern(uint32_t seed, uint32_t i)
 {
     return (seed ^ (i * 0x9e3779b9u)) + i;
 }
+
+/*
+ * The cluster's clock (timed mode, docs/timed-mode.md; an emulator
+ * addition).  An NIU made with timed=on keeps virtual time with its
+ * cluster; until its guest writes TIME_CTRL.START that time stands still
+ * at 0.  The write returns once every node of the cluster has written it
+ * (it holds the writing CPU until then: the cluster's nodes start their
+ * clocks at the same instant), with TIME_STATUS.RUNNING set, or without
+ * it if the cluster could not start (no switch, a shutdown).
+ * TIME_NOW_LO/HI: the cluster's time in ns (a read of LO latches HI).
+ */
+REG32(NIU_TIME_STATUS, 0x040)        /* RO */
+    FIELD(NIU_TIME_STATUS, TIMED, 0, 1)      /* timed=on */
+    FIELD(NIU_TIME_STATUS, RUNNING, 1, 1)    /* the clock started */
+    FIELD(NIU_TIME_STATUS, BROKEN, 2, 1)     /* the cluster's time was lost
+                                                (the switch went away):
+                                                the node runs on alone */
+REG32(NIU_TIME_CTRL, 0x044)          /* write */
+    FIELD(NIU_TIME_CTRL, START, 0, 1)
+REG32(NIU_TIME_NOW_LO, 0x048)        /* RO */
+REG32(NIU_TIME_NOW_HI, 0x04c)        /* RO */
 
 /* Counters: 32-bit, read-only, wrapping, cleared by reset. */
 REG32(NIU_COUNTER_BASE, 0x080)

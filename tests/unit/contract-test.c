@@ -12,6 +12,7 @@
 #include "arctic/packet.h"
 #include "arctic/link.h"
 #include "arctic/route.h"
+#include "arctic/timing.h"
 
 static void test_crc_check_value(void)
 {
@@ -178,25 +179,146 @@ static void test_frame_header_check(void)
     g_assert_cmpint(arctic_frame_header_check(&h), ==,
                     ARCTIC_FRAME_BAD_FLAGS);
     /*
-     * WELCOME may say RINGS (link 1.1) and CPU_WAKE (1.2), and nothing
-     * else; HELLO nothing.
+     * WELCOME may say RINGS (link 1.1), CPU_WAKE (1.2) and TIMED (1.4),
+     * and nothing else; HELLO TIMED only.
      */
     arctic_frame_header_encode_flags(buf, ARCTIC_FRAME_WELCOME,
                                      R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
-                                     R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK,
+                                     R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK |
+                                     R_ARCTIC_WELCOME_FLAGS_TIMED_MASK,
                                      ARCTIC_WELCOME_SIZE);
     arctic_frame_header_decode(buf, &h);
-    g_assert_cmpint(h.flags, ==, 3);
+    g_assert_cmpint(h.flags, ==, 7);
     g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
-    h.flags = 4;
+    h.flags = 8;
     g_assert_cmpint(arctic_frame_header_check(&h), ==,
                     ARCTIC_FRAME_BAD_FLAGS);
     arctic_frame_header_encode_flags(buf, ARCTIC_FRAME_HELLO,
-                                     R_ARCTIC_WELCOME_FLAGS_RINGS_MASK,
+                                     R_ARCTIC_HELLO_FLAGS_TIMED_MASK,
                                      ARCTIC_HELLO_SIZE);
     arctic_frame_header_decode(buf, &h);
+    g_assert_cmpint(h.flags, ==, 1);
+    g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
+    h.flags = 2;
     g_assert_cmpint(arctic_frame_header_check(&h), ==,
                     ARCTIC_FRAME_BAD_FLAGS);
+}
+
+/*
+ * Timed links (link 1.4): each frame of its size only; a TIMED_PACKET
+ * a stamp and a whole wire packet, with the priority flag alone.
+ */
+static void test_timed_frames(void)
+{
+    static const struct {
+        uint16_t type;
+        uint32_t size;
+    } fixed[] = {
+        { ARCTIC_FRAME_TIME_READY, ARCTIC_TIME_READY_SIZE },
+        { ARCTIC_FRAME_TIME_START, ARCTIC_TIME_START_SIZE },
+        { ARCTIC_FRAME_TIME_SYNC, ARCTIC_TIME_SYNC_SIZE },
+        { ARCTIC_FRAME_TIME_GRANT, ARCTIC_TIME_GRANT_SIZE },
+    };
+    struct arctic_frame_header h = { 0 };
+    struct arctic_time_ready ready = { 500, 600, 12500, 128 }, r2;
+    struct arctic_time_start start = { 1425, 1425, 925 }, s2;
+    struct arctic_time_sync sync = { 1ull << 40, ARCTIC_TIME_NEVER }, y2;
+    uint8_t body[32];
+    unsigned i;
+
+    for (i = 0; i < G_N_ELEMENTS(fixed); i++) {
+        h.type = fixed[i].type;
+        h.flags = 0;
+        h.length = fixed[i].size;
+        g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
+        h.length = fixed[i].size + 1;
+        g_assert_cmpint(arctic_frame_header_check(&h), ==,
+                        ARCTIC_FRAME_BAD_LENGTH);
+        h.length = fixed[i].size;
+        h.flags = 1;
+        g_assert_cmpint(arctic_frame_header_check(&h), ==,
+                        ARCTIC_FRAME_BAD_FLAGS);
+    }
+    h.type = ARCTIC_FRAME_TIMED_PACKET;
+    h.flags = R_ARCTIC_FRAME_FLAGS_PRIORITY_MASK;
+    h.length = ARCTIC_TIMED_PACKET_HEADER + ARCTIC_WIRE_MIN_SIZE;
+    g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
+    h.length = ARCTIC_TIMED_PACKET_HEADER + ARCTIC_WIRE_MAX_SIZE;
+    g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
+    g_assert_cmpuint(h.length, <=, ARCTIC_LINK_MAX_BODY);
+    h.length = ARCTIC_TIMED_PACKET_HEADER + ARCTIC_WIRE_MIN_SIZE - 1;
+    g_assert_cmpint(arctic_frame_header_check(&h), ==,
+                    ARCTIC_FRAME_BAD_LENGTH);
+    h.length = ARCTIC_TIMED_PACKET_HEADER + ARCTIC_WIRE_MAX_SIZE + 1;
+    g_assert_cmpint(arctic_frame_header_check(&h), ==,
+                    ARCTIC_FRAME_BAD_LENGTH);
+    h.length = ARCTIC_TIMED_PACKET_HEADER + ARCTIC_WIRE_MIN_SIZE;
+    h.flags = 2;
+    g_assert_cmpint(arctic_frame_header_check(&h), ==,
+                    ARCTIC_FRAME_BAD_FLAGS);
+
+    /* The bodies, byte for byte, and back. */
+    arctic_time_ready_encode(body, &ready);
+    g_assert_cmphex(arctic_get_le32(body + 12), ==, 128);
+    arctic_time_ready_decode(body, &r2);
+    g_assert_cmpmem(&r2, sizeof(r2), &ready, sizeof(ready));
+    arctic_time_start_encode(body, &start);
+    g_assert_cmphex(arctic_get_le64(body + 16), ==, 925);
+    arctic_time_start_decode(body, &s2);
+    g_assert_cmpmem(&s2, sizeof(s2), &start, sizeof(start));
+    arctic_time_sync_encode(body, &sync);
+    g_assert_cmphex(body[5], ==, 1);             /* 2^40, little-endian */
+    g_assert_cmphex(arctic_get_le64(body + 8), ==, ARCTIC_TIME_NEVER);
+    arctic_time_sync_decode(body, &y2);
+    g_assert_cmpmem(&y2, sizeof(y2), &sync, sizeof(sync));
+}
+
+/*
+ * The timed mode's costs (arctic/timing.h): a message moves its command
+ * words and payload across PCI, a DMA packet its 64 data bytes, an ack
+ * nothing; an engine charges its fixed cost for all but DMA data.
+ */
+static void test_timing_costs(void)
+{
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE] = { 0 };
+    size_t size;
+
+    /* A message of 4 payload words: 8 + 16 bytes, 300 ns at 80 MB/s. */
+    size = arctic_wire_size(ARCTIC_MPI_LENGTH_EXTRA + 4);
+    pkt[0] = ARCTIC_E2E_DATA;
+    arctic_put_le32(pkt + ARCTIC_WIRE_WORDS_OFFSET + 4,
+                    ARCTIC_FIELD_PREP(ARCTIC_W1, LENGTH,
+                                      ARCTIC_MPI_LENGTH_EXTRA + 4));
+    g_assert_false(arctic_time_is_dma_data(pkt));
+    g_assert_cmpuint(arctic_time_pci_bytes(pkt, size), ==, 24);
+    g_assert_cmpuint(arctic_time_niu_cost(ARCTIC_TIME_TX_NS,
+                                          ARCTIC_TIME_PCI_PS_PER_BYTE, pkt,
+                                          size), ==, 500 + 300);
+    /* Remote-DMA data: 64 bytes, 800 ns, no fixed cost. */
+    size = arctic_wire_size(ARCTIC_DMA_PACKET_LENGTH);
+    arctic_put_le32(pkt + ARCTIC_WIRE_WORDS_OFFSET + 4,
+                    ARCTIC_FIELD_PREP(ARCTIC_W1, MODE, ARCTIC_MODE_DMA) |
+                    ARCTIC_FIELD_PREP(ARCTIC_W1, LENGTH,
+                                      ARCTIC_DMA_PACKET_LENGTH));
+    g_assert_true(arctic_time_is_dma_data(pkt));
+    g_assert_cmpuint(arctic_time_pci_bytes(pkt, size), ==, 64);
+    g_assert_cmpuint(arctic_time_niu_cost(ARCTIC_TIME_TX_NS,
+                                          ARCTIC_TIME_PCI_PS_PER_BYTE, pkt,
+                                          size), ==, 800);
+    /* An ack: the fixed cost only. */
+    pkt[0] = ARCTIC_E2E_ACK;
+    size = arctic_wire_size(ARCTIC_CONTROL_PACKET_LENGTH);
+    g_assert_false(arctic_time_is_dma_data(pkt));
+    g_assert_cmpuint(arctic_time_pci_bytes(pkt, size), ==, 0);
+    g_assert_cmpuint(arctic_time_niu_cost(ARCTIC_TIME_TX_NS,
+                                          ARCTIC_TIME_PCI_PS_PER_BYTE, pkt,
+                                          size), ==, 500);
+    /* The cheapest packet: the smaller of the two. */
+    g_assert_cmpuint(arctic_time_niu_min_cost(500, 12500), ==, 500);
+    g_assert_cmpuint(arctic_time_niu_min_cost(1000, 12500), ==, 800);
+    /* Serialisation rounds up to the nanosecond. */
+    g_assert_cmpuint(arctic_time_serialise(36, 6250), ==, 225);
+    g_assert_cmpuint(arctic_time_serialise(1, 6250), ==, 7);
 }
 
 /* A stream of frames: HELLO, a PACKET, a CREDIT; returns its length. */
@@ -450,6 +572,8 @@ int main(int argc, char **argv)
     g_test_add_func("/contract/wire-check-corruption",
                     test_wire_check_corruption);
     g_test_add_func("/contract/frame-header-check", test_frame_header_check);
+    g_test_add_func("/contract/timed-frames", test_timed_frames);
+    g_test_add_func("/contract/timing-costs", test_timing_costs);
     g_test_add_func("/contract/frame-reader", test_frame_reader);
     g_test_add_func("/contract/frame-reader-malformed",
                     test_frame_reader_malformed);
