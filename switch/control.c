@@ -714,6 +714,18 @@ static void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st)
     sw_json_int(b, "cpu_handovers", (gint64)st->cpu_handovers);
     sw_json_int(b, "refused_no_fd", (gint64)st->refused_no_fd);
     sw_json_int(b, "auth_failures", (gint64)st->auth_failures);
+    if (st->timed) {
+        /* Timed mode (docs/timed-mode.md): the clock, and totals. */
+        json_builder_set_member_name(b, "timed");
+        json_builder_begin_object(b);
+        sw_json_bool(b, "started", st->time_started);
+        sw_json_int(b, "lookahead_ns", (gint64)st->time_lookahead_ns);
+        sw_json_int(b, "syncs", (gint64)st->time_syncs);
+        sw_json_int(b, "grants", (gint64)st->time_grants);
+        sw_json_int(b, "packets", (gint64)st->time_packets);
+        sw_json_int(b, "deliveries", (gint64)st->time_deliveries);
+        json_builder_end_object(b);
+    }
     json_builder_set_member_name(b, "unattached_disconnects");
     json_disconnects(b, st->unattached_disconnects);
     json_builder_set_member_name(b, "latency_us_log2");
@@ -757,6 +769,18 @@ static void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st)
         sw_json_bool(b, "rings", p->rings);
         sw_json_int(b, "kick_floods", (gint64)p->kick_floods);
         sw_json_int(b, "connects", (gint64)p->connects);
+        if (st->timed) {
+            /* Where its clock is: reached, granted, its promise. */
+            sw_json_int(b, "time_reached_ns", (gint64)p->time_reached);
+            sw_json_int(b, "time_granted_ns",
+                        p->time_granted == UINT64_MAX ? -1 :
+                        (gint64)p->time_granted);
+            sw_json_int(b, "time_promise_ns",
+                        p->time_promise == UINT64_MAX ? -1 :
+                        (gint64)p->time_promise);
+            sw_json_bool(b, "time_waiting", p->time_waiting);
+            sw_json_int(b, "time_syncs", (gint64)p->time_syncs);
+        }
         json_builder_set_member_name(b, "disconnects");
         json_disconnects(b, p->disconnects);
         for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {

@@ -24,6 +24,7 @@
 
 #include <gio/gio.h>
 
+#include "arctic/timing.h"
 #include "switch-internal.h"
 
 void arctic_switch_config_init(ArcticSwitchConfig *config)
@@ -34,6 +35,8 @@ void arctic_switch_config_init(ArcticSwitchConfig *config)
     config->router_buffers = ARCTIC_SWITCH_DEFAULT_ROUTER_BUFFERS;
     config->link_mbytes_per_s = ARCTIC_SWITCH_DEFAULT_LINK_MBYTES;
     config->hop_latency_ns = ARCTIC_SWITCH_DEFAULT_HOP_LATENCY_NS;
+    config->time_hop_ns = ARCTIC_TIME_HOP_NS;
+    config->time_wire_ns = ARCTIC_TIME_WIRE_NS;
     config->seed = 1;
     config->handshake_timeout_ms = ARCTIC_SWITCH_DEFAULT_HANDSHAKE_TIMEOUT_MS;
     config->credit_delay_us = ARCTIC_SWITCH_DEFAULT_CREDIT_DELAY_US;
@@ -367,6 +370,18 @@ static bool config_check(const ArcticSwitchConfig *c, GError **errp)
                     "--hop-latency-ns %u: at most 1 s", c->hop_latency_ns);
         return false;
     }
+    if (c->time_hop_ns > 1000000u || c->time_wire_ns > 1000000u) {
+        g_set_error(errp, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--time-hop-ns %u, --time-wire-ns %u: at most 1 ms",
+                    c->time_hop_ns, c->time_wire_ns);
+        return false;
+    }
+    if (c->timed && c->timing) {
+        g_set_error(errp, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--timing delays packets against the host's clock: "
+                    "--timed has a model of its own (docs/timed-mode.md)");
+        return false;
+    }
     if (c->secret && (c->secret_len < ARCTIC_AUTH_KEY_MIN ||
                       c->secret_len > ARCTIC_AUTH_KEY_MAX)) {
         g_set_error(errp, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
@@ -412,9 +427,12 @@ ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
     sw->unix_listen_fd = sw->tcp_listen_fd = -1;
     sw->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     sw->port = g_new0(struct sw_port, sw->ports);
-    sw->port_ops = &sw_router_port_ops;
+    sw->port_ops = config->timed ? &sw_timed_port_ops : &sw_router_port_ops;
     sw->start_ns = sw->now_ns = sw_clock_ns();
     sw_tree_init(sw, NULL);
+    if (config->timed) {
+        sw_timed_init(sw);
+    }
     sw_faults_init(sw);
     if (!sw_loop_init(sw, switch_timer, switch_after_batch,
                       sw_port_may_sleep, switch_kicked, sw_port_cpu_wait,
@@ -497,6 +515,7 @@ static void snapshot_in_loop(ArcticSwitch *sw, void *opaque)
                                         __ATOMIC_RELAXED);
     st->refused_no_fd = sw->refused_no_fd;
     st->auth_failures = sw->auth_failures;
+    sw_timed_stats(sw, st);
     sw_find_oldest(sw, sw_clock_ns(), st->oldest);
 }
 
@@ -541,6 +560,7 @@ void arctic_switch_free(ArcticSwitch *sw)
     }
     sw_loop_cleanup(sw);
     sw_tree_free(sw);
+    sw_timed_free(sw);
     sw_faults_free(sw);
     g_free(sw->port);
     g_free(sw->read_buf);

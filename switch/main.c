@@ -11,15 +11,17 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "arctic/timing.h"
 #include "switch.h"
 
 typedef struct {
     char *socket_path, *tcp_address, *control_path, *pcap_path, *secret_path;
     int ports, levels, credits, buffers, hop_latency_ns, handshake_timeout_ms;
-    int credit_delay_us;
+    int credit_delay_us, time_hop_ns, time_wire_ns;
     double link_mbytes;
     gint64 seed;
-    gboolean timing, verbose, no_stats, no_rings, no_cpu_wake, tcp_open;
+    gboolean timing, timed, verbose, no_stats, no_rings, no_cpu_wake;
+    gboolean tcp_open;
     char **faults;
 } Options;
 
@@ -99,6 +101,8 @@ int main(int argc, char **argv)
         .seed = 1,
         .handshake_timeout_ms = ARCTIC_SWITCH_DEFAULT_HANDSHAKE_TIMEOUT_MS,
         .credit_delay_us = ARCTIC_SWITCH_DEFAULT_CREDIT_DELAY_US,
+        .time_hop_ns = ARCTIC_TIME_HOP_NS,
+        .time_wire_ns = ARCTIC_TIME_WIRE_NS,
     };
     GOptionEntry entries[] = {
         { "socket", 's', 0, G_OPTION_ARG_FILENAME, &o.socket_path,
@@ -129,10 +133,21 @@ int main(int argc, char **argv)
         { "timing", 'T', 0, G_OPTION_ARG_NONE, &o.timing,
           "Model link bandwidth and per-hop latency", NULL },
         { "link-mbytes", 0, 0, G_OPTION_ARG_DOUBLE, &o.link_mbytes,
-          "Link bandwidth with --timing, MB/s (default 160, as Arctic)",
-          "MBPS" },
+          "Link bandwidth with --timing or --timed, MB/s (default 160, as "
+          "Arctic)", "MBPS" },
         { "hop-latency-ns", 0, 0, G_OPTION_ARG_INT, &o.hop_latency_ns,
           "Router latency with --timing (default 200)", "NS" },
+        { "timed", 0, 0, G_OPTION_ARG_NONE, &o.timed,
+          "Keep the cluster's virtual time: every NIU is made with "
+          "timed=on, and each packet is delivered at the virtual time the "
+          "model of links, routers and NIUs gives (docs/timed-mode.md)",
+          NULL },
+        { "time-hop-ns", 0, 0, G_OPTION_ARG_INT, &o.time_hop_ns,
+          "With --timed: through one router, ns (default 150: five "
+          "cycles and one of wire at 40 MHz)", "NS" },
+        { "time-wire-ns", 0, 0, G_OPTION_ARG_INT, &o.time_wire_ns,
+          "With --timed: an NIU's cable to its router, ns (default 50)",
+          "NS" },
         { "handshake-timeout", 0, 0, G_OPTION_ARG_INT,
           &o.handshake_timeout_ms,
           "Close a connection that has not said HELLO after MS "
@@ -202,6 +217,8 @@ int main(int argc, char **argv)
         !nonnegative("--credits", o.credits, &err) ||
         !nonnegative("--buffers", o.buffers, &err) ||
         !nonnegative("--hop-latency-ns", o.hop_latency_ns, &err) ||
+        !nonnegative("--time-hop-ns", o.time_hop_ns, &err) ||
+        !nonnegative("--time-wire-ns", o.time_wire_ns, &err) ||
         !nonnegative("--handshake-timeout", o.handshake_timeout_ms, &err) ||
         !nonnegative("--credit-delay-us", o.credit_delay_us, &err)) {
         g_printerr("arctic-switch: %s\n", err->message);
@@ -236,6 +253,9 @@ int main(int argc, char **argv)
     config.timing = o.timing;
     config.link_mbytes_per_s = o.link_mbytes;
     config.hop_latency_ns = o.hop_latency_ns;
+    config.timed = o.timed;
+    config.time_hop_ns = o.time_hop_ns;
+    config.time_wire_ns = o.time_wire_ns;
     config.seed = (uint64_t)o.seed;
     config.verbose = o.verbose;
     config.handshake_timeout_ms = o.handshake_timeout_ms;

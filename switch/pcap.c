@@ -6,7 +6,11 @@
  * ports it came from and goes to, a drop reason) and then the wire packet
  * exactly as on the link: e2e header, Arctic words, CRC.  docs/network.md
  * documents the format.  Writes go through stdio buffering and are flushed
- * when the capture closes (and at each control-socket "pcap-flush").
+ * when the capture closes (and at each control-socket "pcap-flush").  A
+ * timed switch (docs/timed-mode.md) writes the cluster's virtual time
+ * instead of the host's: the file's timestamps are in nanoseconds, and
+ * each capture header (version 2) carries the virtual time too: the stamp
+ * a packet left its NIU with, or the time its receiver takes it.
  */
 #include <errno.h>
 #include <string.h>
@@ -18,12 +22,15 @@
 
 enum {
     PCAP_MAGIC_USEC = 0xa1b2c3d4,
+    PCAP_MAGIC_NSEC = 0xa1b23c4d,
     PCAP_VERSION_MAJOR = 2,
     PCAP_VERSION_MINOR = 4,
     PCAP_SNAPLEN = 65535,
     LINKTYPE_USER0 = 147,
     ARCTIC_PCAP_HEADER_VERSION = 1,
     ARCTIC_PCAP_HEADER_SIZE = 8,
+    ARCTIC_PCAP_TIMED_VERSION = 2,      /* + le64 virtual time */
+    ARCTIC_PCAP_TIMED_SIZE = 16,
 };
 
 bool arctic_switch_pcap_open(ArcticSwitch *sw, const char *path,
@@ -39,7 +46,8 @@ bool arctic_switch_pcap_open(ArcticSwitch *sw, const char *path,
                     "cannot write pcap file %s: %s", path, g_strerror(errno));
         return false;
     }
-    arctic_put_le32(header, PCAP_MAGIC_USEC);
+    arctic_put_le32(header, sw->config.timed ? PCAP_MAGIC_NSEC
+                                             : PCAP_MAGIC_USEC);
     arctic_put_le16(header + 4, PCAP_VERSION_MAJOR);
     arctic_put_le16(header + 6, PCAP_VERSION_MINOR);
     arctic_put_le32(header + 8, 0);             /* thiszone */
@@ -70,26 +78,35 @@ void sw_pcap_record(ArcticSwitch *sw, enum sw_pcap_event event,
                     int drop_reason, unsigned flags, unsigned in_port,
                     unsigned out_port, const uint8_t *bytes, size_t size)
 {
-    uint8_t record[16 + ARCTIC_PCAP_HEADER_SIZE];
+    uint8_t record[16 + ARCTIC_PCAP_TIMED_SIZE];
+    bool timed = sw->config.timed;
+    size_t header = timed ? ARCTIC_PCAP_TIMED_SIZE : ARCTIC_PCAP_HEADER_SIZE;
+    uint32_t length = header + size;
     struct timeval tv;
-    uint32_t length = ARCTIC_PCAP_HEADER_SIZE + size;
 
     if (!sw->pcap) {
         return;
     }
-    gettimeofday(&tv, NULL);
-    arctic_put_le32(record, tv.tv_sec);
-    arctic_put_le32(record + 4, tv.tv_usec);
+    if (timed) {
+        arctic_put_le32(record, sw->pcap_time / 1000000000ull);
+        arctic_put_le32(record + 4, sw->pcap_time % 1000000000ull);
+        arctic_put_le64(record + 24, sw->pcap_time);
+    } else {
+        gettimeofday(&tv, NULL);
+        arctic_put_le32(record, tv.tv_sec);
+        arctic_put_le32(record + 4, tv.tv_usec);
+    }
     arctic_put_le32(record + 8, length);
     arctic_put_le32(record + 12, length);
-    record[16] = ARCTIC_PCAP_HEADER_VERSION;
+    record[16] = timed ? ARCTIC_PCAP_TIMED_VERSION
+                       : ARCTIC_PCAP_HEADER_VERSION;
     record[17] = event;
     /* 0 = not dropped, else enum arctic_drop_reason + 1 */
     record[18] = drop_reason < 0 ? 0 : drop_reason + 1;
     record[19] = flags;
     arctic_put_le16(record + 20, in_port);
     arctic_put_le16(record + 22, out_port);
-    if (fwrite(record, sizeof(record), 1, sw->pcap) != 1 ||
+    if (fwrite(record, 16 + header, 1, sw->pcap) != 1 ||
         fwrite(bytes, size, 1, sw->pcap) != 1) {
         g_warning("pcap capture to %s failed; capture stopped",
                   sw->pcap_path);

@@ -919,12 +919,13 @@ static void auth_response(ArcticSwitch *sw, struct sw_conn *conn,
 }
 
 static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
-                         const uint8_t *body)
+                         uint16_t flags, const uint8_t *body)
 {
     struct arctic_hello hello;
     unsigned prio;
 
     arctic_hello_decode(body, &hello);
+    conn->hello_flags = flags;
     if (hello.magic != ARCTIC_LINK_MAGIC) {
         reject(sw, conn, ARCTIC_REJECT_MALFORMED, ARCTIC_DISCONNECT_REJECTED,
                "bad magic 0x%08x", hello.magic);
@@ -951,6 +952,14 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
         reject(sw, conn, ARCTIC_REJECT_BAD_NODE, ARCTIC_DISCONNECT_REJECTED,
                "node %u: the switch has ports 0..%u", hello.node_id,
                sw->ports - 1);
+        return;
+    }
+    if (ARCTIC_FIELD_GET(ARCTIC_HELLO_FLAGS, TIMED, flags) !=
+        sw->config.timed) {
+        reject(sw, conn, ARCTIC_REJECT_TIMING, ARCTIC_DISCONNECT_REJECTED,
+               sw->config.timed ? "this switch keeps virtual time: give "
+                                  "the NIU timed=on"
+                                : "a timed NIU needs arctic-switch --timed");
         return;
     }
     if (sw->secret) {
@@ -980,6 +989,12 @@ static void accept_hello(ArcticSwitch *sw, struct sw_conn *conn,
     arctic_hello_decode(body, &hello);
     port = &sw->port[hello.node_id];
     link = &port->link;
+    if (sw->config.timed && sw_timed_refuses(sw, hello.node_id)) {
+        reject(sw, conn, ARCTIC_REJECT_TIMING, ARCTIC_DISCONNECT_REJECTED,
+               "node %u: %s", hello.node_id,
+               sw_timed_refuses(sw, hello.node_id));
+        return;
+    }
     if (link->conn && conn_still_alive(link->conn)) {
         reject(sw, conn, ARCTIC_REJECT_NODE_BUSY, ARCTIC_DISCONNECT_REJECTED,
                "node %u is held by a live connection", hello.node_id);
@@ -1004,7 +1019,9 @@ static void accept_hello(ArcticSwitch *sw, struct sw_conn *conn,
         link->ingress_credits[prio] = sw->config.credits -
                                       link->ingress_held[prio];
         link->credit_return_pending[prio] = 0;
-        welcome.credits[prio] = link->ingress_credits[prio];
+        /* A timed link has no credits (arctic/link.h). */
+        welcome.credits[prio] = sw->config.timed ? 0
+                                                 : link->ingress_credits[prio];
     }
     link->credit_due_ns = 0;
     link->last_frame_ns = sw->now_ns;     /* its HELLO */
@@ -1029,7 +1046,9 @@ static void accept_hello(ArcticSwitch *sw, struct sw_conn *conn,
                                             : 0) |
                                      (cpu_wake ?
                                       R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK
-                                      : 0),
+                                      : 0) |
+                                     (sw->config.timed ?
+                                      R_ARCTIC_WELCOME_FLAGS_TIMED_MASK : 0),
                                      ARCTIC_WELCOME_SIZE);
     arctic_welcome_encode(frame + ARCTIC_LINK_HEADER_SIZE, &welcome);
     if (rings) {
@@ -1088,6 +1107,10 @@ static void handle_live_frame(ArcticSwitch *sw, struct sw_conn *conn,
     struct sw_link *link = &port->link;
 
     link->last_frame_ns = sw->now_ns;
+    if (sw->config.timed) {
+        sw_timed_frame(sw, conn->port, h, body);
+        return;
+    }
     switch (h->type) {
     case ARCTIC_FRAME_PACKET: {
         /* The frame, not the packet, says whose credit it uses. */
@@ -1177,7 +1200,7 @@ static void conn_parse(ArcticSwitch *sw, struct sw_conn *conn,
                        "frame type %u before HELLO", r->header.type);
                 return;
             } else {
-                handle_hello(sw, conn, r->body);
+                handle_hello(sw, conn, r->header.flags, r->body);
             }
             break;
         }
@@ -1352,6 +1375,40 @@ void sw_port_send(ArcticSwitch *sw, unsigned port_no, unsigned prio,
     memcpy(frame + ARCTIC_LINK_HEADER_SIZE, bytes, size);
     link->egress_credits[prio]--;
     conn_queue_flush(sw, link->conn);
+}
+
+/*
+ * Up to @len bytes of whole frames for the NIU of @port_no into its
+ * connection's output, as room allows (a timed link's frames, which wait
+ * in timed.c meanwhile); returns how many it took.
+ */
+size_t sw_port_write(ArcticSwitch *sw, unsigned port_no, const uint8_t *data,
+                     size_t len)
+{
+    struct sw_conn *conn = sw->port[port_no].link.conn;
+    size_t room;
+
+    if (!conn || conn->state != SW_CONN_LIVE) {
+        return 0;
+    }
+    room = SW_CONN_OUTPUT_BUFFER - (conn->output_end - conn->output_start);
+    len = MIN(len, room);
+    if (len) {
+        memcpy(conn_output_reserve(conn, len), data, len);
+        conn_queue_flush(sw, conn);
+    }
+    return len;
+}
+
+/* End the link of @port_no, for @reason. */
+void sw_port_drop(ArcticSwitch *sw, unsigned port_no,
+                  enum arctic_disconnect_reason reason)
+{
+    struct sw_conn *conn = sw->port[port_no].link.conn;
+
+    if (conn) {
+        sw_conn_close(sw, conn, reason);
+    }
 }
 
 /* The buffer of a packet the NIU of @port_no sent is free again. */

@@ -191,8 +191,8 @@ bool sw_route_destination(const ArcticSwitch *sw, unsigned src, uint32_t w0,
 }
 
 /* The output a packet takes at @router, having come in on @input. */
-static unsigned route_output(ArcticSwitch *sw, const struct sw_router *router,
-                             unsigned input, const struct sw_packet *p)
+unsigned sw_route_output(ArcticSwitch *sw, const struct sw_router *router,
+                         unsigned input, const struct sw_packet *p)
 {
     unsigned level = router->level, up;
 
@@ -254,6 +254,48 @@ static bool source_is_port(const uint8_t *bytes, unsigned port_no)
 }
 
 /*
+ * Why a packet from the NIU on @port_no is dropped at the door (enum
+ * arctic_drop_reason), or -1: it is well formed, names its port as its
+ * source and leads to a live port, *@dst.
+ */
+int sw_packet_check(const ArcticSwitch *sw, unsigned port_no,
+                    const uint8_t *bytes, size_t size, unsigned *dst)
+{
+    uint32_t w0 = arctic_get_le32(bytes + ARCTIC_WIRE_WORDS_OFFSET);
+    uint32_t w1 = arctic_get_le32(bytes + ARCTIC_WIRE_WORDS_OFFSET + 4);
+    enum arctic_wire_error error = arctic_wire_check(bytes, size);
+
+    *dst = SW_NO_PORT;
+    if (error != ARCTIC_WIRE_OK) {
+        return wire_error_reason(error);
+    }
+    if (!source_is_port(bytes, port_no)) {
+        return ARCTIC_DROP_FORGED_SOURCE;
+    }
+    if (!sw_route_destination(sw, port_no, w0, w1, dst)) {
+        *dst = SW_NO_PORT;
+        return ARCTIC_DROP_UNKNOWN_ROUTE;
+    }
+    if (!sw_port_live(sw, *dst)) {
+        return ARCTIC_DROP_PORT_DOWN;
+    }
+    return -1;
+}
+
+/* A packet's route fields, from its words 0 and 1. */
+void sw_packet_route(struct sw_packet *p)
+{
+    uint32_t w0 = arctic_get_le32(p->bytes + ARCTIC_WIRE_WORDS_OFFSET);
+    uint32_t w1 = arctic_get_le32(p->bytes + ARCTIC_WIRE_WORDS_OFFSET + 4);
+    uint32_t up = ARCTIC_FIELD_GET(ARCTIC_W0, UPROUTE, w0);
+
+    p->hops = ARCTIC_FIELD_GET(UPROUTE, HOPS, up);
+    p->random_up = ARCTIC_FIELD_GET(UPROUTE, RANDOM, up);
+    p->up_choice = ARCTIC_FIELD_GET(UPROUTE, CHOICE, up);
+    p->downroute = ARCTIC_FIELD_GET(ARCTIC_W1, DOWNROUTE, w1);
+}
+
+/*
  * A PACKET frame from the NIU on @port_no, its credit already taken.
  * Valid packets enter the leaf router's input; the others are counted,
  * captured and their credit returned at once.
@@ -262,29 +304,15 @@ static void router_packet(ArcticSwitch *sw, unsigned port_no, unsigned prio,
                           const uint8_t *bytes, size_t size)
 {
     struct sw_port *port = &sw->port[port_no];
-    uint32_t w0 = arctic_get_le32(bytes + ARCTIC_WIRE_WORDS_OFFSET);
-    uint32_t w1 = arctic_get_le32(bytes + ARCTIC_WIRE_WORDS_OFFSET + 4);
     struct arctic_port_prio_stats *st = &port->stats.prio[prio];
     struct sw_router *leaf = port->leaf;
     struct sw_input *in = &leaf->in[port->leaf_input];
-    enum arctic_wire_error error = arctic_wire_check(bytes, size);
-    int reason = -1;
-    unsigned dst = SW_NO_PORT;
+    unsigned dst;
+    int reason = sw_packet_check(sw, port_no, bytes, size, &dst);
     struct sw_packet *p;
-    uint32_t up;
 
     st->rx_packets++;
     st->rx_bytes += size;
-    if (error != ARCTIC_WIRE_OK) {
-        reason = wire_error_reason(error);
-    } else if (!source_is_port(bytes, port_no)) {
-        reason = ARCTIC_DROP_FORGED_SOURCE;
-    } else if (!sw_route_destination(sw, port_no, w0, w1, &dst)) {
-        reason = ARCTIC_DROP_UNKNOWN_ROUTE;
-        dst = SW_NO_PORT;
-    } else if (!sw_port_live(sw, dst)) {
-        reason = ARCTIC_DROP_PORT_DOWN;
-    }
     sw_pcap_record(sw, reason < 0 ? SW_PCAP_INGRESS : SW_PCAP_DROP, reason,
                    0, port_no, dst, bytes, size);
     if (reason >= 0) {
@@ -299,17 +327,13 @@ static void router_packet(ArcticSwitch *sw, unsigned port_no, unsigned prio,
     p->src_port = port_no;
     p->dst_port = dst;
     p->priority = prio;
-    up = ARCTIC_FIELD_GET(ARCTIC_W0, UPROUTE, w0);
-    p->hops = ARCTIC_FIELD_GET(UPROUTE, HOPS, up);
-    p->random_up = ARCTIC_FIELD_GET(UPROUTE, RANDOM, up);
-    p->up_choice = ARCTIC_FIELD_GET(UPROUTE, CHOICE, up);
-    p->downroute = ARCTIC_FIELD_GET(ARCTIC_W1, DOWNROUTE, w1);
+    sw_packet_route(p);
     p->flags = 0;
     p->copies_left = 1;
     p->ingress_ns = sw->now_ns;
     p->ready_ns = sw->config.timing ? sw->now_ns + sw->config.hop_latency_ns
                                     : 0;
-    p->out_port = route_output(sw, leaf, port->leaf_input, p);
+    p->out_port = sw_route_output(sw, leaf, port->leaf_input, p);
     sw_queue_push(&in->queue[prio], p);
     if (in->queue[prio].count > st->ingress_depth_max) {
         st->ingress_depth_max = in->queue[prio].count;
@@ -548,7 +572,7 @@ static bool forward_head(ArcticSwitch *sw, struct sw_router *router,
         sw_queue_pop(q);
         input_released(sw, router, i, prio);
         p->flags &= ~SW_PACKET_STALL_COUNTED;
-        p->out_port = route_output(sw, next, out->next_input, p);
+        p->out_port = sw_route_output(sw, next, out->next_input, p);
         if (sw->config.timing) {
             uint64_t wire_ns = (uint64_t)(p->size * sw->ns_per_byte);
 

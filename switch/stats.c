@@ -43,6 +43,7 @@ const char *arctic_disconnect_reason_name(enum arctic_disconnect_reason r)
         [ARCTIC_DISCONNECT_SHUTDOWN] = "shutdown",
         [ARCTIC_DISCONNECT_EVICTED] = "evicted",
         [ARCTIC_DISCONNECT_BROKEN_RING] = "broken_ring",
+        [ARCTIC_DISCONNECT_TIME_PROTOCOL] = "time_protocol",
     };
 
     return r < ARCTIC_DISCONNECT_REASONS ? names[r] : "unknown";
@@ -208,6 +209,22 @@ void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
     if (st->auth_failures) {
         fprintf(out, "joins refused for a wrong secret %" G_GUINT64_FORMAT
                 "\n", st->auth_failures);
+    }
+    if (st->timed) {
+        fprintf(out, "timed: clock %s, lookahead %" G_GUINT64_FORMAT " ns; %"
+                G_GUINT64_FORMAT " syncs, %" G_GUINT64_FORMAT " grants, %"
+                G_GUINT64_FORMAT " packets routed, %" G_GUINT64_FORMAT
+                " deliveries\n", st->time_started ? "started" : "not started",
+                st->time_lookahead_ns, st->time_syncs, st->time_grants,
+                st->time_packets, st->time_deliveries);
+        for (i = 0; i < st->ports; i++) {
+            const struct arctic_port_stats *p = &st->port[i];
+
+            fprintf(out, "timed: port %u reached %" G_GUINT64_FORMAT
+                    " ns in %" G_GUINT64_FORMAT " syncs%s\n", i,
+                    p->time_reached, p->time_syncs,
+                    p->time_waiting ? ", waits for a grant" : "");
+        }
     }
     if (st->refused_no_fd) {
         fprintf(out, "connections refused out of descriptors %"

@@ -251,6 +251,7 @@ struct sw_conn {
     /* SW_CONN_AUTH: the HELLO answered with a challenge, and its nonce */
     uint8_t hello_body[ARCTIC_HELLO_SIZE];
     uint8_t nonce[ARCTIC_AUTH_NONCE_SIZE];
+    uint16_t hello_flags;       /* ARCTIC_HELLO_FLAGS */
     struct sw_rings *rings;     /* NULL: the link is on the socket */
     bool waiting_room;          /* output waits for room in rings->out */
     /* Why conn_send() failed (an I/O error, or a broken ring). */
@@ -359,8 +360,12 @@ struct ArcticSwitch {
     uint64_t unattached_disconnects[ARCTIC_DISCONNECT_REASONS];
     uint64_t latency[ARCTIC_NUM_PRIORITIES][ARCTIC_LATENCY_BUCKETS];
 
+    /* timed.c (config.timed) */
+    struct sw_timed *timed;
+
     /* pcap.c */
     FILE *pcap;
+    uint64_t pcap_time;             /* timed: the virtual time to record */
     char *pcap_path;
 };
 
@@ -400,6 +405,10 @@ int sw_drain(int fd);
 
 /* port.c */
 struct sw_conn *sw_conn_new(ArcticSwitch *sw, int fd);
+size_t sw_port_write(ArcticSwitch *sw, unsigned port_no, const uint8_t *data,
+                     size_t len);
+void sw_port_drop(ArcticSwitch *sw, unsigned port_no,
+                  enum arctic_disconnect_reason reason);
 void sw_conn_feed(ArcticSwitch *sw, struct sw_conn *conn, const uint8_t *data,
                   size_t len);
 void sw_conn_close(ArcticSwitch *sw, struct sw_conn *conn,
@@ -425,6 +434,11 @@ bool sw_port_may_sleep(ArcticSwitch *sw);
 
 /* router.c */
 extern const struct sw_port_ops sw_router_port_ops;
+int sw_packet_check(const ArcticSwitch *sw, unsigned port_no,
+                    const uint8_t *bytes, size_t size, unsigned *dst);
+void sw_packet_route(struct sw_packet *p);
+unsigned sw_route_output(ArcticSwitch *sw, const struct sw_router *router,
+                         unsigned input, const struct sw_packet *p);
 bool sw_tree_init(ArcticSwitch *sw, GError **errp);
 void sw_tree_free(ArcticSwitch *sw);
 bool sw_route_destination(const ArcticSwitch *sw, unsigned src, uint32_t w0,
@@ -440,6 +454,15 @@ void sw_find_oldest(ArcticSwitch *sw, uint64_t now_ns,
                     struct arctic_oldest_packet *oldest);
 struct sw_packet *sw_packet_alloc(ArcticSwitch *sw);
 void sw_packet_free(ArcticSwitch *sw, struct sw_packet *packet);
+
+/* timed.c: the timed mode's network (docs/timed-mode.md) */
+extern const struct sw_port_ops sw_timed_port_ops;
+void sw_timed_init(ArcticSwitch *sw);
+void sw_timed_free(ArcticSwitch *sw);
+const char *sw_timed_refuses(const ArcticSwitch *sw, unsigned port_no);
+bool sw_timed_frame(ArcticSwitch *sw, unsigned port_no,
+                    const struct arctic_frame_header *h, const uint8_t *body);
+void sw_timed_stats(ArcticSwitch *sw, ArcticSwitchStats *st);
 
 /* faults.c */
 void sw_faults_init(ArcticSwitch *sw);

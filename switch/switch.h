@@ -53,6 +53,9 @@ enum arctic_disconnect_reason {
     ARCTIC_DISCONNECT_SHUTDOWN,         /* the switch is stopping */
     ARCTIC_DISCONNECT_EVICTED,          /* pending, oldest, made room */
     ARCTIC_DISCONNECT_BROKEN_RING,      /* impossible shared-ring indices */
+    /* a timed link's clock went backwards, or beyond its grant, or it
+     * flooded the switch with packets (docs/timed-mode.md) */
+    ARCTIC_DISCONNECT_TIME_PROTOCOL,
     ARCTIC_DISCONNECT_REASONS
 };
 
@@ -109,6 +112,14 @@ typedef struct {
      * hands to the NIUs (arctic/link-ring.h, link 1.2). */
     bool cpu_wake;
     bool verbose;               /* log connects and disconnects */
+    /*
+     * Timed mode (docs/timed-mode.md): the NIUs keep the cluster's
+     * virtual time and the switch computes each packet's delivery time
+     * with the model of arctic/timing.h: the link rate above, and these.
+     */
+    bool timed;
+    unsigned time_hop_ns;       /* through one router */
+    unsigned time_wire_ns;      /* an NIU's cable to its leaf router */
 } ArcticSwitchConfig;
 
 /* Counters of one port at one priority. */
@@ -137,6 +148,10 @@ struct arctic_port_stats {
     /* Times its NIU kicked the switch far more than the rings asked for,
      * and its wake-ups were ignored for a while (a flood). */
     uint64_t kick_floods;
+    /* Timed mode: where its clock is, and whether it waits for a grant. */
+    uint64_t time_reached, time_granted, time_promise;
+    bool time_waiting;
+    uint64_t time_syncs;
 };
 
 /*
@@ -172,6 +187,10 @@ typedef struct {
     uint64_t refused_no_fd;     /* connections closed at once: the switch
                                    was out of descriptors */
     uint64_t auth_failures;     /* NIUs that did not prove the secret */
+    /* Timed mode: whether the clock started, and totals since. */
+    bool timed, time_started;
+    uint64_t time_lookahead_ns;
+    uint64_t time_syncs, time_grants, time_packets, time_deliveries;
     struct arctic_oldest_packet oldest[ARCTIC_NUM_PRIORITIES];
 } ArcticSwitchStats;
 

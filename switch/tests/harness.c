@@ -105,6 +105,7 @@ int test_connect_tcp(int port)
 }
 
 GBytes *test_auth_key;
+uint16_t test_hello_flags;
 
 void test_auth_mac(GBytes *key, enum arctic_auth_role role,
                    const uint8_t *their_nonce, const uint8_t *our_nonce,
@@ -176,6 +177,7 @@ void test_client_free(TestClient *c)
         close(c->wake_fd);
     }
     g_queue_clear_full(&c->packets, (GDestroyNotify)g_bytes_unref);
+    g_queue_clear_full(&c->timed, g_free);
     g_free(c);
 }
 
@@ -375,6 +377,26 @@ static void client_parse(TestClient *c, const uint8_t *data, size_t len,
         case ARCTIC_FRAME_AUTH_PROOF:
             client_proof(c, r->body);
             break;
+        case ARCTIC_FRAME_TIME_START:
+            arctic_time_start_decode(r->body, &c->start);
+            c->granted = c->start.grant;
+            c->started = true;
+            break;
+        case ARCTIC_FRAME_TIME_GRANT:
+            c->granted = arctic_get_le64(r->body);
+            c->grants++;
+            break;
+        case ARCTIC_FRAME_TIMED_PACKET: {
+            TestTimedPacket *p = g_new0(TestTimedPacket, 1);
+
+            p->at = arctic_get_le64(r->body);
+            p->prio = ARCTIC_FIELD_GET(ARCTIC_FRAME_FLAGS, PRIORITY,
+                                       r->header.flags);
+            p->size = r->header.length - ARCTIC_TIMED_PACKET_HEADER;
+            memcpy(p->bytes, r->body + ARCTIC_TIMED_PACKET_HEADER, p->size);
+            g_queue_push_tail(&c->timed, p);
+            break;
+        }
         default:
             g_assert_nonnull(control_type);
             *control_type = r->header.type;
@@ -493,7 +515,9 @@ TestClient *test_client_hello(int fd, unsigned node, unsigned credits_low,
     c->cpu_kick = TEST_KICK_MY_CPU;
     c->key = test_auth_key ? g_bytes_ref(test_auth_key) : NULL;
     g_queue_init(&c->packets);
-    arctic_frame_header_encode(frame, ARCTIC_FRAME_HELLO, ARCTIC_HELLO_SIZE);
+    g_queue_init(&c->timed);
+    arctic_frame_header_encode_flags(frame, ARCTIC_FRAME_HELLO,
+                                     test_hello_flags, ARCTIC_HELLO_SIZE);
     arctic_hello_encode(frame + ARCTIC_LINK_HEADER_SIZE, &hello);
     memcpy(c->hello_body, frame + ARCTIC_LINK_HEADER_SIZE, ARCTIC_HELLO_SIZE);
     if (offer == TEST_OFFER_ENV) {
@@ -692,6 +716,98 @@ GBytes *test_client_recv_packet(TestClient *c, int timeout_ms)
         return NULL;
     }
     return g_queue_pop_head(&c->packets);
+}
+
+/* --- timed links ------------------------------------------------------ */
+
+static void client_frame(TestClient *c, uint16_t type, uint16_t flags,
+                         const uint8_t *body, size_t len)
+{
+    uint8_t frame[ARCTIC_LINK_HEADER_SIZE + ARCTIC_LINK_MAX_BODY];
+
+    g_assert_cmpuint(len, <=, ARCTIC_LINK_MAX_BODY);
+    arctic_frame_header_encode_flags(frame, type, flags, len);
+    memcpy(frame + ARCTIC_LINK_HEADER_SIZE, body, len);
+    test_client_write(c, frame, ARCTIC_LINK_HEADER_SIZE + len);
+}
+
+void test_client_time_ready(TestClient *c,
+                            const struct arctic_time_ready *ready)
+{
+    uint8_t body[ARCTIC_TIME_READY_SIZE];
+
+    arctic_time_ready_encode(body, ready);
+    client_frame(c, ARCTIC_FRAME_TIME_READY, 0, body, sizeof(body));
+}
+
+void test_client_time_sync(TestClient *c, uint64_t reached, uint64_t promise)
+{
+    uint8_t body[ARCTIC_TIME_SYNC_SIZE];
+    struct arctic_time_sync sync = { .reached = reached, .promise = promise };
+
+    arctic_time_sync_encode(body, &sync);
+    client_frame(c, ARCTIC_FRAME_TIME_SYNC, 0, body, sizeof(body));
+}
+
+void test_client_send_timed(TestClient *c, uint64_t stamp, bool high,
+                            const uint8_t *pkt, size_t size)
+{
+    uint8_t body[ARCTIC_TIMED_PACKET_HEADER + ARCTIC_WIRE_MAX_SIZE];
+
+    arctic_put_le64(body, stamp);
+    memcpy(body + ARCTIC_TIMED_PACKET_HEADER, pkt, size);
+    client_frame(c, ARCTIC_FRAME_TIMED_PACKET,
+                 ARCTIC_FIELD_PREP(ARCTIC_FRAME_FLAGS, PRIORITY, high), body,
+                 ARCTIC_TIMED_PACKET_HEADER + size);
+}
+
+/* Read until @done(c, value) or @timeout_ms pass. */
+static bool client_wait_for(TestClient *c, bool (*done)(TestClient *c,
+                                                         uint64_t value),
+                            uint64_t value, int timeout_ms)
+{
+    gint64 deadline = g_get_monotonic_time() + timeout_ms * 1000ll;
+
+    while (!done(c, value)) {
+        gint64 left = (deadline - g_get_monotonic_time()) / 1000;
+
+        if (c->closed || (!test_client_read(c, (int)CLAMP(left, 0, 100),
+                                            NULL, NULL) && left <= 0)) {
+            return done(c, value);
+        }
+    }
+    return true;
+}
+
+static bool client_started(TestClient *c, uint64_t unused)
+{
+    return c->started;
+}
+
+static bool client_granted_above(TestClient *c, uint64_t above)
+{
+    return c->started && c->granted > above;
+}
+
+static bool client_has_timed(TestClient *c, uint64_t unused)
+{
+    return !g_queue_is_empty(&c->timed);
+}
+
+bool test_client_wait_start(TestClient *c, int timeout_ms)
+{
+    return client_wait_for(c, client_started, 0, timeout_ms);
+}
+
+bool test_client_wait_grant(TestClient *c, uint64_t above, int timeout_ms)
+{
+    return client_wait_for(c, client_granted_above, above, timeout_ms);
+}
+
+TestTimedPacket *test_client_recv_timed(TestClient *c, int timeout_ms)
+{
+    client_wait_for(c, client_has_timed, 0, timeout_ms);
+    return g_queue_pop_head(&c->timed);
 }
 
 void test_client_return_credits(TestClient *c, unsigned low, unsigned high)

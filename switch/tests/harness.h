@@ -77,10 +77,29 @@ typedef struct {
     bool challenged, proved;
     /* The AUTH_RESPONSE frame it sent (for a test that replays it). */
     uint8_t response[ARCTIC_LINK_HEADER_SIZE + ARCTIC_AUTH_RESPONSE_SIZE];
+    /*
+     * Timed links (link 1.4): the TIME_START received (started), the last
+     * TIME_GRANT (grants counts them), and the TIMED_PACKETs delivered
+     * (TestTimedPacket), in the order they came.
+     */
+    bool started;
+    struct arctic_time_start start;
+    uint64_t granted;
+    unsigned grants;
+    GQueue timed;
 } TestClient;
+
+typedef struct {
+    uint64_t at;
+    uint8_t prio;
+    size_t size;
+    uint8_t bytes[ARCTIC_WIRE_MAX_SIZE];
+} TestTimedPacket;
 
 /* The key new clients answer a switch's challenge with (NULL: none). */
 extern GBytes *test_auth_key;
+/* The flags of new clients' HELLO frames (ARCTIC_HELLO_FLAGS). */
+extern uint16_t test_hello_flags;
 /* HMAC-SHA256 of arctic_auth_message()'s bytes, computed with GLib. */
 void test_auth_mac(GBytes *key, enum arctic_auth_role role,
                    const uint8_t *their_nonce, const uint8_t *our_nonce,
@@ -157,6 +176,20 @@ void test_client_kick(TestClient *c);
 void test_kick_cpu(TestClient *c, unsigned cpu);
 /* Wait until the switch closes the connection; returns true if it did. */
 bool test_client_wait_closed(TestClient *c, int timeout_ms);
+
+/* Timed links: what a timed NIU sends (arctic/link.h, link 1.4). */
+void test_client_time_ready(TestClient *c,
+                            const struct arctic_time_ready *ready);
+void test_client_time_sync(TestClient *c, uint64_t reached,
+                           uint64_t promise);
+void test_client_send_timed(TestClient *c, uint64_t stamp, bool high,
+                            const uint8_t *pkt, size_t size);
+/* Wait for TIME_START; false after @timeout_ms. */
+bool test_client_wait_start(TestClient *c, int timeout_ms);
+/* Wait until the last grant is above @above; false after @timeout_ms. */
+bool test_client_wait_grant(TestClient *c, uint64_t above, int timeout_ms);
+/* Next delivered TIMED_PACKET (caller frees), or NULL after @timeout_ms. */
+TestTimedPacket *test_client_recv_timed(TestClient *c, int timeout_ms);
 
 /* The traffic pump. */
 typedef struct {

@@ -72,6 +72,8 @@ f.delayed = ProtoField.bool("arctic.flags.delayed", "Delayed by fault",
                             8, nil, 0x04)
 f.in_port = ProtoField.uint16("arctic.in_port", "Ingress port")
 f.out_port = ProtoField.uint16("arctic.out_port", "Egress port")
+f.vtime = ProtoField.uint64("arctic.virtual_time",
+    "Virtual time, ns (timed: stamp at ingress, taken at egress)")
 
 f.kind = ProtoField.uint8("arctic.e2e.kind", "Kind", base.DEC, kinds)
 f.e2e_flags = ProtoField.uint8("arctic.e2e.flags", "Flags", base.HEX)
@@ -118,10 +120,15 @@ f.payload = ProtoField.bytes("arctic.payload", "Payload")
 f.crc = ProtoField.uint32("arctic.crc", "CRC-32C", base.HEX)
 f.crc_ok = ProtoField.bool("arctic.crc_ok", "CRC good")
 
-local CAPTURE_HEADER = 8
 local E2E_HEADER = 16
 
 function arctic.dissector(tvb, pinfo, tree)
+    -- Version 2, a timed switch's (docs/timed-mode.md), adds the virtual
+    -- time, le64, after the 8 bytes of version 1.
+    local CAPTURE_HEADER = 8
+    if tvb:len() >= 1 and tvb(0, 1):uint() == 2 then
+        CAPTURE_HEADER = 16
+    end
     if tvb:len() < CAPTURE_HEADER + E2E_HEADER + 12 then
         return 0
     end
@@ -129,6 +136,9 @@ function arctic.dissector(tvb, pinfo, tree)
     local root = tree:add(arctic, tvb(), "Arctic packet")
     local event = tvb(1, 1):uint()
     local cap = root:add(arctic, tvb(0, CAPTURE_HEADER), "Capture header")
+    if CAPTURE_HEADER == 16 then
+        cap:add_le(f.vtime, tvb(8, 8))
+    end
     cap:add(f.version, tvb(0, 1))
     cap:add(f.event, tvb(1, 1))
     cap:add(f.drop_reason, tvb(2, 1))

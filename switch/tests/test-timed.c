@@ -1,0 +1,455 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * arctic-switch --timed (docs/timed-mode.md): synthetic timed NIUs join,
+ * start the cluster's clock, send stamped packets and report their
+ * clocks; the switch must deliver each packet at the virtual time the
+ * model of arctic/timing.h gives, grant no node past a packet it could
+ * still receive, refuse what breaks the protocol, and give the same times
+ * whatever order the host interleaves the NIUs' frames in.
+ */
+#include <string.h>
+
+#include <glib/gstdio.h>
+
+#include "arctic/route.h"
+#include "arctic/timing.h"
+#include "harness.h"
+
+enum { WAIT_MS = 5000 };
+
+/* The default costs of arctic/timing.h, on a clock that ticks per ns. */
+static const struct arctic_time_ready default_costs = {
+    .tx_ns = ARCTIC_TIME_TX_NS,
+    .rx_ns = ARCTIC_TIME_RX_NS,
+    .pci_ps_per_byte = ARCTIC_TIME_PCI_PS_PER_BYTE,
+    .tick_ns = 1,
+};
+
+static TestSwitch *timed_switch(unsigned ports)
+{
+    ArcticSwitchConfig config;
+
+    arctic_switch_config_init(&config);
+    config.ports = ports;
+    config.timed = true;
+    return test_switch_start(&config);
+}
+
+/* @n timed clients, ready, and the clock started for all. */
+static void timed_clients(TestSwitch *ts, TestClient **c, unsigned n)
+{
+    unsigned i;
+
+    test_hello_flags = R_ARCTIC_HELLO_FLAGS_TIMED_MASK;
+    for (i = 0; i < n; i++) {
+        g_assert_cmpuint(test_client_try_connect(ts->socket_path, i, 0, 0,
+                                                 &c[i]), ==, 0);
+        g_assert_true(c[i]->welcome_flags & R_ARCTIC_WELCOME_FLAGS_TIMED_MASK);
+    }
+    test_hello_flags = 0;
+    for (i = 0; i < n; i++) {
+        test_client_time_ready(c[i], &default_costs);
+    }
+    for (i = 0; i < n; i++) {
+        g_assert_true(test_client_wait_start(c[i], WAIT_MS));
+    }
+}
+
+/* A timed NIU and a switch that is not, and the other way round. */
+static void test_refuse(void)
+{
+    TestSwitch *ts = timed_switch(2);
+    ArcticSwitchConfig config;
+    TestClient *c = NULL;
+
+    g_assert_cmpuint(test_client_try_connect(ts->socket_path, 0, 8, 8, &c),
+                     ==, ARCTIC_REJECT_TIMING);
+    test_switch_stop(ts);
+
+    arctic_switch_config_init(&config);
+    config.ports = 2;
+    ts = test_switch_start(&config);
+    test_hello_flags = R_ARCTIC_HELLO_FLAGS_TIMED_MASK;
+    g_assert_cmpuint(test_client_try_connect(ts->socket_path, 0, 8, 8, &c),
+                     ==, ARCTIC_REJECT_TIMING);
+    test_hello_flags = 0;
+    test_switch_stop(ts);
+}
+
+/*
+ * The clock starts once every port is ready, at a grant of one lookahead:
+ * 500 ns to transmit, two 50 ns cables, a 150 ns router, the 28 bytes of
+ * the shortest packet at 160 MB/s (175 ns), 500 ns to receive.  Once it
+ * runs, no NIU can join any more.
+ */
+static void test_start(void)
+{
+    TestSwitch *ts = timed_switch(2);
+    TestClient *c[2], *late = NULL;
+    ArcticSwitchStats *st;
+
+    test_hello_flags = R_ARCTIC_HELLO_FLAGS_TIMED_MASK;
+    g_assert_cmpuint(test_client_try_connect(ts->socket_path, 0, 0, 0, &c[0]),
+                     ==, 0);
+    g_assert_cmpuint(test_client_try_connect(ts->socket_path, 1, 0, 0, &c[1]),
+                     ==, 0);
+    test_client_time_ready(c[0], &default_costs);
+    g_assert_false(test_client_wait_start(c[0], 300));
+    test_client_time_ready(c[1], &default_costs);
+    g_assert_true(test_client_wait_start(c[0], WAIT_MS));
+    g_assert_true(test_client_wait_start(c[1], WAIT_MS));
+    g_assert_cmpuint(c[0]->start.lookahead_ns, ==, 1425);
+    g_assert_cmpuint(c[0]->start.return_ns, ==, 925);
+    g_assert_cmpuint(c[0]->start.grant, ==, 1425);
+    g_assert_cmpuint(c[1]->start.grant, ==, 1425);
+
+    test_client_free(c[1]);
+    g_assert_cmpuint(test_client_try_connect(ts->socket_path, 1, 0, 0, &late),
+                     ==, ARCTIC_REJECT_TIMING);
+    test_hello_flags = 0;
+    st = test_switch_stats(ts);
+    g_assert_true(st->timed);
+    g_assert_true(st->time_started);
+    g_assert_cmpuint(st->time_lookahead_ns, ==, 1425);
+    arctic_switch_stats_free(st);
+    test_client_free(c[0]);
+    test_switch_stop(ts);
+}
+
+/*
+ * One packet, alone in the network: it arrives at the time the model
+ * gives, to the nanosecond.  A 0-word message is 36 bytes on the wire (225
+ * ns at 160 MB/s) and 8 across PCI (100 ns at 80 MB/s): stamped at 1000,
+ * its head reaches the router at 1050, leaves it at 1200, its tail is in
+ * the NIU at 1200 + 50 + 225 = 1475, taken at 1475 + 500 + 100 = 2075.
+ */
+static void test_latency(void)
+{
+    TestSwitch *ts = timed_switch(2);
+    TestClient *c[2];
+    TestTimedPacket *p;
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    size_t size = test_build_packet(pkt, 0, 1, true, false, 0, 0);
+    unsigned src, dst;
+    uint32_t seq;
+    bool high;
+
+    g_assert_cmpuint(size, ==, 36);
+    timed_clients(ts, c, 2);
+    test_client_send_timed(c[0], 1000, true, pkt, size);
+    test_client_time_sync(c[0], 1425, 1425);
+    /* Not routed while node 1 could still send something earlier. */
+    g_assert_null(test_client_recv_timed(c[1], 200));
+    test_client_time_sync(c[1], 1425, 1425);
+    p = test_client_recv_timed(c[1], WAIT_MS);
+    g_assert_nonnull(p);
+    g_assert_cmpuint(p->at, ==, 2075);
+    g_assert_true(p->prio);
+    g_assert_true(test_packet_valid(p->bytes, p->size, &src, &dst, &seq,
+                                    &high));
+    g_assert_cmpuint(src, ==, 0);
+    g_assert_cmpuint(dst, ==, 1);
+    g_free(p);
+    /* Each may now run one lookahead past the other's clock. */
+    g_assert_true(test_client_wait_grant(c[0], 1425, WAIT_MS));
+    g_assert_true(test_client_wait_grant(c[1], 1425, WAIT_MS));
+    g_assert_cmpuint(c[0]->granted, ==, 1425 + 1425);
+    g_assert_cmpuint(c[1]->granted, ==, 1425 + 1425);
+    test_client_free(c[0]);
+    test_client_free(c[1]);
+    test_switch_stop(ts);
+}
+
+/*
+ * Two senders into one receiver, same stamp: both cross their own cable
+ * and the router at once, then share the link to the receiver (the second
+ * waits 225 ns for it) and its receive engine (600 ns each), which sets
+ * the pace: 2075, then 2675.  Ties go to the lower port.
+ */
+static void test_contention(void)
+{
+    TestSwitch *ts = timed_switch(4);
+    TestClient *c[4];
+    TestTimedPacket *p;
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    size_t size;
+    unsigned i, src, dst, router_hops;
+    uint32_t seq;
+    bool high;
+    uint64_t first;
+
+    timed_clients(ts, c, 4);
+    /* Node 0 and node 1 share a leaf router; node 3 is two hops away. */
+    size = test_build_packet(pkt, 0, 1, true, false, 0, 0);
+    test_client_send_timed(c[0], 1000, true, pkt, size);
+    size = test_build_packet(pkt, 3, 1, true, false, 0, 0);
+    test_client_send_timed(c[3], 1000, true, pkt, size);
+    for (i = 0; i < 4; i++) {
+        test_client_time_sync(c[i], 1425, 1425);
+    }
+    p = test_client_recv_timed(c[1], WAIT_MS);
+    g_assert_nonnull(p);
+    g_assert_true(test_packet_valid(p->bytes, p->size, &src, &dst, &seq,
+                                    &high));
+    g_assert_cmpuint(src, ==, 0);
+    g_assert_cmpuint(p->at, ==, 2075);
+    first = p->at;
+    g_free(p);
+    p = test_client_recv_timed(c[1], WAIT_MS);
+    g_assert_nonnull(p);
+    g_assert_true(test_packet_valid(p->bytes, p->size, &src, &dst, &seq,
+                                    &high));
+    g_assert_cmpuint(src, ==, 3);
+    /*
+     * From node 3: up two levels and down again, three routers, 450 ns:
+     * its tail is in at 1000 + 50 + 450 + 50 + 225 = 1775, before the
+     * engine is free of the first (2075), which it then takes 600 ns.
+     */
+    router_hops = 3;
+    g_assert_cmpuint(1000 + 50 + 150 * router_hops + 50 + 225, <, first);
+    g_assert_cmpuint(p->at, ==, first + 600);
+    g_free(p);
+    for (i = 0; i < 4; i++) {
+        test_client_free(c[i]);
+    }
+    test_switch_stop(ts);
+}
+
+/*
+ * A halted node promises not to send before its next timer: the running
+ * node is granted up to that promise plus the lookahead, and the halted
+ * one is not woken until it has something to do before its grant.
+ */
+static void test_promise(void)
+{
+    TestSwitch *ts = timed_switch(2);
+    TestClient *c[2];
+    unsigned grants;
+
+    timed_clients(ts, c, 2);
+    test_client_time_sync(c[1], 1425, 1000000);    /* halted until 1 ms */
+    test_client_time_sync(c[0], 1425, 1425);
+    g_assert_true(test_client_wait_grant(c[0], 1425, WAIT_MS));
+    g_assert_cmpuint(c[0]->granted, ==, 1000000 + 1425);
+    /* Node 1 would only run to 2850 and say the same again: it waits. */
+    grants = c[1]->grants;
+    g_assert_false(test_client_wait_grant(c[1], 1425, 300));
+    g_assert_cmpuint(c[1]->grants, ==, grants);
+    /* Node 0 got past node 1's timer: node 1 may run to it and beyond. */
+    test_client_time_sync(c[0], 1000000 + 1425, 1000000 + 1425);
+    g_assert_true(test_client_wait_grant(c[1], 1425, WAIT_MS));
+    g_assert_cmpuint(c[1]->granted, ==, 1000000 + 1425 + 1425);
+    test_client_free(c[0]);
+    test_client_free(c[1]);
+    test_switch_stop(ts);
+}
+
+/*
+ * A timed capture is in virtual time: nanosecond timestamps, and the
+ * capture header (version 2) says the packet's virtual time too: its
+ * stamp as it came in, the time its receiver takes it as it went out.
+ */
+static void test_pcap(void)
+{
+    ArcticSwitchConfig config;
+    g_autofree char *dir = g_dir_make_tmp("arctic-timed-pcap-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "timed.pcap", NULL);
+    g_autofree uint8_t *data = NULL;
+    TestSwitch *ts;
+    TestClient *c[2];
+    TestTimedPacket *p;
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    size_t size = test_build_packet(pkt, 0, 1, true, false, 0, 0), len;
+    const uint8_t *rec;
+    uint64_t want_time[2] = { 1000, 2075 };
+    uint8_t want_event[2] = { 1, 2 };     /* ingress, egress */
+    unsigned i;
+
+    arctic_switch_config_init(&config);
+    config.ports = 2;
+    config.timed = true;
+    config.pcap_path = path;
+    ts = test_switch_start(&config);
+    timed_clients(ts, c, 2);
+    test_client_send_timed(c[0], 1000, true, pkt, size);
+    test_client_time_sync(c[0], 1425, 1425);
+    test_client_time_sync(c[1], 1425, 1425);
+    p = test_client_recv_timed(c[1], WAIT_MS);
+    g_assert_nonnull(p);
+    g_free(p);
+    test_client_free(c[0]);
+    test_client_free(c[1]);
+    test_switch_stop(ts);
+
+    g_assert_true(g_file_get_contents(path, (char **)&data, &len, NULL));
+    g_assert_cmpuint(len, ==, 24 + 2 * (16 + 16 + size));
+    g_assert_cmphex(arctic_get_le32(data), ==, 0xa1b23c4d);   /* ns */
+    rec = data + 24;
+    for (i = 0; i < 2; i++) {
+        g_assert_cmpuint(arctic_get_le32(rec), ==, 0);
+        g_assert_cmpuint(arctic_get_le32(rec + 4), ==, want_time[i]);
+        g_assert_cmpuint(arctic_get_le32(rec + 8), ==, 16 + size);
+        g_assert_cmpuint(rec[16], ==, 2);
+        g_assert_cmpuint(rec[17], ==, want_event[i]);
+        g_assert_cmpuint(arctic_get_le64(rec + 24), ==, want_time[i]);
+        g_assert_cmpmem(rec + 32, size, pkt, size);
+        rec += 16 + 16 + size;
+    }
+    g_unlink(path);
+    g_rmdir(dir);
+}
+
+/* Alone, a node is never held: its grant is the end of time. */
+static void test_alone(void)
+{
+    TestSwitch *ts = timed_switch(1);
+    TestClient *c[1];
+
+    timed_clients(ts, c, 1);
+    g_assert_cmpuint(c[0]->start.grant, ==, ARCTIC_TIME_NEVER);
+    test_client_free(c[0]);
+    test_switch_stop(ts);
+}
+
+/* A clock past its grant, or a packet stamped in its past, ends the link. */
+static void test_violation(void)
+{
+    TestSwitch *ts = timed_switch(2);
+    TestClient *c[2];
+    ArcticSwitchStats *st;
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    size_t size = test_build_packet(pkt, 1, 0, true, false, 0, 0);
+
+    timed_clients(ts, c, 2);
+    test_client_time_sync(c[0], 1425 + 1, 1425 + 1);
+    g_assert_true(test_client_wait_closed(c[0], WAIT_MS));
+    test_client_time_sync(c[1], 1425, 1425);
+    test_client_send_timed(c[1], 1000, true, pkt, size);
+    g_assert_true(test_client_wait_closed(c[1], WAIT_MS));
+    st = test_switch_stats(ts);
+    g_assert_cmpuint(st->port[0].disconnects[ARCTIC_DISCONNECT_TIME_PROTOCOL],
+                     ==, 1);
+    g_assert_cmpuint(st->port[1].disconnects[ARCTIC_DISCONNECT_TIME_PROTOCOL],
+                     ==, 1);
+    arctic_switch_stats_free(st);
+    test_client_free(c[0]);
+    test_client_free(c[1]);
+    test_switch_stop(ts);
+}
+
+/*
+ * Deterministic: random traffic among 4 nodes over many grants, every
+ * node always sending what it sends and reporting its clock, in a
+ * different host order each run (forward, backward, shuffled, with
+ * pauses): the deliveries are the same, to the nanosecond.
+ */
+enum { ROUNDS = 40, NODES = 4 };
+
+static GString *timed_run(unsigned order_seed)
+{
+    TestSwitch *ts = timed_switch(NODES);
+    TestClient *c[NODES];
+    GRand *order = g_rand_new_with_seed(order_seed);
+    GString *log = g_string_new(NULL);
+    uint64_t reached[NODES] = { 0 };
+    unsigned round, i, k;
+
+    timed_clients(ts, c, NODES);
+    for (i = 0; i < NODES; i++) {
+        reached[i] = c[i]->granted;
+    }
+    for (round = 0; round < ROUNDS; round++) {
+        unsigned perm[NODES];
+
+        for (i = 0; i < NODES; i++) {
+            perm[i] = i;
+        }
+        for (i = NODES - 1; order_seed && i > 0; i--) {
+            unsigned j = g_rand_int_range(order, 0, i + 1), t = perm[i];
+
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        /* What each node sends is the traffic's, not the order's. */
+        for (k = 0; k < NODES; k++) {
+            unsigned n = perm[k];
+            GRand *mine = g_rand_new_with_seed(round * NODES + n);
+            unsigned sends = g_rand_int_range(mine, 0, 3);
+
+            while (sends--) {
+                uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+                unsigned dst = g_rand_int_range(mine, 0, NODES);
+                unsigned words = g_rand_int_range(mine, 0, 21);
+                /* As an NIU's: its clock and at least its cheapest cost. */
+                uint64_t stamp = reached[n] + ARCTIC_TIME_TX_NS +
+                                 g_rand_int_range(mine, 0, 900);
+                size_t size = test_build_packet(pkt, n, dst,
+                                                g_rand_boolean(mine),
+                                                false, round, words);
+
+                test_client_send_timed(c[n], stamp, true, pkt, size);
+            }
+            g_rand_free(mine);
+            if (order_seed && g_rand_int_range(order, 0, 4) == 0) {
+                g_usleep(1000);
+            }
+            /* Each runs to its grant; any answer may end it sooner. */
+            test_client_time_sync(c[n], c[n]->granted, c[n]->granted);
+            reached[n] = c[n]->granted;
+        }
+        for (i = 0; i < NODES; i++) {
+            g_assert_true(test_client_wait_grant(c[i], reached[i], WAIT_MS));
+        }
+    }
+    for (i = 0; i < NODES; i++) {
+        TestTimedPacket *p;
+
+        while ((p = test_client_recv_timed(c[i], 200))) {
+            unsigned src, dst;
+            uint32_t seq;
+            bool high;
+
+            g_assert_true(test_packet_valid(p->bytes, p->size, &src, &dst,
+                                            &seq, &high));
+            g_assert_cmpuint(dst, ==, i);
+            g_string_append_printf(log, "%u<-%u seq %u at %" G_GUINT64_FORMAT
+                                   "\n", i, src, seq, p->at);
+            g_free(p);
+        }
+        g_string_append_printf(log, "%u granted %" G_GUINT64_FORMAT "\n", i,
+                               c[i]->granted);
+        test_client_free(c[i]);
+    }
+    g_rand_free(order);
+    test_switch_stop(ts);
+    return log;
+}
+
+static void test_deterministic(void)
+{
+    g_autoptr(GString) first = timed_run(0);
+    unsigned seed;
+
+    g_assert_cmpuint(first->len, >, 0);
+    g_test_message("%s", first->str);
+    for (seed = 1; seed <= 3; seed++) {
+        g_autoptr(GString) again = timed_run(seed);
+
+        g_assert_cmpstr(again->str, ==, first->str);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/switch/timed/refuse", test_refuse);
+    g_test_add_func("/switch/timed/start", test_start);
+    g_test_add_func("/switch/timed/latency", test_latency);
+    g_test_add_func("/switch/timed/contention", test_contention);
+    g_test_add_func("/switch/timed/promise", test_promise);
+    g_test_add_func("/switch/timed/alone", test_alone);
+    g_test_add_func("/switch/timed/pcap", test_pcap);
+    g_test_add_func("/switch/timed/violation", test_violation);
+    g_test_add_func("/switch/timed/deterministic", test_deterministic);
+    return g_test_run();
+}

@@ -1,0 +1,768 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Timed mode (--timed; docs/timed-mode.md): the network of a cluster that
+ * keeps one virtual time.  Each NIU stamps its packets with the virtual
+ * time they leave it (TIMED_PACKET) and reports how far its clock went
+ * (TIME_SYNC); this file computes when each packet reaches its receiver,
+ * by the model of arctic/timing.h (link rate, cut-through hops, contention
+ * on every link, the receiving NIU's engine), and grants each NIU the time
+ * it may run to without missing a packet: conservative synchronisation.
+ *
+ * What a node may still send.  A node's TIME_SYNC says the time it
+ * reached and its promise: the earliest time it could send unless a
+ * packet reaches it first (the time reached while its processor runs; its
+ * next timer while it is halted).  Its "earliest" is that promise, or the
+ * earliest delivery the switch has handed it that it has not reached yet.
+ * A packet a node creates at or after its earliest carries a stamp of
+ * at least earliest + its cheapest transmit cost, and reaches anyone at
+ * least return_ns after its stamp (two cables, one router, the shortest
+ * packet on the wire, the cheapest receive): lookahead = that transmit
+ * cost + return_ns.
+ *
+ * Order.  The links and engines serve packets in the order of their
+ * stamps (ties: source port, then arrival), so a packet is only routed
+ * once no packet with an earlier stamp can still come: its stamp is below
+ * every node's earliest + cheapest transmit cost.  Its delivery then
+ * never precedes the time its receiver reached, which the NIU checks.
+ *
+ * Grants.  A node that waits is granted up to the least earliest of the
+ * other nodes plus the lookahead, and no further than the stamp of any
+ * packet not yet routed plus return_ns; it stops sooner by itself after
+ * it sends (link.h).  One that is halted with nothing to do before that
+ * grant keeps waiting instead, without a useless wake-up (its earliest is
+ * what the others' grants need, not its clock).  The node whose earliest
+ * is least always gets a grant beyond it, so the cluster never stalls
+ * while every node answers.
+ *
+ * Everything here is a function of the frames' contents in the order
+ * each link delivers them: the same program gives the same times,
+ * whatever the host does.  It runs in the thread that holds the model
+ * lock, like the rest of the switch.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "arctic/timing.h"
+#include "switch-internal.h"
+
+enum {
+    /*
+     * Packets of one node not yet routed (their stamps run ahead of the
+     * others' clocks): an NIU's retransmit lines bound them far below
+     * this, so more is a node that floods the switch.
+     */
+    SW_TIMED_PENDING_MAX = 8192,
+};
+
+enum sw_timed_node_state {
+    SW_TIMED_ABSENT,        /* no NIU yet, or it left before the start */
+    SW_TIMED_JOINED,        /* a timed NIU is connected */
+    SW_TIMED_READY,         /* it sent TIME_READY */
+    SW_TIMED_RUNNING,       /* the clock started */
+    SW_TIMED_GONE,          /* it left after the start: sends nothing */
+};
+
+struct sw_timed_packet {
+    uint64_t stamp;
+    uint64_t order;         /* arrival at the switch, for ties */
+    uint16_t src;
+    uint16_t size;
+    uint8_t prio;
+    uint8_t bytes[ARCTIC_WIRE_MAX_SIZE];
+};
+
+struct sw_timed_node {
+    enum sw_timed_node_state state;
+    struct arctic_time_ready costs;
+    uint64_t tx_min;            /* its cheapest transmit cost */
+    uint64_t reached, promise, granted;
+    bool waiting;               /* TIME_SYNC at its grant, no new grant */
+    uint64_t link_free;         /* its cable to the leaf router */
+    uint64_t rx_free;           /* its receive engine */
+    GArray *deliveries;         /* min-heap: times it has not reached */
+    unsigned pending;           /* its packets not routed yet */
+    GByteArray *backlog;        /* frames its connection has no room for */
+    uint64_t syncs;
+};
+
+struct sw_timed {
+    struct sw_timed_node *node;
+    GPtrArray *pending;         /* min-heap of struct sw_timed_packet */
+    uint64_t order;
+    bool started;
+    uint64_t lookahead_ns, return_ns;
+    uint32_t link_ps_per_byte;
+    uint64_t *out_free;         /* [router * ARCTIC_ROUTER_PORTS + output] */
+    uint64_t syncs, grants, packets, deliveries;
+};
+
+/* Saturating a + b for times that may be ARCTIC_TIME_NEVER. */
+static uint64_t time_add(uint64_t a, uint64_t b)
+{
+    return a > ARCTIC_TIME_NEVER - b ? ARCTIC_TIME_NEVER : a + b;
+}
+
+/* --- heaps ------------------------------------------------------------ */
+
+static bool packet_before(const struct sw_timed_packet *a,
+                          const struct sw_timed_packet *b)
+{
+    if (a->stamp != b->stamp) {
+        return a->stamp < b->stamp;
+    }
+    if (a->src != b->src) {
+        return a->src < b->src;
+    }
+    return a->order < b->order;
+}
+
+static void pending_push(struct sw_timed *tm, struct sw_timed_packet *p)
+{
+    GPtrArray *h = tm->pending;
+    guint i = h->len;
+
+    g_ptr_array_add(h, p);
+    while (i > 0) {
+        guint parent = (i - 1) / 2;
+
+        if (!packet_before(h->pdata[i], h->pdata[parent])) {
+            break;
+        }
+        h->pdata[i] = h->pdata[parent];
+        h->pdata[parent] = p;
+        i = parent;
+    }
+}
+
+static struct sw_timed_packet *pending_top(struct sw_timed *tm)
+{
+    return tm->pending->len ? tm->pending->pdata[0] : NULL;
+}
+
+static struct sw_timed_packet *pending_pop(struct sw_timed *tm)
+{
+    GPtrArray *h = tm->pending;
+    struct sw_timed_packet *top = h->pdata[0];
+    guint i = 0;
+
+    h->pdata[0] = h->pdata[h->len - 1];
+    g_ptr_array_set_size(h, h->len - 1);
+    for (;;) {
+        guint l = 2 * i + 1, r = l + 1, m = i;
+        gpointer t;
+
+        if (l < h->len && packet_before(h->pdata[l], h->pdata[m])) {
+            m = l;
+        }
+        if (r < h->len && packet_before(h->pdata[r], h->pdata[m])) {
+            m = r;
+        }
+        if (m == i) {
+            break;
+        }
+        t = h->pdata[i];
+        h->pdata[i] = h->pdata[m];
+        h->pdata[m] = t;
+        i = m;
+    }
+    return top;
+}
+
+static void times_push(GArray *h, uint64_t t)
+{
+    guint i = h->len;
+
+    g_array_append_val(h, t);
+    while (i > 0 && g_array_index(h, uint64_t, (i - 1) / 2) > t) {
+        g_array_index(h, uint64_t, i) = g_array_index(h, uint64_t,
+                                                      (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+    g_array_index(h, uint64_t, i) = t;
+}
+
+static uint64_t times_min(GArray *h)
+{
+    return h->len ? g_array_index(h, uint64_t, 0) : ARCTIC_TIME_NEVER;
+}
+
+static void times_pop(GArray *h)
+{
+    uint64_t last = g_array_index(h, uint64_t, h->len - 1);
+    guint i = 0, n = h->len - 1;
+
+    for (;;) {
+        guint l = 2 * i + 1, m = l;
+
+        if (l >= n) {
+            break;
+        }
+        if (l + 1 < n && g_array_index(h, uint64_t, l + 1) <
+                         g_array_index(h, uint64_t, l)) {
+            m = l + 1;
+        }
+        if (g_array_index(h, uint64_t, m) >= last) {
+            break;
+        }
+        g_array_index(h, uint64_t, i) = g_array_index(h, uint64_t, m);
+        i = m;
+    }
+    if (n) {
+        g_array_index(h, uint64_t, i) = last;
+    }
+    g_array_set_size(h, n);
+}
+
+/* --- frames to the NIUs ----------------------------------------------- */
+
+/* Move what waits for @port_no's connection into it, as room allows. */
+static void timed_pump(ArcticSwitch *sw, unsigned port_no)
+{
+    struct sw_timed_node *n = &sw->timed->node[port_no];
+    size_t taken;
+
+    if (!n->backlog->len) {
+        return;
+    }
+    taken = sw_port_write(sw, port_no, n->backlog->data, n->backlog->len);
+    g_byte_array_remove_range(n->backlog, 0, taken);
+}
+
+/* A frame for @port_no: it follows everything sent to it before. */
+static void timed_send(ArcticSwitch *sw, unsigned port_no, uint16_t type,
+                       uint16_t flags, const uint8_t *body, uint32_t len)
+{
+    struct sw_timed_node *n = &sw->timed->node[port_no];
+    uint8_t header[ARCTIC_LINK_HEADER_SIZE];
+
+    if (n->state != SW_TIMED_RUNNING && n->state != SW_TIMED_READY) {
+        return;
+    }
+    arctic_frame_header_encode_flags(header, type, flags, len);
+    g_byte_array_append(n->backlog, header, sizeof(header));
+    g_byte_array_append(n->backlog, body, len);
+    timed_pump(sw, port_no);
+}
+
+static void timed_grant(ArcticSwitch *sw, unsigned port_no, uint64_t until)
+{
+    struct sw_timed_node *n = &sw->timed->node[port_no];
+    uint8_t body[ARCTIC_TIME_GRANT_SIZE];
+
+    n->granted = until;
+    n->waiting = false;
+    sw->timed->grants++;
+    arctic_put_le64(body, until);
+    timed_send(sw, port_no, ARCTIC_FRAME_TIME_GRANT, 0, body, sizeof(body));
+}
+
+/* --- the network ------------------------------------------------------ */
+
+/* The earliest time @n may create a packet (see the top of the file). */
+static uint64_t node_earliest(struct sw_timed_node *n)
+{
+    if (n->state != SW_TIMED_RUNNING) {
+        return ARCTIC_TIME_NEVER;
+    }
+    while (n->deliveries->len && times_min(n->deliveries) < n->reached) {
+        times_pop(n->deliveries);       /* taken already */
+    }
+    return MIN(n->promise, times_min(n->deliveries));
+}
+
+static size_t router_number(ArcticSwitch *sw, const struct sw_router *r)
+{
+    return (size_t)(r - sw->routers);
+}
+
+/* Hand @p to @dst, to be taken at @at; recorded as a delivery it owes. */
+static void timed_deliver(ArcticSwitch *sw, unsigned dst,
+                          const struct sw_timed_packet *p, uint64_t at,
+                          const uint8_t *bytes, unsigned flags)
+{
+    struct sw_timed *tm = sw->timed;
+    struct arctic_port_prio_stats *st = &sw->port[dst].stats.prio[p->prio];
+    uint8_t body[ARCTIC_TIMED_PACKET_HEADER + ARCTIC_WIRE_MAX_SIZE];
+
+    arctic_put_le64(body, at);
+    memcpy(body + ARCTIC_TIMED_PACKET_HEADER, bytes, p->size);
+    timed_send(sw, dst, ARCTIC_FRAME_TIMED_PACKET,
+               ARCTIC_FIELD_PREP(ARCTIC_FRAME_FLAGS, PRIORITY, p->prio),
+               body, ARCTIC_TIMED_PACKET_HEADER + p->size);
+    times_push(tm->node[dst].deliveries, at);
+    st->tx_packets++;
+    st->tx_bytes += p->size;
+    tm->deliveries++;
+    sw_stats_latency(sw, p->prio, at - p->stamp);
+    sw->pcap_time = at;
+    sw_pcap_record(sw, SW_PCAP_EGRESS, -1, flags, p->src, dst, bytes,
+                   p->size);
+}
+
+/*
+ * Route @p through the tree and the receiver's engine (arctic/timing.h),
+ * apply the faults of its receiving port, deliver it; returns the
+ * earliest delivery it made (ARCTIC_TIME_NEVER: none), to *@to.
+ */
+static uint64_t timed_route(ArcticSwitch *sw, struct sw_timed_packet *p,
+                            unsigned *to)
+{
+    struct sw_timed *tm = sw->timed;
+    const ArcticSwitchConfig *c = &sw->config;
+    struct sw_port *port = &sw->port[p->src];
+    uint64_t ser = arctic_time_serialise(p->size, tm->link_ps_per_byte);
+    struct sw_timed_node *src = &tm->node[p->src], *rx;
+    struct sw_router *r = port->leaf;
+    unsigned in = port->leaf_input, dst;
+    struct sw_packet *sp;
+    uint64_t head, at, first;
+    unsigned flags = 0;
+    int reason;
+
+    port->stats.prio[p->prio].rx_packets++;
+    port->stats.prio[p->prio].rx_bytes += p->size;
+    reason = sw_packet_check(sw, p->src, p->bytes, p->size, &dst);
+    if (reason < 0 && tm->node[dst].state != SW_TIMED_RUNNING) {
+        reason = ARCTIC_DROP_PORT_DOWN;
+    }
+    sw->pcap_time = p->stamp;
+    sw_pcap_record(sw, reason < 0 ? SW_PCAP_INGRESS : SW_PCAP_DROP, reason,
+                   0, p->src, dst, p->bytes, p->size);
+    if (reason >= 0) {
+        sw_count_drop(sw, p->src, p->prio, reason);
+        return ARCTIC_TIME_NEVER;
+    }
+    sp = sw_packet_alloc(sw);
+    memcpy(sp->bytes, p->bytes, p->size);
+    sp->size = p->size;
+    sp->src_port = p->src;
+    sp->dst_port = dst;
+    sp->priority = p->prio;
+    sp->flags = 0;
+    sp->copies_left = 1;
+    sw_packet_route(sp);
+    *to = dst;
+
+    /* The cable to the leaf router, then router by router. */
+    head = MAX(p->stamp, src->link_free);
+    src->link_free = head + ser;
+    head += c->time_wire_ns;
+    for (;;) {
+        unsigned o = sw_route_output(sw, r, in, sp);
+        struct sw_output *out = &r->out[o];
+        uint64_t *free_at = &tm->out_free[router_number(sw, r) *
+                                          ARCTIC_ROUTER_PORTS + o];
+
+        head = MAX(head + c->time_hop_ns, *free_at);
+        *free_at = head + ser;
+        if (!out->next) {
+            break;
+        }
+        in = out->next_input;
+        r = out->next;
+    }
+    /* The cable to the NIU; it takes the packet once the tail is in. */
+    rx = &tm->node[dst];
+    at = MAX(head + c->time_wire_ns + ser, rx->rx_free) +
+         arctic_time_niu_cost(rx->costs.rx_ns, rx->costs.pci_ps_per_byte,
+                              p->bytes, p->size);
+    rx->rx_free = at;
+
+    sw_fault_decide(sw, dst, p->prio, sp);
+    if (sp->flags & SW_FAULT_DROP) {
+        sw_count_drop(sw, dst, p->prio, ARCTIC_DROP_FAULT);
+        sw->pcap_time = at;
+        sw_pcap_record(sw, SW_PCAP_DROP, ARCTIC_DROP_FAULT, 0, p->src, dst,
+                       p->bytes, p->size);
+        sw_packet_free(sw, sp);
+        return ARCTIC_TIME_NEVER;
+    }
+    if (sp->flags & SW_FAULT_CORRUPT) {
+        sp->bytes[(sp->corrupt_bit / 8) % sp->size] ^=
+            1u << (sp->corrupt_bit % 8);
+        flags |= SW_PCAP_FLAG_CORRUPTED;
+    }
+    if (sp->flags & SW_FAULT_DELAY) {
+        struct arctic_fault_params params;
+
+        arctic_switch_get_faults(sw, dst, p->prio, &params);
+        at += (uint64_t)params.delay_us * 1000;
+        flags |= SW_PCAP_FLAG_DELAYED;
+    }
+    first = at;
+    timed_deliver(sw, dst, p, at, sp->bytes, flags);
+    while (sp->copies_left > 1) {
+        /* A duplicate: the engine takes it again after the first. */
+        sp->copies_left--;
+        at = MAX(at, rx->rx_free) +
+             arctic_time_niu_cost(rx->costs.rx_ns, rx->costs.pci_ps_per_byte,
+                                  sp->bytes, sp->size);
+        rx->rx_free = at;
+        timed_deliver(sw, dst, p, at, sp->bytes,
+                      flags | SW_PCAP_FLAG_DUPLICATE);
+    }
+    sw_packet_free(sw, sp);
+    return first;
+}
+
+/*
+ * Route every packet no earlier one can overtake any more, then grant
+ * every waiting node what it may have: after every TIME_SYNC, packet,
+ * start or departure.
+ */
+static void timed_advance(ArcticSwitch *sw)
+{
+    struct sw_timed *tm = sw->timed;
+    uint64_t horizon = ARCTIC_TIME_NEVER, least = ARCTIC_TIME_NEVER;
+    uint64_t second = ARCTIC_TIME_NEVER, pending_stamp;
+    unsigned i, least_port = SW_NO_PORT;
+    struct sw_timed_packet *p;
+
+    if (!tm->started) {
+        return;
+    }
+    for (i = 0; i < sw->ports; i++) {
+        struct sw_timed_node *n = &tm->node[i];
+
+        horizon = MIN(horizon, time_add(node_earliest(n), n->tx_min));
+    }
+    while ((p = pending_top(tm)) && p->stamp < horizon) {
+        uint64_t at;
+
+        unsigned dst;
+
+        pending_pop(tm);
+        tm->node[p->src].pending--;
+        at = timed_route(sw, p, &dst);
+        if (at != ARCTIC_TIME_NEVER) {
+            /* Its receiver may answer from then on. */
+            horizon = MIN(horizon, time_add(at, tm->node[dst].tx_min));
+        }
+        g_free(p);
+    }
+
+    for (i = 0; i < sw->ports; i++) {
+        uint64_t e = node_earliest(&tm->node[i]);
+
+        if (e < least) {
+            second = least;
+            least = e;
+            least_port = i;
+        } else if (e < second) {
+            second = e;
+        }
+    }
+    p = pending_top(tm);
+    pending_stamp = p ? time_add(p->stamp, tm->return_ns) : ARCTIC_TIME_NEVER;
+    for (i = 0; i < sw->ports; i++) {
+        struct sw_timed_node *n = &tm->node[i];
+        uint64_t others = i == least_port ? second : least;
+        uint64_t grant = MIN(time_add(others, tm->lookahead_ns),
+                             pending_stamp);
+
+        if (n->state != SW_TIMED_RUNNING || !n->waiting ||
+            grant <= n->reached) {
+            continue;
+        }
+        /*
+         * Halted, with nothing to take before the grant: it would only
+         * wake to report the same promise at the grant.
+         */
+        if (n->promise > n->reached && grant < node_earliest(n) &&
+            grant != ARCTIC_TIME_NEVER) {
+            continue;
+        }
+        timed_grant(sw, i, grant);
+    }
+}
+
+/* --- what the NIUs say ---------------------------------------------- */
+
+/* Every port's NIU is ready: the clock starts at 0 for all. */
+static void timed_start(ArcticSwitch *sw)
+{
+    struct sw_timed *tm = sw->timed;
+    uint64_t tx_min = ARCTIC_TIME_NEVER, rx_min = ARCTIC_TIME_NEVER;
+    uint8_t body[ARCTIC_TIME_START_SIZE];
+    unsigned i;
+
+    for (i = 0; i < sw->ports; i++) {
+        struct sw_timed_node *n = &tm->node[i];
+
+        tx_min = MIN(tx_min, n->tx_min);
+        rx_min = MIN(rx_min, arctic_time_niu_min_cost(
+                                 n->costs.rx_ns, n->costs.pci_ps_per_byte));
+    }
+    tm->return_ns = 2 * sw->config.time_wire_ns + sw->config.time_hop_ns +
+                    arctic_time_serialise(ARCTIC_WIRE_MIN_SIZE,
+                                          tm->link_ps_per_byte) + rx_min;
+    tm->lookahead_ns = tx_min + tm->return_ns;
+    tm->started = true;
+    for (i = 0; i < sw->ports; i++) {
+        struct sw_timed_node *n = &tm->node[i];
+        struct arctic_time_start start = {
+            /* Every node at 0, running: the others' 0 + lookahead. */
+            .grant = sw->ports > 1 ? tm->lookahead_ns : ARCTIC_TIME_NEVER,
+            .lookahead_ns = tm->lookahead_ns,
+            .return_ns = tm->return_ns,
+        };
+
+        n->state = SW_TIMED_RUNNING;
+        n->reached = n->promise = 0;
+        n->granted = start.grant;
+        n->waiting = false;
+        arctic_time_start_encode(body, &start);
+        timed_send(sw, i, ARCTIC_FRAME_TIME_START, 0, body, sizeof(body));
+    }
+    sw_log(sw, "timed: the clock of %u node(s) started: lookahead %" PRIu64
+           " ns, return %" PRIu64 " ns", sw->ports, tm->lookahead_ns,
+           tm->return_ns);
+}
+
+/* A port that broke the timed protocol (@what): its link ends. */
+static bool timed_violation(ArcticSwitch *sw, unsigned port_no,
+                            const char *what, uint64_t value)
+{
+    sw_log(sw, "port %u broke the timed protocol: %s (%" PRIu64 ")",
+           port_no, what, value);
+    sw_port_drop(sw, port_no, ARCTIC_DISCONNECT_TIME_PROTOCOL);
+    return false;
+}
+
+static bool timed_ready(ArcticSwitch *sw, unsigned port_no,
+                        const uint8_t *body)
+{
+    struct sw_timed *tm = sw->timed;
+    struct sw_timed_node *n = &tm->node[port_no];
+    unsigned i;
+
+    if (n->state != SW_TIMED_JOINED) {
+        return timed_violation(sw, port_no, "TIME_READY twice", 0);
+    }
+    arctic_time_ready_decode(body, &n->costs);
+    if (!n->costs.tick_ns || n->costs.tick_ns > 1000000 ||
+        n->costs.pci_ps_per_byte == 0) {
+        return timed_violation(sw, port_no, "TIME_READY with bad costs",
+                               n->costs.pci_ps_per_byte);
+    }
+    n->tx_min = arctic_time_niu_min_cost(n->costs.tx_ns,
+                                         n->costs.pci_ps_per_byte);
+    n->state = SW_TIMED_READY;
+    for (i = 0; i < sw->ports; i++) {
+        if (tm->node[i].state != SW_TIMED_READY) {
+            return true;
+        }
+    }
+    timed_start(sw);
+    timed_advance(sw);
+    return true;
+}
+
+static bool timed_packet(ArcticSwitch *sw, unsigned port_no, uint16_t flags,
+                         const uint8_t *body, uint32_t len)
+{
+    struct sw_timed *tm = sw->timed;
+    struct sw_timed_node *n = &tm->node[port_no];
+    struct sw_timed_packet *p;
+    uint64_t stamp = arctic_get_le64(body);
+
+    if (n->state != SW_TIMED_RUNNING) {
+        return timed_violation(sw, port_no, "TIMED_PACKET before the start",
+                               stamp);
+    }
+    /* Made at its clock at the earliest, and transmitted after that. */
+    if (stamp < n->reached + n->tx_min) {
+        return timed_violation(sw, port_no, "a packet stamped before the "
+                               "time the node reached and its cheapest "
+                               "transmission", stamp);
+    }
+    if (n->pending >= SW_TIMED_PENDING_MAX) {
+        return timed_violation(sw, port_no, "too many packets ahead of the "
+                               "cluster's time", n->pending);
+    }
+    p = g_new(struct sw_timed_packet, 1);
+    p->stamp = stamp;
+    p->order = tm->order++;
+    p->src = port_no;
+    p->prio = ARCTIC_FIELD_GET(ARCTIC_FRAME_FLAGS, PRIORITY, flags);
+    p->size = len - ARCTIC_TIMED_PACKET_HEADER;
+    memcpy(p->bytes, body + ARCTIC_TIMED_PACKET_HEADER, p->size);
+    n->pending++;
+    tm->packets++;
+    pending_push(tm, p);
+    /* Routed once the node's TIME_SYNC shows nothing earlier can come. */
+    return true;
+}
+
+static bool timed_sync(ArcticSwitch *sw, unsigned port_no,
+                       const uint8_t *body)
+{
+    struct sw_timed *tm = sw->timed;
+    struct sw_timed_node *n = &tm->node[port_no];
+    struct arctic_time_sync sync;
+
+    arctic_time_sync_decode(body, &sync);
+    if (n->state != SW_TIMED_RUNNING) {
+        return timed_violation(sw, port_no, "TIME_SYNC before the start",
+                               sync.reached);
+    }
+    /* A processor's clock may pass its grant by less than a tick. */
+    if (sync.reached < n->reached ||
+        sync.reached >= time_add(n->granted, n->costs.tick_ns) ||
+        sync.promise < sync.reached || n->waiting) {
+        return timed_violation(sw, port_no, "TIME_SYNC beyond its grant, "
+                               "back in time or twice", sync.reached);
+    }
+    n->reached = sync.reached;
+    n->promise = sync.promise;
+    n->waiting = true;
+    n->syncs++;
+    tm->syncs++;
+    timed_advance(sw);
+    return true;
+}
+
+/*
+ * A frame of a timed link (port.c hands every frame after WELCOME here);
+ * false if the link was dropped for it.
+ */
+bool sw_timed_frame(ArcticSwitch *sw, unsigned port_no,
+                    const struct arctic_frame_header *h, const uint8_t *body)
+{
+    switch (h->type) {
+    case ARCTIC_FRAME_TIME_READY:
+        return timed_ready(sw, port_no, body);
+    case ARCTIC_FRAME_TIMED_PACKET:
+        return timed_packet(sw, port_no, h->flags, body, h->length);
+    case ARCTIC_FRAME_TIME_SYNC:
+        return timed_sync(sw, port_no, body);
+    default:
+        return timed_violation(sw, port_no, "an unexpected frame type",
+                               h->type);
+    }
+}
+
+/*
+ * May the NIU of @port_no join?  NULL if so, else why not: once the
+ * clock runs, no node can join (it could not catch up with the others'
+ * time).
+ */
+const char *sw_timed_refuses(const ArcticSwitch *sw, unsigned port_no)
+{
+    return sw->timed->started ? "the timed cluster's clock has started"
+                              : NULL;
+}
+
+/* --- what the ports report ------------------------------------------ */
+
+static void timed_port_packet(ArcticSwitch *sw, unsigned port_no,
+                              unsigned prio, const uint8_t *bytes,
+                              size_t size)
+{
+    /* port.c hands a timed link's frames to sw_timed_frame() instead. */
+    g_assert_not_reached();
+}
+
+static void timed_port_ready(ArcticSwitch *sw, unsigned port_no)
+{
+    struct sw_timed_node *n = &sw->timed->node[port_no];
+
+    if (n->state == SW_TIMED_ABSENT) {
+        n->state = SW_TIMED_JOINED;     /* a new connection */
+    }
+    timed_pump(sw, port_no);
+}
+
+static void timed_port_detached(ArcticSwitch *sw, unsigned port_no)
+{
+    struct sw_timed *tm = sw->timed;
+    struct sw_timed_node *n = &tm->node[port_no];
+
+    g_byte_array_set_size(n->backlog, 0);
+    g_array_set_size(n->deliveries, 0);
+    n->waiting = false;
+    if (!tm->started) {
+        n->state = SW_TIMED_ABSENT;
+        return;
+    }
+    if (n->state == SW_TIMED_RUNNING) {
+        sw_log(sw, "timed: node %u left at %" PRIu64 " ns; the others run "
+               "on without it", port_no, n->reached);
+    }
+    n->state = SW_TIMED_GONE;
+    timed_advance(sw);
+}
+
+const struct sw_port_ops sw_timed_port_ops = {
+    .packet = timed_port_packet,
+    .ready = timed_port_ready,
+    .detached = timed_port_detached,
+};
+
+/* --- life cycle and counters ------------------------------------------ */
+
+void sw_timed_init(ArcticSwitch *sw)
+{
+    struct sw_timed *tm = g_new0(struct sw_timed, 1);
+    unsigned i;
+
+    tm->node = g_new0(struct sw_timed_node, sw->ports);
+    for (i = 0; i < sw->ports; i++) {
+        tm->node[i].deliveries = g_array_new(false, false, sizeof(uint64_t));
+        tm->node[i].backlog = g_byte_array_new();
+    }
+    tm->pending = g_ptr_array_new();   /* the heap moves its pointers */
+    tm->link_ps_per_byte = (uint32_t)(1e6 / sw->config.link_mbytes_per_s +
+                                      0.5);
+    tm->out_free = g_new0(uint64_t, (size_t)sw->levels *
+                          sw->routers_per_level * ARCTIC_ROUTER_PORTS);
+    sw->timed = tm;
+}
+
+void sw_timed_free(ArcticSwitch *sw)
+{
+    struct sw_timed *tm = sw->timed;
+    unsigned i;
+
+    if (!tm) {
+        return;
+    }
+    for (i = 0; i < sw->ports; i++) {
+        g_array_free(tm->node[i].deliveries, true);
+        g_byte_array_free(tm->node[i].backlog, true);
+    }
+    for (i = 0; i < tm->pending->len; i++) {
+        g_free(tm->pending->pdata[i]);
+    }
+    g_ptr_array_free(tm->pending, true);
+    g_free(tm->out_free);
+    g_free(tm->node);
+    g_free(tm);
+    sw->timed = NULL;
+}
+
+void sw_timed_stats(ArcticSwitch *sw, ArcticSwitchStats *st)
+{
+    struct sw_timed *tm = sw->timed;
+    unsigned i;
+
+    if (!tm) {
+        return;
+    }
+    st->timed = true;
+    st->time_started = tm->started;
+    st->time_lookahead_ns = tm->lookahead_ns;
+    st->time_syncs = tm->syncs;
+    st->time_grants = tm->grants;
+    st->time_packets = tm->packets;
+    st->time_deliveries = tm->deliveries;
+    for (i = 0; i < sw->ports; i++) {
+        struct sw_timed_node *n = &tm->node[i];
+
+        st->port[i].time_reached = n->reached;
+        st->port[i].time_granted = n->granted;
+        st->port[i].time_promise = n->promise;
+        st->port[i].time_waiting = n->waiting;
+        st->port[i].time_syncs = n->syncs;
+    }
+}
