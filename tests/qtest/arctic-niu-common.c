@@ -829,9 +829,13 @@ uint32_t expect_data(Niu *n, unsigned dest, uint8_t prio,
  * switch with link-socket= (the NIU's link thread), anything else or
  * nothing with a chardev.  meson runs the suite once with each.
  */
+bool niu_test_force_thread;
+void (*niu_test_before_qemu)(Niu *n);
+
 bool link_thread(void)
 {
-    return g_strcmp0(g_getenv("ARCTIC_NIU_TEST_LINK"), "thread") == 0 ||
+    return niu_test_force_thread ||
+           g_strcmp0(g_getenv("ARCTIC_NIU_TEST_LINK"), "thread") == 0 ||
            link_rings_wanted();
 }
 
@@ -901,6 +905,9 @@ Niu *niu_start_node_args(const char *link, unsigned node, const char *props,
     }
     g_string_append_printf(args, "id=niu,node-id=%u,addr=04.0%s%s", node,
                            *props ? "," : "", props);
+    if (niu_test_before_qemu) {
+        niu_test_before_qemu(n);
+    }
     n->qts = qtest_init(args->str);
     g_string_free(args, true);
 

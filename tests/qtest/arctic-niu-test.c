@@ -17,7 +17,8 @@
  * holds the tests: arctic-niu-regs-test.c (registers, interrupts, state),
  * -queues- (Tx/Rx queues, endpoints, priorities), -ack- (the ack/retry
  * protocol), -raw-, -dma- (remote DMA, job tags), -link-, -bad- (bad
- * input) and -cluster- (QEMUs joined by the real switch).  The list of
+ * input), -cluster- (QEMUs joined by the real switch) and -time- (timed
+ * mode, against a timed switch the test plays from a thread of its own).  The list of
  * files is in scripts/qemu-overlay.patch (QEMU's tests/qtest/meson.build).
  */
 
@@ -36,5 +37,6 @@ int main(int argc, char **argv)
     niu_test_add_link();
     niu_test_add_bad();
     niu_test_add_cluster();
+    niu_test_add_time();
     return g_test_run();
 }

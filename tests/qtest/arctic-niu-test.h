@@ -199,5 +199,14 @@ void niu_test_add_dma(void);
 void niu_test_add_link(void);
 void niu_test_add_bad(void);
 void niu_test_add_cluster(void);
+void niu_test_add_time(void);
+
+/*
+ * For tests that must have the link thread whatever ARCTIC_NIU_TEST_LINK
+ * says (timed mode), and that must serve the link while QEMU starts
+ * (called with the listening socket made, before qtest_init()).
+ */
+extern bool niu_test_force_thread;
+extern void (*niu_test_before_qemu)(Niu *n);
 
 #endif

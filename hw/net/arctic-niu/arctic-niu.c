@@ -384,6 +384,19 @@ void niu_irq_event(ArcticNiuState *s, uint32_t cause_mask)
     s->irq_enable &= ~(fire & ~R_NIU_IRQ_ERROR_MASK);
     /* The interrupt may wake a halted vCPU without the main loop. */
     niu_tx_unpark(s);
+    if (niu_time_on(s)) {
+        /*
+         * Timed: the message signalling the interrupt costs time-irq-ns
+         * of virtual time (arctic/timing.h), and is sent from a timer on
+         * the virtual clock, at an instant the program decides.
+         */
+        s->irq_fired |= fire;
+        if (!timer_pending(s->irq_timer)) {
+            timer_mod(s->irq_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
+                                    s->time.irq_ns);
+        }
+        return;
+    }
     if (bql_locked()) {
         niu_irq_signal(s, fire);
         return;
@@ -734,6 +747,16 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
     case A_NIU_SCRATCH:
         val = s->scratch;
         break;
+    case A_NIU_TIME_STATUS:
+        val = niu_time_status(s);
+        break;
+    case A_NIU_TIME_CTRL:
+        val = 0;
+        break;
+    case A_NIU_TIME_NOW_LO:
+    case A_NIU_TIME_NOW_HI:
+        val = niu_time_read_now(s, addr == A_NIU_TIME_NOW_HI);
+        break;
     case A_NIU_TEST_DMA_ADDR_LO:
         val = (uint32_t)s->test_dma_addr;
         break;
@@ -863,7 +886,18 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
     case A_NIU_ERROR_INFO:
     case A_NIU_TEST_DMA_STATUS:
     case A_NIU_TX_PENDING:
+    case A_NIU_TIME_STATUS:
+    case A_NIU_TIME_NOW_LO:
+    case A_NIU_TIME_NOW_HI:
         read_only = true;
+        break;
+    case A_NIU_TIME_CTRL:
+        if (val & ~R_NIU_TIME_CTRL_START_MASK) {
+            niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
+                      "reserved bits set in TIME_CTRL 0x%x", val);
+        } else if (FIELD_EX32(val, NIU_TIME_CTRL, START)) {
+            niu_time_start(s);
+        }
         break;
     case A_NIU_ERROR_CAUSE:
         s->error_cause &= ~val;
@@ -981,7 +1015,8 @@ static uint64_t niu_user_read(void *opaque, hwaddr addr, unsigned size)
         return val;
     }
     if (reg == A_USER_LINK_POLL) {
-        val = niu_link_can_poll(&s->link) ?
+        /* Timed: the input is taken at its virtual times, not polled. */
+        val = niu_link_can_poll(&s->link) && !niu_time_on(s) ?
               FIELD_DP32(0, USER_LINK_POLL, TOOK, niu_link_poll(&s->link)) :
               R_USER_LINK_POLL_NONE_MASK;
         trace_arctic_niu_user_read(s->node_id, epn, reg, val);
@@ -1084,6 +1119,12 @@ static void niu_start_test_dma(ArcticNiuState *s, uint32_t cmd)
     }
     s->test_dma_cmd = cmd;
     s->test_dma_status = 0;
+    if (niu_time_on(s)) {
+        /* Timed: done when the bytes crossed PCI (arctic/timing.h). */
+        timer_mod(s->test_dma_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
+                  arctic_time_serialise(size, s->time.pci_ps_per_byte));
+        return;
+    }
     qemu_bh_schedule(s->test_dma_bh);
 }
 
@@ -1204,6 +1245,17 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_u64(v, "link-kick-yields", stat64_get(&s->link.kick_yields), &err);
     visit_u64(v, "link-cpu-kicks", stat64_get(&s->link.cpu_kicks), &err);
     visit_u64(v, "link-up-count", s->link.up_count, &err);
+    visit_str(v, "time", (const char *const[]) {
+                  [NIU_TIME_OFF] = "off", [NIU_TIME_STOPPED] = "stopped",
+                  [NIU_TIME_RUNNING] = "running", [NIU_TIME_BROKEN] = "broken",
+              }[s->time.state], &err);
+    visit_u64(v, "time-now-ns", niu_time_now(s), &err);
+    visit_u64(v, "time-granted-ns", s->time.granted, &err);
+    visit_u64(v, "time-syncs", s->time.syncs, &err);
+    visit_u64(v, "time-sync-wait-us", s->time.sync_wait_ns / SCALE_US, &err);
+    visit_u64(v, "time-packets-out", s->time.packets_out, &err);
+    visit_u64(v, "time-packets-in", s->time.packets_in, &err);
+    visit_u64(v, "time-inbox", s->time.inbox_count, &err);
     visit_u64(v, "tx-credits-high", s->link.tx_credits[ARCTIC_PRIORITY_HIGH],
               &err);
     visit_u64(v, "tx-credits-low", s->link.tx_credits[ARCTIC_PRIORITY_LOW],
@@ -1289,6 +1341,10 @@ void niu_full_reset(ArcticNiuState *s)
     s->test_dma_cmd = 0;
     s->test_dma_status = 0;
     qemu_bh_cancel(s->test_dma_bh);
+    if (s->test_dma_timer) {
+        timer_del(s->test_dma_timer);
+        timer_del(s->irq_timer);
+    }
     memset(s->counters, 0, sizeof(s->counters));
     memset(s->route_table, 0, sizeof(s->route_table));
     memset(s->ep, 0, sizeof(s->ep));
@@ -1393,6 +1449,29 @@ static void niu_on_link_error(NiuLink *link, enum arctic_error cause,
     niu_error(link_owner(link), cause, 0, 0, detail, "%s", what);
 }
 
+static uint64_t niu_on_link_stamp(NiuLink *link, uint8_t prio,
+                                  const uint8_t *wire, size_t size)
+{
+    return niu_time_stamp(link_owner(link), wire, size);
+}
+
+static void niu_on_link_timed_packet(NiuLink *link, uint8_t prio, uint64_t at,
+                                     const uint8_t *wire, size_t size)
+{
+    niu_time_packet(link_owner(link), prio, at, wire, size);
+}
+
+static void niu_on_link_time_start(NiuLink *link,
+                                   const struct arctic_time_start *start)
+{
+    niu_time_on_start(link_owner(link), start);
+}
+
+static void niu_on_link_time_grant(NiuLink *link, uint64_t until)
+{
+    niu_time_on_grant(link_owner(link), until);
+}
+
 static const NiuLinkOps arctic_niu_link_ops = {
     .up = niu_on_link_up,
     .down = niu_on_link_down,
@@ -1403,6 +1482,10 @@ static const NiuLinkOps arctic_niu_link_ops = {
     .posted = niu_on_link_posted,
     .released = niu_on_link_released,
     .error = niu_on_link_error,
+    .stamp = niu_on_link_stamp,
+    .timed_packet = niu_on_link_timed_packet,
+    .time_start = niu_on_link_time_start,
+    .time_grant = niu_on_link_time_grant,
 };
 
 /*
@@ -1471,12 +1554,55 @@ static bool niu_link_secret(ArcticNiuState *s, Error **errp)
     return true;
 }
 
+/*
+ * Timed: the guest must find the link up from its first instruction on,
+ * whenever the host connects it, so realize waits for the WELCOME (or a
+ * refusal, or NIU_TIME_CONNECT_S).
+ */
+enum { NIU_TIME_CONNECT_S = 60 };
+
+static bool niu_link_wait_timed(ArcticNiuState *s, Error **errp)
+{
+    int64_t deadline = get_clock() +
+                       NIU_TIME_CONNECT_S * NANOSECONDS_PER_SECOND;
+
+    if (!s->time.enabled) {
+        return true;
+    }
+    for (;;) {
+        bool up, rejected;
+
+        qemu_rec_mutex_lock(&s->lock);
+        up = niu_link_is_up(&s->link);
+        rejected = s->link.rejected;
+        qemu_rec_mutex_unlock(&s->lock);
+        if (up) {
+            return true;
+        }
+        if (rejected) {
+            error_setg(errp, "arctic-niu: timed=on: the switch at %s "
+                       "refused node %u (see the warning above)",
+                       s->link_socket, s->node_id);
+            return false;
+        }
+        if (get_clock() > deadline) {
+            error_setg(errp, "arctic-niu: timed=on: no switch welcomed "
+                       "node %u at %s within %d s", s->node_id,
+                       s->link_socket, NIU_TIME_CONNECT_S);
+            return false;
+        }
+        g_usleep(10 * 1000);
+    }
+}
+
 /* No link at all makes a standalone NIU, useful for register tests. */
 static bool niu_link_setup(ArcticNiuState *s, Error **errp)
 {
+    /* Timed: acks go at once, as the hardware's would (no host wake-ups
+     * to save). */
     niu_link_init(&s->link, &arctic_niu_link_ops, s, &s->lock, s->node_id,
-                  s->rx_credits, s->ack_delay_ns);
-    if (!niu_link_secret(s, errp)) {
+                  s->rx_credits, s->time.enabled ? 0 : s->ack_delay_ns);
+    if (!niu_link_secret(s, errp) || !niu_time_init(s, errp)) {
         return false;
     }
     if (s->link_socket && qemu_chr_fe_backend_connected(&s->chr)) {
@@ -1487,12 +1613,17 @@ static bool niu_link_setup(ArcticNiuState *s, Error **errp)
     if (s->link_socket) {
         return niu_link_init_thread(&s->link, s->link_socket,
                                     s->link_reconnect_ms,
-                                    s->link_busy_poll_ns, s->link_rings,
-                                    s->link_kick_yield, s->link_cpu_wake,
-                                    errp);
+                                    s->time.enabled ? 0 : s->link_busy_poll_ns,
+                                    s->link_rings, s->link_kick_yield,
+                                    s->link_cpu_wake, errp) &&
+               niu_link_wait_timed(s, errp);
     }
     if (qemu_chr_fe_backend_connected(&s->chr)) {
         return niu_link_init_chr(&s->link, &s->chr, errp);
+    }
+    if (s->time.enabled) {
+        error_setg(errp, "arctic-niu: timed=on needs link-socket=");
+        return false;
     }
     return true;
 }
@@ -1526,6 +1657,15 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
         error_setg(errp, "arctic-niu: retry-timeout-ns and nack-backoff-ns "
                    "must be positive");
         return;
+    }
+    if (s->time.enabled) {
+        /*
+         * Timed: a doorbell's pass runs at once, in the ringing vCPU; the
+         * host-time devices that save wake-ups of a loaded host have no
+         * place in virtual time (docs/timed-mode.md).
+         */
+        s->doorbell_coalesce_ns = 0;
+        s->doorbell_posted = false;
     }
     if (s->doorbell_coalesce_ns > s->retry_timeout_ns / 4) {
         error_setg(errp, "arctic-niu: doorbell-coalesce-ns must be at most "
@@ -1570,6 +1710,8 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
                                          &DEVICE(s)->mem_reentrancy_guard);
     s->irq_bh = qemu_bh_new_guarded(niu_irq_bh, s,
                                     &DEVICE(s)->mem_reentrancy_guard);
+    s->test_dma_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, niu_test_dma_bh, s);
+    s->irq_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, niu_irq_bh, s);
     s->dma_listener = (MemoryListener) {
         .name = "arctic-niu-dma",
         .commit = niu_dma_listener_commit,
@@ -1588,12 +1730,16 @@ static void niu_exit(PCIDevice *pdev)
     ArcticNiuState *s = ARCTIC_NIU(pdev);
 
     niu_link_cleanup(&s->link);
+    niu_time_cleanup(s);
     niu_tx_cleanup(s);
     niu_e2e_cleanup(s);
     memory_listener_unregister(&s->dma_listener);
     niu_dma_unmap(s);
     qemu_bh_delete(s->test_dma_bh);
     qemu_bh_delete(s->irq_bh);
+    timer_free(s->test_dma_timer);
+    timer_free(s->irq_timer);
+    s->test_dma_timer = s->irq_timer = NULL;
     msix_uninit_exclusive_bar(pdev);
     migrate_del_blocker(&s->migration_blocker);
 }
@@ -1628,6 +1774,16 @@ static const Property arctic_niu_properties[] = {
     DEFINE_PROP_BOOL("x-link-kick-yield", ArcticNiuState, link_kick_yield,
                      true),
     DEFINE_PROP_BOOL("x-link-cpu-wake", ArcticNiuState, link_cpu_wake, true),
+    /* timed mode (docs/timed-mode.md; the defaults' sources: timing.h) */
+    DEFINE_PROP_BOOL("timed", ArcticNiuState, time.enabled, false),
+    DEFINE_PROP_UINT32("time-tx-ns", ArcticNiuState, time.tx_ns,
+                       ARCTIC_TIME_TX_NS),
+    DEFINE_PROP_UINT32("time-rx-ns", ArcticNiuState, time.rx_ns,
+                       ARCTIC_TIME_RX_NS),
+    DEFINE_PROP_UINT32("time-pci-mbytes", ArcticNiuState, time.pci_mbytes,
+                       1000000 / ARCTIC_TIME_PCI_PS_PER_BYTE),
+    DEFINE_PROP_UINT32("time-irq-ns", ArcticNiuState, time.irq_ns,
+                       ARCTIC_TIME_IRQ_NS),
 };
 
 static void niu_class_init(ObjectClass *klass, void *data)

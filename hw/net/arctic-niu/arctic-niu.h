@@ -19,6 +19,9 @@
  *                 streams, acks, nacks, timeouts, the send order; its
  *                 state is ArcticNiuState.e2e, and it reports upward only
  *                 through NiuE2EOps
+ *   niu-time.c    timed mode (niu-time.h; niu_time_*): the cluster's
+ *                 virtual time, the stamps of packets sent, the times
+ *                 packets delivered are taken, the grants of the switch
  *   niu-link*.c   the link to arctic-switch (niu-link.h; niu_link_*): the
  *                 session (framing, handshake, credits) and its two
  *                 transports, a chardev or a socket served by a link
@@ -44,6 +47,7 @@
 
 #include "niu-e2e.h"
 #include "niu-link.h"
+#include "niu-time.h"
 
 #define TYPE_ARCTIC_NIU "arctic-niu"
 OBJECT_DECLARE_SIMPLE_TYPE(ArcticNiuState, ARCTIC_NIU)
@@ -174,6 +178,8 @@ struct ArcticNiuState {
     uint32_t test_dma_cmd;
     uint32_t test_dma_status;
     QEMUBH *test_dma_bh;
+    QEMUTimer *test_dma_timer;  /* timed mode: the same on the virtual clock */
+    QEMUTimer *irq_timer;       /* timed mode: fired causes, time-irq-ns on */
     uint32_t counters[ARCTIC_NUM_COUNTERS];
     uint32_t route_table[2][ARCTIC_S];
     ArcticEndpoint ep[ARCTIC_ENDPOINTS];
@@ -182,6 +188,7 @@ struct ArcticNiuState {
     QEMUTimer *tx_poll_timer;
     uint64_t tx_poll_interval_ns;
     QEMUBH *tx_bh;
+    QEMUTimer *tx_kick_timer;   /* timed mode: tx_bh on the virtual clock */
     unsigned tx_count;          /* Appendix A COUNT */
     unsigned tx_refused;        /* slots refused in this Tx service pass */
     uint32_t tx_rung;           /* rang since the last poll, or left work */
@@ -217,6 +224,9 @@ struct ArcticNiuState {
 
     /* the end-to-end protocol (niu-e2e.c) */
     NiuE2E e2e;
+
+    /* timed mode (niu-time.c) */
+    NiuTime time;
 
     /* link (niu-link.h) */
     NiuLink link;
@@ -292,6 +302,21 @@ bool niu_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
 bool niu_raw_rx_push(ArcticNiuState *s, uint8_t prio, const uint8_t *pkt,
                      size_t size);
 void niu_raw_tx_flush(ArcticNiuState *s);
+
+/* niu-time.c */
+bool niu_time_init(ArcticNiuState *s, Error **errp);
+void niu_time_cleanup(ArcticNiuState *s);
+bool niu_time_on(const ArcticNiuState *s);
+bool niu_time_running(const ArcticNiuState *s);
+uint64_t niu_time_now(ArcticNiuState *s);
+void niu_time_start(ArcticNiuState *s);
+uint32_t niu_time_status(ArcticNiuState *s);
+uint32_t niu_time_read_now(ArcticNiuState *s, bool high);
+uint64_t niu_time_stamp(ArcticNiuState *s, const uint8_t *wire, size_t size);
+void niu_time_packet(ArcticNiuState *s, uint8_t prio, uint64_t at,
+                     const uint8_t *wire, size_t size);
+void niu_time_on_start(ArcticNiuState *s, const struct arctic_time_start *st);
+void niu_time_on_grant(ArcticNiuState *s, uint64_t until);
 
 /* niu-e2e.c */
 void niu_e2e_init(ArcticNiuState *s, const NiuE2EOps *ops);

@@ -1206,9 +1206,11 @@ void niu_e2e_reset(ArcticNiuState *s)
     /*
      * A new epoch for every stream, later than any this NIU used before,
      * and (from the host clock) most likely later than any a receiver
-     * remembers from an earlier run of this node.
+     * remembers from an earlier run of this node; timed, the next one, so
+     * that a run's packets are the same every time.
      */
-    epoch = (uint32_t)qemu_clock_get_ms(QEMU_CLOCK_HOST);
+    epoch = niu_time_on(s) ? e->epoch_base + 1
+                           : (uint32_t)qemu_clock_get_ms(QEMU_CLOCK_HOST);
     if ((int32_t)(epoch - e->epoch_base) <= 0) {
         epoch = e->epoch_base + 1;
     }

@@ -124,6 +124,12 @@ static void chr_event(void *opaque, QEMUChrEvent event)
 
 bool niu_link_init_chr(NiuLink *link, CharBackend *chr, Error **errp)
 {
+    if (link->timed) {
+        /* The main loop reads a chardev at instants no clock decides. */
+        error_setg(errp, "arctic-niu: timed=on needs link-socket=, not "
+                   "chardev=");
+        return false;
+    }
     link->chr = chr;
     link->transport = &chr_transport;
     link->defer_timer = timer_new_ns(QEMU_CLOCK_REALTIME, chr_defer_cb, link);

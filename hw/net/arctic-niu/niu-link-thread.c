@@ -140,6 +140,12 @@ struct NiuLinkThread {
      */
     uint32_t kick_word;
     bool fd_shut;           /* atomic: the device dropped the link */
+    /*
+     * Atomic: a timed link is up (link 1.4): the device's vCPU reads the
+     * input at instants of virtual time (thread_read_input(),
+     * thread_wait_input()); the thread watches only the socket's end.
+     */
+    bool timed_reader;
     int64_t socket_looked;  /* with the rings: when the socket was */
     bool rings_asleep;      /* the thread sleeps on the futexes now */
 };
@@ -168,7 +174,8 @@ static void thread_kick(NiuLinkThread *t)
  * everything), or @timeout_ns pass; true if the time ran out.
  */
 static bool thread_futex_wait(NiuLinkThread *t, uint32_t kick_seen,
-                              uint32_t switch_seen, int64_t timeout_ns)
+                              uint32_t switch_seen, bool switch_kicks,
+                              int64_t timeout_ns)
 {
     struct arctic_ring_area *area = t->rings->area;
     struct futex_waitv waiters[2] = {
@@ -191,8 +198,8 @@ static bool thread_futex_wait(NiuLinkThread *t, uint32_t kick_seen,
     deadline = get_clock() + timeout_ns;
     ts.tv_sec = deadline / NANOSECONDS_PER_SECOND;
     ts.tv_nsec = deadline % NANOSECONDS_PER_SECOND;
-    return syscall(SYS_futex_waitv, waiters, 2, 0, &ts, CLOCK_MONOTONIC) < 0 &&
-           errno == ETIMEDOUT;
+    return syscall(SYS_futex_waitv, waiters, switch_kicks ? 2 : 1, 0, &ts,
+                   CLOCK_MONOTONIC) < 0 && errno == ETIMEDOUT;
 }
 
 /* Sleep until kicked or @ms pass; false when the device goes away. */
@@ -499,6 +506,7 @@ static void thread_close(NiuLinkThread *t)
         qatomic_set(&t->deadline, 0);
         qatomic_set(&t->rings_on, false);
         qatomic_set(&t->fd_shut, false);
+        qatomic_set(&t->timed_reader, false);
         t->rings_asleep = false;
         t->rings_offer = false;
         rings_free(t->rings);
@@ -632,6 +640,9 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool socket_ready,
     ssize_t n = 0;
 
     if (socket_ready && rings) {
+        /* Held while the rings may be freed: a timed vCPU sleeps on them. */
+        qemu_mutex_lock(&t->rx_lock);
+        reading = true;
         n = thread_socket_after_rings(t, &broken);
     } else if (socket_ready || ring_ready) {
         qemu_mutex_lock(&t->rx_lock);
@@ -759,18 +770,25 @@ static void *thread_run(void *opaque)
         if (polled_until <= now) {
             polled_until = 0;
         }
-        take_input = !qatomic_read(&t->hold_input) && !polled_until;
+        take_input = !qatomic_read(&t->hold_input) && !polled_until &&
+                     !qatomic_read(&t->timed_reader);
         timeout = thread_timeout_ns(t, now, polled_until);
         if (rings) {
+            /*
+             * A timed link's ring and its flags are the vCPU's: the thread
+             * looks at the socket's end only, and less often.
+             */
+            bool timed = qatomic_read(&t->timed_reader);
+            int64_t look = (timed ? 10 : 1) * ARCTIC_RING_LOOK_MS * SCALE_MS;
             bool socket_ready = false;
 
-            if (thread_ring_input_waits(t, take_input) ||
+            if ((!timed && thread_ring_input_waits(t, take_input)) ||
                 qatomic_read(&t->posted) || qatomic_read(&t->fd_shut)) {
                 timeout = 0;
             }
-            if (timeout < 0 || timeout > ARCTIC_RING_LOOK_MS * SCALE_MS) {
+            if (timeout < 0 || timeout > look) {
                 /* A kick lost or withheld delays the link, never stalls it. */
-                timeout = ARCTIC_RING_LOOK_MS * SCALE_MS;
+                timeout = look;
             }
             /*
              * The socket says only that the link ended (or bytes it must
@@ -778,16 +796,18 @@ static void *thread_run(void *opaque)
              * when the device dropped the link, and at least every
              * ARCTIC_RING_LOOK_MS however often the thread is woken.
              */
-            if (thread_futex_wait(t, kick_seen, switch_seen, timeout) ||
+            if (thread_futex_wait(t, kick_seen, switch_seen, !timed,
+                                  timeout) ||
                 qatomic_read(&t->fd_shut) ||
                 qatomic_read(&((struct arctic_ring_area *)
                                t->rings->area)->kicks.closing) ||
-                get_clock() - t->socket_looked >
-                ARCTIC_RING_LOOK_MS * SCALE_MS) {
+                get_clock() - t->socket_looked > look) {
                 t->socket_looked = get_clock();
                 socket_ready = thread_socket_readable(t);
             }
-            arctic_ring_consumer_awake(&t->rings->in);
+            if (!timed) {
+                arctic_ring_consumer_awake(&t->rings->in);
+            }
             ring_ready = take_input && arctic_ring_used(&t->rings->in);
             /*
              * Output that waits is retried at every wake-up: room is said
@@ -1016,6 +1036,88 @@ static void thread_cleanup(NiuLink *link)
     link->thread = NULL;
 }
 
+/*
+ * Under the device lock: a timed link is up.  Its input is the vCPU's
+ * from now on; the thread is kicked to stop waiting for it.
+ */
+static void thread_timed(NiuLink *link)
+{
+    NiuLinkThread *t = link->thread;
+
+    qatomic_set(&t->timed_reader, true);
+    thread_kick(t);
+}
+
+/*
+ * Under the device lock, in the vCPU of a timed link: what the ring or
+ * the socket holds goes to the session now.  The end of the connection is
+ * the thread's to see and close.
+ */
+static bool thread_read_input(NiuLink *link)
+{
+    NiuLinkThread *t = link->thread;
+    const char *broken = NULL;
+    ssize_t n;
+
+    if (t->fd < 0 ||
+        (qatomic_read(&t->rings_on) && !arctic_ring_used(&t->rings->in))) {
+        return false;
+    }
+    qemu_mutex_lock(&t->rx_lock);
+    n = thread_take_input(t, t->poll_buf, &broken);
+    if (n > 0) {
+        thread_input(t, t->poll_buf, n);
+    } else if (n == -2) {
+        trace_arctic_niu_link_rings_broken(t->link->node_id, broken);
+        niu_link_broken(t->link, broken, 0);
+    }
+    qemu_mutex_unlock(&t->rx_lock);
+    return n > 0;
+}
+
+/*
+ * Without the device lock, in the vCPU of a timed link: sleep until the
+ * switch kicks (it wrote to the ring) or the socket has bytes, or
+ * @timeout_ns pass.  rx_lock keeps the rings and the descriptor from
+ * being freed meanwhile (the thread closes under it).
+ */
+static void thread_wait_input(NiuLink *link, int64_t timeout_ns)
+{
+    NiuLinkThread *t = link->thread;
+
+    qemu_mutex_lock(&t->rx_lock);
+    if (t->fd < 0) {
+        qemu_mutex_unlock(&t->rx_lock);
+        g_usleep(timeout_ns / SCALE_US);
+        return;
+    }
+    if (qatomic_read(&t->rings_on)) {
+        struct arctic_ring_area *area = t->rings->area;
+        uint32_t seen = qatomic_load_acquire(&area->kicks.niu);
+
+        if (arctic_ring_consumer_sleep(&t->rings->in)) {
+            struct futex_waitv w = {
+                .uaddr = (uintptr_t)&area->kicks.niu,
+                .val = seen,
+                .flags = FUTEX_32,
+            };
+            int64_t deadline = get_clock() + timeout_ns;
+            struct timespec ts = {
+                .tv_sec = deadline / NANOSECONDS_PER_SECOND,
+                .tv_nsec = deadline % NANOSECONDS_PER_SECOND,
+            };
+
+            syscall(SYS_futex_waitv, &w, 1, 0, &ts, CLOCK_MONOTONIC);
+        }
+        arctic_ring_consumer_awake(&t->rings->in);
+    } else {
+        GPollFD pfd = { .fd = t->fd, .events = G_IO_IN };
+
+        qemu_poll_ns(&pfd, 1, timeout_ns);
+    }
+    qemu_mutex_unlock(&t->rx_lock);
+}
+
 /* Is the caller the link thread (which calls niu_link_released())? */
 bool niu_link_thread_is_self(NiuLink *link)
 {
@@ -1032,6 +1134,9 @@ static const NiuTransportOps thread_transport = {
     .poll_input = thread_poll_input,
     .poll_end = thread_poll_end,
     .rings_up = thread_rings_up,
+    .timed = thread_timed,
+    .read_input = thread_read_input,
+    .wait_input = thread_wait_input,
     .cleanup = thread_cleanup,
 };
 

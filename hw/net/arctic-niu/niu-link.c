@@ -59,8 +59,17 @@ static void link_append_frame(NiuLink *link, uint16_t type, uint16_t flags,
     g_byte_array_append(link->out_buf, body, len);
 }
 
+/*
+ * A timed link sends once the cluster's clock runs, without credits: what
+ * it sends is bounded by the virtual time its engine charges per packet,
+ * and the output buffer holds what the transport cannot take yet (the
+ * switch reads it before it answers the next TIME_SYNC).
+ */
 bool niu_link_can_send(const NiuLink *link, uint8_t prio)
 {
+    if (link->timed) {
+        return link->state == NIU_LINK_UP && link->time_started;
+    }
     return link->state == NIU_LINK_UP && link->tx_credits[prio] &&
            link->out_buf->len < NIU_LINK_OUT_LIMIT;
 }
@@ -68,17 +77,27 @@ bool niu_link_can_send(const NiuLink *link, uint8_t prio)
 void niu_link_send(NiuLink *link, uint8_t prio, const uint8_t *wire,
                    size_t size)
 {
+    uint16_t flags = FIELD_DP32(0, ARCTIC_FRAME_FLAGS, PRIORITY, prio);
+
     assert(niu_link_can_send(link, prio));
+    if (link->timed) {
+        uint8_t body[ARCTIC_TIMED_PACKET_HEADER + ARCTIC_WIRE_MAX_SIZE];
+
+        assert(size <= ARCTIC_WIRE_MAX_SIZE);
+        arctic_put_le64(body, link->ops->stamp(link, prio, wire, size));
+        memcpy(body + ARCTIC_TIMED_PACKET_HEADER, wire, size);
+        link_append_frame(link, ARCTIC_FRAME_TIMED_PACKET, flags, body,
+                          ARCTIC_TIMED_PACKET_HEADER + size);
+        return;
+    }
     link->tx_credits[prio]--;
-    link_append_frame(link, ARCTIC_FRAME_PACKET,
-                      FIELD_DP32(0, ARCTIC_FRAME_FLAGS, PRIORITY, prio),
-                      wire, size);
+    link_append_frame(link, ARCTIC_FRAME_PACKET, flags, wire, size);
 }
 
 /* Ask the owner to be told (NiuLinkOps.deferred) within defer_ns. */
 void niu_link_defer(NiuLink *link)
 {
-    if (link->state == NIU_LINK_UP && link->transport) {
+    if (link->state == NIU_LINK_UP && link->transport && !link->timed) {
         int64_t now = get_clock();
 
         if (!link->own_due_ns) {
@@ -96,7 +115,7 @@ void niu_link_defer(NiuLink *link)
  */
 bool niu_link_wake_at(NiuLink *link, int64_t delay_ns)
 {
-    if (link->state != NIU_LINK_UP || !link->transport) {
+    if (link->state != NIU_LINK_UP || !link->transport || link->timed) {
         return false;
     }
     link->transport->defer(link, delay_ns);
@@ -384,6 +403,22 @@ static void link_handle_welcome(NiuLink *link, uint16_t flags,
         }
         link->tx_credits[p] = w.credits[p];
     }
+    if (FIELD_EX32(flags, ARCTIC_WELCOME_FLAGS, TIMED) != link->timed) {
+        g_autofree char *text = g_strdup_printf(
+            "the switch %s virtual time and this NIU %s (timed=)",
+            link->timed ? "does not keep" : "keeps",
+            link->timed ? "does" : "does not");
+
+        /* As the switch's own REJECT TIMING would say: a refusal. */
+        link->rejected = true;
+        trace_arctic_niu_link_reject(link->node_id, ARCTIC_REJECT_TIMING,
+                                     text);
+        link->ops->error(link, ARCTIC_ERR_LINK_REJECTED, ARCTIC_REJECT_TIMING,
+                         text);
+        niu_link_closed(link);
+        link->transport->disconnect(link);
+        return;
+    }
     if (FIELD_EX32(flags, ARCTIC_WELCOME_FLAGS, CPU_WAKE) &&
         !FIELD_EX32(flags, ARCTIC_WELCOME_FLAGS, RINGS)) {
         niu_link_broken(link, "WELCOME with CPU_WAKE but no rings", flags);
@@ -403,6 +438,9 @@ static void link_handle_welcome(NiuLink *link, uint16_t flags,
     link->rejected = false;
     link->up_count++;
     link_set_state(link, NIU_LINK_UP);
+    if (link->timed) {
+        link->transport->timed(link);
+    }
     trace_arctic_niu_link_welcome(link->node_id, w.num_nodes, w.levels,
                                   w.credits[ARCTIC_PRIORITY_HIGH],
                                   w.credits[ARCTIC_PRIORITY_LOW],
@@ -451,6 +489,97 @@ static void link_handle_credit(NiuLink *link, const uint8_t *body)
     link->tx_credits[ARCTIC_PRIORITY_HIGH] += hi;
 }
 
+/* --- timed links (link 1.4) ------------------------------------------ */
+
+/*
+ * A timed link: every HELLO says TIMED.  Before a transport is set up:
+ * only one that lets the owner read the input at its own instants
+ * (NiuTransportOps.timed) can carry it.
+ */
+void niu_link_set_timed(NiuLink *link)
+{
+    assert(!link->transport);
+    link->timed = true;
+}
+
+void niu_link_time_ready(NiuLink *link, const struct arctic_time_ready *ready)
+{
+    uint8_t body[ARCTIC_TIME_READY_SIZE];
+
+    arctic_time_ready_encode(body, ready);
+    link_append_frame(link, ARCTIC_FRAME_TIME_READY, 0, body, sizeof(body));
+    niu_link_flush(link);
+}
+
+void niu_link_time_sync(NiuLink *link, uint64_t reached, uint64_t promise)
+{
+    uint8_t body[ARCTIC_TIME_SYNC_SIZE];
+    struct arctic_time_sync sync = {
+        .reached = reached,
+        .promise = promise,
+    };
+
+    arctic_time_sync_encode(body, &sync);
+    link_append_frame(link, ARCTIC_FRAME_TIME_SYNC, 0, body, sizeof(body));
+    niu_link_flush(link);
+}
+
+/* The frames of a timed link once it is up. */
+static void link_dispatch_timed(NiuLink *link, uint16_t type, uint16_t flags,
+                                const uint8_t *body, uint32_t len)
+{
+    struct arctic_time_start start;
+
+    switch (type) {
+    case ARCTIC_FRAME_TIME_START:
+        if (link->time_started) {
+            niu_link_broken(link, "a second TIME_START", 0);
+            return;
+        }
+        arctic_time_start_decode(body, &start);
+        link->time_started = true;
+        link->ops->time_start(link, &start);
+        break;
+    case ARCTIC_FRAME_TIMED_PACKET:
+        if (!link->time_started) {
+            niu_link_broken(link, "TIMED_PACKET before TIME_START", 0);
+            return;
+        }
+        link->ops->timed_packet(link,
+                                FIELD_EX32(flags, ARCTIC_FRAME_FLAGS,
+                                           PRIORITY),
+                                arctic_get_le64(body),
+                                body + ARCTIC_TIMED_PACKET_HEADER,
+                                len - ARCTIC_TIMED_PACKET_HEADER);
+        break;
+    case ARCTIC_FRAME_TIME_GRANT:
+        if (!link->time_started) {
+            niu_link_broken(link, "TIME_GRANT before TIME_START", 0);
+            return;
+        }
+        link->ops->time_grant(link, arctic_get_le64(body));
+        break;
+    default:
+        niu_link_broken(link, "unexpected frame on a timed link", type);
+        break;
+    }
+}
+
+/*
+ * The owner's thread takes the input of a timed link itself, at the
+ * instants of virtual time it chooses (under the lock), or sleeps until
+ * some may have come (without it).
+ */
+bool niu_link_read_input(NiuLink *link)
+{
+    return link->state != NIU_LINK_DOWN && link->transport->read_input(link);
+}
+
+void niu_link_wait_input(NiuLink *link, int64_t timeout_ns)
+{
+    link->transport->wait_input(link, timeout_ns);
+}
+
 static void link_dispatch(NiuLink *link, uint16_t type, uint16_t flags,
                           const uint8_t *body, uint32_t len)
 {
@@ -467,6 +596,10 @@ static void link_dispatch(NiuLink *link, uint16_t type, uint16_t flags,
         } else {
             niu_link_broken(link, "frame before WELCOME", type);
         }
+        return;
+    }
+    if (link->timed) {
+        link_dispatch_timed(link, type, flags, body, len);
         return;
     }
     switch (type) {
@@ -490,8 +623,9 @@ static void link_dispatch(NiuLink *link, uint16_t type, uint16_t flags,
  */
 size_t niu_link_input_room(const NiuLink *link)
 {
+    /* A timed link's answers cannot hold back virtual time. */
     if (link->state == NIU_LINK_DOWN ||
-        link->out_buf->len >= NIU_LINK_OUT_LIMIT) {
+        (link->out_buf->len >= NIU_LINK_OUT_LIMIT && !link->timed)) {
         return 0;
     }
     return 4096;
@@ -568,6 +702,7 @@ void niu_link_opened(NiuLink *link)
     link->credits_due = false;
     link->own_due_ns = 0;
     link->rings = false;
+    link->time_started = false;
     link->challenged = link->proved = false;
     arctic_frame_reader_reset(&link->reader);
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
@@ -579,7 +714,9 @@ void niu_link_opened(NiuLink *link)
     link_set_state(link, NIU_LINK_HELLO_SENT);
     arctic_hello_encode(body, &hello);
     memcpy(link->hello_body, body, sizeof(body));
-    link_append_frame(link, ARCTIC_FRAME_HELLO, 0, body, sizeof(body));
+    link_append_frame(link, ARCTIC_FRAME_HELLO,
+                      FIELD_DP32(0, ARCTIC_HELLO_FLAGS, TIMED, link->timed),
+                      body, sizeof(body));
     niu_link_flush(link);
 }
 

@@ -91,6 +91,18 @@ typedef struct NiuLinkOps {
      */
     void (*error)(NiuLink *link, enum arctic_error cause, uint32_t detail,
                   const char *what);
+    /*
+     * A timed link (link 1.4, niu_link_set_timed()): the virtual time the
+     * head of a packet about to go leaves the NIU (its stamp); a packet
+     * the switch delivers, for the NIU to take at virtual time @at; the
+     * cluster's clock started; the next grant.
+     */
+    uint64_t (*stamp)(NiuLink *link, uint8_t prio, const uint8_t *wire,
+                      size_t size);
+    void (*timed_packet)(NiuLink *link, uint8_t prio, uint64_t at,
+                         const uint8_t *wire, size_t size);
+    void (*time_start)(NiuLink *link, const struct arctic_time_start *start);
+    void (*time_grant)(NiuLink *link, uint64_t until);
 } NiuLinkOps;
 
 /* What a transport does for the session. */
@@ -136,6 +148,20 @@ typedef struct NiuTransportOps {
      * offered (NULL: the transport never offers any).
      */
     bool (*rings_up)(NiuLink *link, bool cpu_wake);
+    /*
+     * A timed link is up: from now on only the owner's thread reads the
+     * input (niu_link_read_input(), niu_link_wait_input()), at the
+     * instants of virtual time it chooses; the transport's own reader
+     * watches the connection's end only.  NULL: no timed links.
+     */
+    void (*timed)(NiuLink *link);
+    /* Hand the input waiting now to the session, in the caller's thread. */
+    bool (*read_input)(NiuLink *link);
+    /*
+     * Without the owner's lock: sleep until input may have come, or
+     * @timeout_ns pass.
+     */
+    void (*wait_input)(NiuLink *link, int64_t timeout_ns);
     void (*cleanup)(NiuLink *link);
 } NiuTransportOps;
 
@@ -164,6 +190,13 @@ struct NiuLink {
     uint8_t own_nonce[ARCTIC_AUTH_NONCE_SIZE];
     bool challenged, proved;
     bool rings;                         /* this session runs over rings */
+    /*
+     * A timed link (link 1.4): the HELLO says TIMED; packets go stamped
+     * (NiuLinkOps.stamp) and without credits once the switch started the
+     * cluster's clock (TIME_START).
+     */
+    bool timed;
+    bool time_started;
     Stat64 switch_kicks;                /* eventfd kicks of a sleeping switch */
     Stat64 kick_yields;                 /* ... after which the CPU was given */
     Stat64 cpu_kicks;                   /* ... to our CPU's (link 1.2) */
@@ -207,6 +240,11 @@ bool niu_link_init_thread(NiuLink *link, const char *path,
                           bool rings, bool kick_yield, bool cpu_wake,
                           Error **errp);
 void niu_link_set_secret(NiuLink *link, const uint8_t *key, size_t len);
+void niu_link_set_timed(NiuLink *link);
+void niu_link_time_ready(NiuLink *link, const struct arctic_time_ready *ready);
+void niu_link_time_sync(NiuLink *link, uint64_t reached, uint64_t promise);
+bool niu_link_read_input(NiuLink *link);
+void niu_link_wait_input(NiuLink *link, int64_t timeout_ns);
 void niu_link_cleanup(NiuLink *link);
 bool niu_link_is_up(const NiuLink *link);
 bool niu_link_can_send(const NiuLink *link, uint8_t prio);

@@ -467,6 +467,19 @@ static unsigned serve_queues(ArcticNiuState *s, const unsigned *order,
     return taken;
 }
 
+/*
+ * Another pass soon, from the main loop; timed, at this instant of
+ * virtual time (a bottom half runs whenever the host gets to it).
+ */
+static void tx_schedule(ArcticNiuState *s)
+{
+    if (niu_time_on(s)) {
+        timer_mod(s->tx_kick_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
+    } else {
+        qemu_bh_schedule(s->tx_bh);
+    }
+}
+
 /* The next poll in one poll interval. */
 static void tx_poll_arm(ArcticNiuState *s)
 {
@@ -515,7 +528,8 @@ static void tx_main_loop_poll(Notifier *notifier, void *data)
      * packet, is taken only when there is something to do.
      */
     if (mlpoll->state != MAIN_LOOP_POLL_FILL ||
-        !qatomic_read(&s->tx_poll_parked) || all_cpu_threads_idle()) {
+        !qatomic_read(&s->tx_poll_parked) || all_cpu_threads_idle() ||
+        niu_time_on(s)) {
         return;
     }
     QEMU_LOCK_GUARD(&s->lock);
@@ -542,8 +556,12 @@ static void tx_service(ArcticNiuState *s, bool polled)
     unsigned n, taken = 0, unannounced = 0;
     uint32_t waiting = 0;
     bool more = false;
-    /* Whether every vCPU was halted before this pass read a queue. */
-    bool cpus_idle = polled && all_cpu_threads_idle();
+    /*
+     * Whether every vCPU was halted before this pass read a queue.  Timed,
+     * the poll never parks: what would unpark it (the main loop) runs at
+     * no instant of virtual time.
+     */
+    bool cpus_idle = polled && !niu_time_on(s) && all_cpu_threads_idle();
 
     /*
      * Order the queue reads below after the read of the vCPUs' halted
@@ -597,7 +615,7 @@ static void tx_service(ArcticNiuState *s, bool polled)
             }
         }
         if (more && taken > s->tx_refused) {
-            qemu_bh_schedule(s->tx_bh);
+            tx_schedule(s);
         }
     }
     niu_e2e_pump(s, false);
@@ -623,7 +641,7 @@ void niu_tx_kick(ArcticNiuState *s)
 {
     s->tx_poll_interval_ns = s->poll_min_ns;
     s->tx_poll_parked = false;
-    qemu_bh_schedule(s->tx_bh);
+    tx_schedule(s);
 }
 
 /*
@@ -759,6 +777,7 @@ void niu_tx_init(ArcticNiuState *s)
     s->tx_poll_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_poll_timer_cb, s);
     s->tx_bh = qemu_bh_new_guarded(tx_bh_cb, s,
                                    &DEVICE(s)->mem_reentrancy_guard);
+    s->tx_kick_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_bh_cb, s);
     s->tx_main_loop_notifier.notify = tx_main_loop_poll;
     main_loop_poll_add_notifier(&s->tx_main_loop_notifier);
 }
@@ -767,12 +786,14 @@ void niu_tx_cleanup(ArcticNiuState *s)
 {
     main_loop_poll_remove_notifier(&s->tx_main_loop_notifier);
     timer_free(s->tx_poll_timer);
+    timer_free(s->tx_kick_timer);
     qemu_bh_delete(s->tx_bh);
 }
 
 void niu_tx_reset(ArcticNiuState *s)
 {
     timer_del(s->tx_poll_timer);
+    timer_del(s->tx_kick_timer);
     s->tx_count = 0;
     s->tx_line_wait = false;
     s->tx_poll_interval_ns = s->poll_min_ns;

@@ -1,0 +1,458 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Arctic NIU timed mode: the cluster's virtual time (niu-time.h,
+ * docs/timed-mode.md).
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/error-report.h"
+#include "qemu/config-file.h"
+#include "qemu/main-loop.h"
+#include "qemu/option.h"
+#include "qapi/error.h"
+#include "hw/core/cpu.h"
+#include "system/cpu-timers.h"
+#include "system/qtest.h"
+#include "system/runstate.h"
+#include "trace.h"
+
+#include "arctic-niu.h"
+
+enum {
+    /* A wait for the switch looks at shutdown requests this often. */
+    NIU_TIME_WAIT_SLICE_MS = 100,
+    /* ... and says it still waits this often. */
+    NIU_TIME_WAIT_WARN_S = 10,
+};
+
+/* timed=on (from realize on: the device's whole life is timed). */
+bool niu_time_on(const ArcticNiuState *s)
+{
+    return s->time.enabled;
+}
+
+bool niu_time_running(const ArcticNiuState *s)
+{
+    return s->time.state == NIU_TIME_RUNNING;
+}
+
+/* The cluster's time now: 0 until the clock started. */
+uint64_t niu_time_now(ArcticNiuState *s)
+{
+    if (s->time.state == NIU_TIME_STOPPED || s->time.state == NIU_TIME_OFF) {
+        return 0;
+    }
+    return qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - s->time.epoch;
+}
+
+/* A cluster time on the virtual clock, for a timer. */
+static int64_t time_local(NiuTime *t, uint64_t cluster)
+{
+    return cluster >= (uint64_t)INT64_MAX - t->epoch
+           ? INT64_MAX : t->epoch + (int64_t)cluster;
+}
+
+/*
+ * The cluster's time is lost (@why): the NIU stops waiting for it and the
+ * node runs on with its own clock, sending no more (the link is down or
+ * QEMU goes away).  Said once; TIME_STATUS.BROKEN tells the guest.
+ */
+static void time_broken(ArcticNiuState *s, const char *why)
+{
+    NiuTime *t = &s->time;
+
+    if (t->state == NIU_TIME_BROKEN) {
+        return;
+    }
+    trace_arctic_niu_time_broken(s->node_id, why);
+    if (!qemu_shutdown_requested_get()) {
+        warn_report("arctic-niu: node %u: the cluster's time is lost (%s); "
+                    "this node runs on alone", s->node_id, why);
+    }
+    t->state = NIU_TIME_BROKEN;
+    timer_del(t->grant_timer);
+}
+
+/*
+ * Wait, in the thread that runs the guest (so the guest and its clock
+ * stand still), until @done says so, reading the link's input meanwhile:
+ * false if the cluster's time was lost instead.  The device lock is held
+ * once by the caller; it is let go while the thread sleeps.
+ */
+static bool time_wait(ArcticNiuState *s, bool (*done)(ArcticNiuState *s),
+                      const char *what)
+{
+    NiuLink *link = &s->link;
+    int64_t start = get_clock(), said = start;
+
+    while (!done(s)) {
+        int64_t now;
+
+        if (link->state != NIU_LINK_UP) {
+            time_broken(s, "the link to the switch went down");
+            return false;
+        }
+        if (qemu_shutdown_requested_get()) {
+            time_broken(s, "QEMU is shutting down");
+            return false;
+        }
+        if (link->out_blocked) {
+            niu_link_writable(link);    /* the wait is the only writer */
+        }
+        if (niu_link_read_input(link)) {
+            continue;
+        }
+        qemu_rec_mutex_unlock(&s->lock);
+        niu_link_wait_input(link, NIU_TIME_WAIT_SLICE_MS * SCALE_MS);
+        qemu_rec_mutex_lock(&s->lock);
+        now = get_clock();
+        if (now - said >= NIU_TIME_WAIT_WARN_S * NANOSECONDS_PER_SECOND) {
+            said = now;
+            warn_report("arctic-niu: node %u: still waiting for %s "
+                        "(%d s)", s->node_id, what,
+                        (int)((now - start) / NANOSECONDS_PER_SECOND));
+        }
+    }
+    s->time.sync_wait_ns += get_clock() - start;
+    return true;
+}
+
+/* --- delivery --------------------------------------------------------- */
+
+static void time_arm_delivery(ArcticNiuState *s)
+{
+    NiuTime *t = &s->time;
+    NiuTimedPacket *p = QSIMPLEQ_FIRST(&t->inbox);
+
+    if (p) {
+        timer_mod(t->deliver_timer, time_local(t, p->at));
+    } else {
+        timer_del(t->deliver_timer);
+    }
+}
+
+/* The packets whose time has come go to the end-to-end protocol. */
+static void time_deliver_cb(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
+    NiuTime *t = &s->time;
+    uint64_t now = niu_time_now(s);
+    NiuTimedPacket *p;
+    bool any = false;
+
+    while ((p = QSIMPLEQ_FIRST(&t->inbox)) && p->at <= now) {
+        QSIMPLEQ_REMOVE_HEAD(&t->inbox, next);
+        t->inbox_count--;
+        trace_arctic_niu_time_deliver(s->node_id, p->at, p->size);
+        if (niu_link_is_up(&s->link)) {
+            niu_e2e_packet(s, p->wire, p->size);
+            any = true;
+        }
+        g_free(p);
+    }
+    if (any) {
+        /* As after a batch of input: what acks freed goes on. */
+        niu_tx_resume(s);
+        niu_link_flush(&s->link);
+    }
+    time_arm_delivery(s);
+}
+
+/*
+ * A packet the switch delivered, to be taken at cluster time @at: never
+ * before the time this NIU reached (the switch knows it from TIME_SYNC).
+ * Kept in order of time, then of arrival.
+ */
+void niu_time_packet(ArcticNiuState *s, uint8_t prio, uint64_t at,
+                     const uint8_t *wire, size_t size)
+{
+    NiuTime *t = &s->time;
+    NiuTimedPacket *p, *q, *after = NULL;
+
+    if (t->state != NIU_TIME_RUNNING) {
+        return;
+    }
+    /* At most a tick past: the clock passed the grant by that much. */
+    if (at + t->tick_ns <= niu_time_now(s)) {
+        niu_link_broken(&s->link, "TIMED_PACKET for a time already past",
+                        (uint32_t)at);
+        return;
+    }
+    p = g_new(NiuTimedPacket, 1);
+    p->at = at;
+    p->prio = prio;
+    p->size = size;
+    memcpy(p->wire, wire, size);
+    QSIMPLEQ_FOREACH(q, &t->inbox, next) {
+        if (q->at > at) {
+            break;
+        }
+        after = q;
+    }
+    if (after) {
+        QSIMPLEQ_INSERT_AFTER(&t->inbox, after, p, next);
+    } else {
+        QSIMPLEQ_INSERT_HEAD(&t->inbox, p, next);
+    }
+    t->inbox_count++;
+    t->packets_in++;
+    trace_arctic_niu_time_packet_in(s->node_id, at, size, t->inbox_count);
+    time_arm_delivery(s);
+}
+
+/* --- sending ---------------------------------------------------------- */
+
+/*
+ * The stamp of a packet leaving now: after the transmit engine has
+ * finished the one before, plus what this one costs it.  An answer to it
+ * could be delivered here from stamp + return on (TIME_START): the clock
+ * stops there, for the switch to hear of the packet first.
+ */
+uint64_t niu_time_stamp(ArcticNiuState *s, const uint8_t *wire, size_t size)
+{
+    NiuTime *t = &s->time;
+    uint64_t stamp = MAX(niu_time_now(s), t->tx_free) +
+                     arctic_time_niu_cost(t->tx_ns, t->pci_ps_per_byte,
+                                          wire, size);
+
+    t->tx_free = stamp;
+    t->packets_out++;
+    if (stamp + t->return_ns < t->limit) {
+        t->limit = stamp + t->return_ns;
+        timer_mod(t->grant_timer, time_local(t, t->limit));
+    }
+    trace_arctic_niu_time_stamp(s->node_id, stamp, size, t->limit);
+    return stamp;
+}
+
+/* --- the grant -------------------------------------------------------- */
+
+/*
+ * The earliest time this node could send unless a packet reaches it
+ * first: now while a processor runs; while every one is halted with
+ * nothing pending, the next event on the virtual clock (a timer of the
+ * guest's or of a device); never, if there is none.
+ */
+static uint64_t time_promise(ArcticNiuState *s, uint64_t now)
+{
+    CPUState *cpu;
+    int64_t next;
+
+    if (!first_cpu || qtest_enabled()) {
+        return now;
+    }
+    CPU_FOREACH(cpu) {
+        if (!cpu->halted || cpu_has_work(cpu)) {
+            return now;
+        }
+    }
+    next = qemu_clock_deadline_ns_all(QEMU_CLOCK_VIRTUAL, QEMU_TIMER_ATTR_ALL);
+    return next < 0 ? ARCTIC_TIME_NEVER : now + next;
+}
+
+static bool time_granted(ArcticNiuState *s)
+{
+    return s->time.state != NIU_TIME_RUNNING || !s->time.sync_sent;
+}
+
+/*
+ * The clock reached the limit: say so, and wait for a grant beyond it
+ * (the packets delivered before it arrive first).
+ */
+static void time_grant_cb(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
+    NiuTime *t = &s->time;
+    uint64_t now, promise;
+
+    if (t->state != NIU_TIME_RUNNING) {
+        return;
+    }
+    now = niu_time_now(s);
+    if (now < t->limit) {
+        /* A timer moved later than the limit: not yet. */
+        timer_mod(t->grant_timer, time_local(t, t->limit));
+        return;
+    }
+    promise = time_promise(s, now);
+    t->limit = now;
+    t->syncs++;
+    t->sync_sent = true;
+    trace_arctic_niu_time_sync(s->node_id, now, promise);
+    niu_link_time_sync(&s->link, now, promise);
+    if (!time_wait(s, time_granted, "the cluster's next grant")) {
+        return;
+    }
+    t->limit = t->granted;
+    trace_arctic_niu_time_grant(s->node_id, now, t->granted);
+    timer_mod(t->grant_timer, time_local(t, t->limit));
+}
+
+void niu_time_on_grant(ArcticNiuState *s, uint64_t until)
+{
+    NiuTime *t = &s->time;
+
+    if (t->state != NIU_TIME_RUNNING) {
+        return;
+    }
+    if (!t->sync_sent) {
+        niu_link_broken(&s->link, "TIME_GRANT without a TIME_SYNC", 0);
+        return;
+    }
+    /*
+     * Only beyond where the clock stopped; it may be below the grant
+     * before it, if the NIU stopped sooner after a send (link.h): what it
+     * sent can bring an answer before that old grant.
+     */
+    if (until <= t->limit) {
+        niu_link_broken(&s->link, "TIME_GRANT not beyond the time reached",
+                        (uint32_t)until);
+        return;
+    }
+    t->granted = until;
+    t->sync_sent = false;
+}
+
+/* --- the start ---------------------------------------------------------- */
+
+static bool time_started(ArcticNiuState *s)
+{
+    return s->time.state != NIU_TIME_STOPPED;
+}
+
+void niu_time_on_start(ArcticNiuState *s, const struct arctic_time_start *st)
+{
+    NiuTime *t = &s->time;
+
+    if (t->state != NIU_TIME_STOPPED || !t->ready_sent) {
+        niu_link_broken(&s->link, "TIME_START nobody asked for", 0);
+        return;
+    }
+    t->epoch = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    t->granted = t->limit = st->grant;
+    t->lookahead_ns = st->lookahead_ns;
+    t->return_ns = st->return_ns;
+    t->tx_free = 0;
+    t->state = NIU_TIME_RUNNING;
+    trace_arctic_niu_time_start(s->node_id, st->grant, st->lookahead_ns,
+                                st->return_ns);
+    timer_mod(t->grant_timer, time_local(t, t->limit));
+}
+
+/*
+ * TIME_CTRL.START: this node is ready; the write returns once the whole
+ * cluster is (the guest does not run meanwhile), with the clock at 0.
+ */
+void niu_time_start(ArcticNiuState *s)
+{
+    NiuTime *t = &s->time;
+    struct arctic_time_ready ready = {
+        .tx_ns = t->tx_ns,
+        .rx_ns = t->rx_ns,
+        .pci_ps_per_byte = t->pci_ps_per_byte,
+        .tick_ns = t->tick_ns,
+    };
+
+    if (t->state != NIU_TIME_STOPPED || t->ready_sent) {
+        niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
+                  "TIME_CTRL.START %s", t->state == NIU_TIME_OFF
+                  ? "on an NIU made without timed=on"
+                  : "once the cluster's clock started");
+        return;
+    }
+    if (!niu_link_is_up(&s->link)) {
+        niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
+                  "TIME_CTRL.START with the link to the switch down");
+        return;
+    }
+    t->ready_sent = true;
+    trace_arctic_niu_time_ready(s->node_id);
+    niu_link_time_ready(&s->link, &ready);
+    if (time_wait(s, time_started, "the other nodes to start the clock")) {
+        /* What the guest queued before the start goes now. */
+        niu_tx_kick(s);
+    }
+}
+
+uint32_t niu_time_status(ArcticNiuState *s)
+{
+    uint32_t v = FIELD_DP32(0, NIU_TIME_STATUS, TIMED, niu_time_on(s));
+
+    v = FIELD_DP32(v, NIU_TIME_STATUS, RUNNING,
+                   s->time.state == NIU_TIME_RUNNING);
+    return FIELD_DP32(v, NIU_TIME_STATUS, BROKEN,
+                      s->time.state == NIU_TIME_BROKEN);
+}
+
+/* TIME_NOW_LO latches the high half for TIME_NOW_HI. */
+uint32_t niu_time_read_now(ArcticNiuState *s, bool high)
+{
+    uint64_t now;
+
+    if (high) {
+        return s->time.now_hi;
+    }
+    now = niu_time_now(s);
+    s->time.now_hi = now >> 32;
+    return (uint32_t)now;
+}
+
+/* --- life cycle --------------------------------------------------------- */
+
+/*
+ * timed=on needs a guest clock that only instructions move: icount with a
+ * fixed shift and no sleeping (or the qtest accelerator's clock), and a
+ * link the device reads itself.
+ */
+bool niu_time_init(ArcticNiuState *s, Error **errp)
+{
+    NiuTime *t = &s->time;
+    QemuOpts *icount;
+
+    QSIMPLEQ_INIT(&t->inbox);
+    if (!t->enabled) {
+        t->state = NIU_TIME_OFF;
+        return true;
+    }
+    if (!qtest_enabled()) {
+        icount = qemu_opts_find(qemu_find_opts("icount"), NULL);
+        if (icount_enabled() != ICOUNT_PRECISE || !icount ||
+            qemu_opt_get_bool(icount, "sleep", true)) {
+            error_setg(errp, "arctic-niu: timed=on needs -icount "
+                       "shift=N,sleep=off (the guest's clock must follow "
+                       "its instructions alone)");
+            return false;
+        }
+    }
+    if (t->pci_mbytes == 0 || t->pci_mbytes > 1000000) {
+        error_setg(errp, "arctic-niu: time-pci-mbytes must be 1..1000000");
+        return false;
+    }
+    t->pci_ps_per_byte = 1000000 / t->pci_mbytes;
+    /* An instruction's time; the qtest clock steps by the nanosecond. */
+    t->tick_ns = qtest_enabled() ? 1 : icount_to_ns(1);
+    t->state = NIU_TIME_STOPPED;
+    t->grant_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, time_grant_cb, s);
+    t->deliver_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, time_deliver_cb, s);
+    niu_link_set_timed(&s->link);
+    return true;
+}
+
+void niu_time_cleanup(ArcticNiuState *s)
+{
+    NiuTime *t = &s->time;
+    NiuTimedPacket *p;
+
+    while ((p = QSIMPLEQ_FIRST(&t->inbox))) {
+        QSIMPLEQ_REMOVE_HEAD(&t->inbox, next);
+        g_free(p);
+    }
+    t->inbox_count = 0;
+    if (t->grant_timer) {
+        timer_free(t->grant_timer);
+        timer_free(t->deliver_timer);
+        t->grant_timer = t->deliver_timer = NULL;
+    }
+}
