@@ -20,9 +20,13 @@ static const unsigned int default_sizes[] = { 0, 1, 2, 4, 8, 16, 20 };
 static void usage(void)
 {
 	fprintf(stderr,
-		"Usage: niu-ping [-n ITERATIONS] [-l] [-s USEC] [-d DEVICE]\n"
+		"Usage: niu-ping [-n ITERATIONS] [-l] [-s USEC] [-x MASK] "
+		"[-d DEVICE]\n"
 		"  -n  round trips per message size (default 200)\n"
 		"  -l  use the low-priority queues (default high)\n"
+		"  -x  pair node n with node n ^ MASK, a power of two\n"
+		"      (default 1): MASK 2^k crosses 2k+1 routers of the\n"
+		"      fat tree (docs/network.md)\n"
 		"  -s  wait in poll() (interrupts), up to USEC at a time,\n"
 		"      instead of spinning (default 0: spin)\n"
 		"  -d  device file (default /dev/arctic-niu0)\n");
@@ -50,10 +54,10 @@ int main(int argc, char **argv)
 	struct niu_endpoint ep;
 	struct niu_msg msg;
 	uint64_t *rtt;
-	unsigned int sleep_us = 0;
+	unsigned int sleep_us = 0, mask = 1;
 	int opt, ret, errors = 0;
 
-	while ((opt = getopt(argc, argv, "n:ls:d:h")) != -1) {
+	while ((opt = getopt(argc, argv, "n:ls:x:d:h")) != -1) {
 		switch (opt) {
 		case 's':
 			sleep_us = (unsigned int)atoi(optarg);
@@ -64,6 +68,9 @@ int main(int argc, char **argv)
 		case 'l':
 			prio = NIU_LO;
 			break;
+		case 'x':
+			mask = (unsigned int)strtoul(optarg, NULL, 0);
+			break;
 		case 'd':
 			device = optarg;
 			break;
@@ -71,7 +78,8 @@ int main(int argc, char **argv)
 			usage();
 		}
 	}
-	if (iterations == 0)
+	if (iterations == 0 || mask == 0 || (mask & (mask - 1)) ||
+	    mask > 0x80)
 		usage();
 	ret = niu_open(&ep, device);
 	if (ret) {
@@ -84,14 +92,16 @@ int main(int argc, char **argv)
 	if (!rtt)
 		return 2;
 
-	int pinger = ep.node % 2 == 0 && ep.node + 1 < ep.num_nodes;
-	int echoer = ep.node % 2 == 1;
-	uint32_t peer = ep.node ^ 1;
+	uint32_t peer = ep.node ^ mask;
+	int pinger = !(ep.node & mask) && peer < ep.num_nodes;
+	int echoer = (ep.node & mask) != 0;
 
 	printf("niu-ping: node %u of %u, %s, %u round trips per size, %s priority\n",
 	       ep.node, ep.num_nodes,
 	       pinger ? "pinging" : echoer ? "echoing" : "idle",
 	       iterations, prio == NIU_HI ? "high" : "low");
+	if (pinger || echoer)
+		printf("niu-ping: node %u: peer node %u\n", ep.node, peer);
 	if (niu_barrier(&ep)) {
 		fprintf(stderr, "niu-ping: barrier failed\n");
 		return 2;
@@ -137,7 +147,7 @@ int main(int argc, char **argv)
 		if (!pinger)
 			continue;
 		qsort(rtt, iterations, sizeof(*rtt), compare_u64);
-		printf("%6u %12.1f %12.1f %12.1f\n", size,
+		printf("%6u %12.3f %12.3f %12.3f\n", size,
 		       rtt[iterations / 2] / 1e3,
 		       rtt[(iterations * 99 + 99) / 100 - 1] / 1e3,
 		       rtt[0] / 1e3);

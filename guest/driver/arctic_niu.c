@@ -1157,6 +1157,46 @@ static ssize_t lines_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(lines);
 
+/*
+ * Timed mode (docs/timed-mode.md): writing 1 to time_start says this node
+ * is ready; the write returns once every node of the cluster has said so
+ * and the cluster's clock runs (the CPU does not run meanwhile).  EIO: the
+ * cluster could not start; EOPNOTSUPP: the NIU keeps no cluster time.
+ */
+static ssize_t time_start_store(struct device *dev,
+				struct device_attribute *attr,
+				const char *buf, size_t count)
+{
+	struct arctic_niu *niu = dev_get_drvdata(dev);
+	bool start;
+	u32 status;
+
+	if (kstrtobool(buf, &start) || !start)
+		return -EINVAL;
+	status = niu_read(niu, A_NIU_TIME_STATUS);
+	if (!(status & R_NIU_TIME_STATUS_TIMED_MASK))
+		return -EOPNOTSUPP;
+	if (status & R_NIU_TIME_STATUS_RUNNING_MASK)
+		return -EALREADY;
+	niu_write(niu, A_NIU_TIME_CTRL, R_NIU_TIME_CTRL_START_MASK);
+	status = niu_read(niu, A_NIU_TIME_STATUS);
+	return (status & R_NIU_TIME_STATUS_RUNNING_MASK) ? count : -EIO;
+}
+static DEVICE_ATTR_WO(time_start);
+
+/* The cluster's time in ns (0 before the start). */
+static ssize_t time_now_show(struct device *dev, struct device_attribute *attr,
+			     char *buf)
+{
+	struct arctic_niu *niu = dev_get_drvdata(dev);
+	u64 lo = niu_read(niu, A_NIU_TIME_NOW_LO);
+	u64 hi = niu_read(niu, A_NIU_TIME_NOW_HI);
+
+	return sysfs_emit(buf, "%llu\n", (unsigned long long)(hi << 32 | lo));
+}
+static DEVICE_ATTR_RO(time_now);
+static NIU_REG_ATTR(time_status, A_NIU_TIME_STATUS);
+
 static struct attribute *niu_attrs[] = {
 	&niu_attr_node_id.attr.attr,
 	&niu_attr_num_nodes.attr.attr,
@@ -1165,6 +1205,9 @@ static struct attribute *niu_attrs[] = {
 	&niu_attr_error_cause.attr.attr,
 	&niu_attr_error_info.attr.attr,
 	&dev_attr_lines.attr,
+	&dev_attr_time_start.attr,
+	&dev_attr_time_now.attr,
+	&niu_attr_time_status.attr.attr,
 	NULL,
 };
 
