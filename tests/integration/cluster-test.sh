@@ -67,12 +67,28 @@
 #   faults-4  the switch drops and duplicates 2% of packets each way;
 #           niu-coll-test and three suite kernels must still be right,
 #           and the switch must report that it did drop packets
+#   timed-2  timed mode (docs/timed-mode.md) on 2 nodes: niu-ping and
+#           niu-bw right, the clock started on both, and the switch
+#           routed, synchronised and granted
+#   timed-fidelity-2  scripts/niu-timed-fidelity on 2 nodes: the one-way
+#           latency of every message size and the DMA bandwidth measured
+#           in timed mode within 5 % of the model of the hardware
+#   timed-fidelity-16 (suite 'slow')  the same on 16 nodes, across seven
+#           routers, and two senders into one receiver getting half each
+#   timed-determinism-4 (suite 'slow')  niu-suite in timed mode on 4
+#           nodes twice, the second time with a busy loop on a host core:
+#           every kernel's virtual times equal to the nanosecond, and
+#           every node's console the same
+#   timed-faults-4 (suite 'slow')  niu-soak through seeded drops,
+#           duplicates and corruption in timed mode, twice: every message
+#           right, and the same retransmissions, the same rates and the
+#           same switch counters both times
 # Exits 77 (skip) when QEMU or the guest image is not built.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4}
 if [ ! -r "$ARCTIC_CACHE/guest/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_CACHE/guest/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_CACHE/guest; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -332,6 +348,76 @@ stale-2)
     expect "the full queue refused packets" '^\[node 1\] niu-stale-test: node 1: .* nacks_sent=[1-9][0-9]* '
     expect "the sender sent them again" '^\[node 0\] niu-stale-test: node 0: retransmits=[1-9][0-9]* .* nacks_received=[1-9][0-9]* '
     expect "both nodes ok" '^node [01]: ok$' 2
+    ;;
+timed-2)
+    run_cluster -n 2 --timed -- \
+        "niu-ping -n 50 -s 1000000 && niu-bw -n 200 -b 32"
+    expect "the cluster's clock started on both nodes" '^\[node [01]\] ARCTIC: node [01] running: ' 2
+    expect "every reply right" '^\[node 0\] niu-ping: 350 replies checked, 0 wrong: PASS$'
+    expect "every message and block right" '^\[node [01]\] niu-bw: node [01]: 0 wrong: PASS$' 2
+    expect "the switch kept the time" '^timed: clock started, lookahead 1425 ns; [1-9][0-9]* syncs, [1-9][0-9]* grants, [1-9][0-9]* packets routed, [1-9][0-9]* deliveries$'
+    expect "no node lost the cluster's time" "cluster's time is lost" 0
+    expect "both nodes ok" '^node [01]: ok$' 2
+    ;;
+timed-fidelity-2|timed-fidelity-16)
+    nodes=${case_name#timed-fidelity-}
+    "$root/scripts/niu-timed-fidelity" -n "$nodes" --log "$out.runs" \
+        >"$out" 2>&1
+    cat "$out"
+    rm -f "$out.runs"
+    expect "every measure within 5 % of the model" '^niu-timed-fidelity: [0-9]+ measure\(s\), PASS$'
+    if [ "$nodes" = 16 ]; then
+        expect "across seven routers" '^latency: niu-ping node 0 <-> node 8 \(7 router\(s\)\)'
+        expect "two senders into one" '^DMA, two senders into one, node [12], MB/s ' 2
+    fi
+    ;;
+timed-determinism-4|timed-faults-4)
+    # The same run twice, the second with a host core taken.
+    if [ "$case_name" = timed-faults-4 ]; then
+        args=(-n 4 --timed -L 64 -f '*:drop=0.01,dup=0.01,corrupt=0.01' --
+              "niu-soak -n 3000")
+        keep='niu-soak:|^(drops|faults):'
+    else
+        args=(-n 4 --timed)
+        keep='^\[node'
+    fi
+    for run in 1 2; do
+        busy=
+        if [ "$run" = 2 ]; then
+            (while :; do :; done) &
+            busy=$!
+        fi
+        "$root/scripts/niu-cluster" --no-build -t 1700 "${args[@]}" \
+            >"$out.$run" 2>&1
+        echo "run $run: niu-cluster exited $?"
+        [ -z "$busy" ] || kill "$busy"
+        # Each node's console, in its own order (nodes interleave as the
+        # host schedules them); QEMU's own warnings carry host times.
+        for n in 0 1 2 3; do
+            grep -aE "$keep" "$out.$run" | grep -a "^\[node $n\]" |
+                grep -av 'qemu-system'
+        done >"$out.$run.nodes"
+        grep -aE '^(drops|faults):' "$out.$run" >>"$out.$run.nodes" || true
+    done
+    cat "$out.1"
+    echo "--- the second run, with a busy loop ---"
+    cat "$out.2"
+    cat "$out.1" >"$out"
+    if cmp -s "$out.1.nodes" "$out.2.nodes" && [ -s "$out.1.nodes" ]; then
+        echo "ok: both runs printed the same, line for line ($(wc -l <"$out.1.nodes") lines)"
+    else
+        echo "FAIL: the runs differ:"
+        diff "$out.1.nodes" "$out.2.nodes" | head -40
+        failures=$((failures + 1))
+    fi
+    if [ "$case_name" = timed-faults-4 ]; then
+        expect "every message right, on every node" '^\[node [0-3]\] niu-soak: node [0-3]: from node [0-3]: .*wrong 0, missing 0, repeated 0, DMA wrong 0, DMA out of order 0: PASS$' 4
+        expect "the switch dropped packets" '^drops: fault=[1-9][0-9]*'
+    else
+        expect "every kernel verified, with virtual times" '^\[node 0\] niu-suite: (dmm|fft|gauss|jacobi|sort) +times parallel_ns=[0-9]+ serial_ns=[0-9]+$' 5
+    fi
+    expect "all nodes ok" '^node [0-3]: ok$' 4
+    rm -f "$out".[12] "$out".[12].nodes
     ;;
 stale-loop)
     runs=${ARCTIC_STALE_RUNS:-20}
