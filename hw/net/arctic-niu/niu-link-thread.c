@@ -1052,6 +1052,12 @@ static void thread_timed(NiuLink *link)
  * Under the device lock, in the vCPU of a timed link: what the ring or
  * the socket holds goes to the session now.  The end of the connection is
  * the thread's to see and close.
+ *
+ * The thread takes rx_lock before the device lock (thread_serve()), so
+ * this side, which holds the device lock, only tries: rx_lock held means
+ * the thread is reading (the end of the socket, most likely) and waits
+ * for the device lock to hand over what it read, which the caller's wait
+ * (thread_wait_input(), without the device lock) lets it do.
  */
 static bool thread_read_input(NiuLink *link)
 {
@@ -1063,7 +1069,10 @@ static bool thread_read_input(NiuLink *link)
         (qatomic_read(&t->rings_on) && !arctic_ring_used(&t->rings->in))) {
         return false;
     }
-    qemu_mutex_lock(&t->rx_lock);
+    if (qemu_mutex_trylock(&t->rx_lock) != 0) {
+        trace_arctic_niu_link_thread_reading(t->link->node_id);
+        return false;
+    }
     n = thread_take_input(t, t->poll_buf, &broken);
     if (n > 0) {
         thread_input(t, t->poll_buf, n);
