@@ -20,7 +20,8 @@ static const unsigned int default_sizes[] = { 0, 1, 2, 4, 8, 16, 20 };
 static void usage(void)
 {
 	fprintf(stderr,
-		"Usage: niu-ping [-n ITERATIONS] [-l] [-s USEC] [-x MASK] "
+		"Usage: niu-ping [-n ITERATIONS] [-l] [-s USEC] [-e NSEC] "
+		"[-x MASK] "
 		"[-d DEVICE]\n"
 		"  -n  round trips per message size (default 200)\n"
 		"  -l  use the low-priority queues (default high)\n"
@@ -29,8 +30,22 @@ static void usage(void)
 		"      fat tree (docs/network.md)\n"
 		"  -s  wait in poll() (interrupts), up to USEC at a time,\n"
 		"      instead of spinning (default 0: spin)\n"
+		"  -e  each side waits NSEC (its clock) before it sends,\n"
+		"      outside the time measured on the pinging side, so\n"
+		"      that its NIU's ack of the last message has left: a\n"
+		"      round trip then holds NSEC, two one-way latencies\n"
+		"      and the programs' own time (default 0)\n"
 		"  -d  device file (default /dev/arctic-niu0)\n");
 	exit(2);
+}
+
+/* Spin for @ns of this node's clock (niu-ping -e). */
+static void pause_ns(uint64_t ns)
+{
+	uint64_t t0 = niu_now_ns();
+
+	while (ns && niu_now_ns() - t0 < ns)
+		;
 }
 
 static int compare_u64(const void *a, const void *b)
@@ -55,12 +70,16 @@ int main(int argc, char **argv)
 	struct niu_msg msg;
 	uint64_t *rtt;
 	unsigned int sleep_us = 0, mask = 1;
+	uint64_t send_pause_ns = 0;
 	int opt, ret, errors = 0;
 
-	while ((opt = getopt(argc, argv, "n:ls:x:d:h")) != -1) {
+	while ((opt = getopt(argc, argv, "n:ls:e:x:d:h")) != -1) {
 		switch (opt) {
 		case 's':
 			sleep_us = (unsigned int)atoi(optarg);
+			break;
+		case 'e':
+			send_pause_ns = strtoull(optarg, NULL, 0);
 			break;
 		case 'n':
 			iterations = (unsigned int)atoi(optarg);
@@ -117,6 +136,7 @@ int main(int argc, char **argv)
 		for (it = 0; it < iterations; it++) {
 			if (echoer) {
 				niu_recv(&ep, prio, &msg);
+				pause_ns(send_pause_ns);
 				niu_send(&ep, prio, msg.source, msg.endpoint,
 					 msg.type, msg.command[0],
 					 msg.command[1], msg.payload,
@@ -127,6 +147,7 @@ int main(int argc, char **argv)
 				continue;
 			for (i = 0; i < size; i++)
 				payload[i] = pattern(it, size, i);
+			pause_ns(send_pause_ns);
 			uint64_t start = niu_now_ns();
 
 			niu_send(&ep, prio, peer, ep.endpoint, 1, it, size,

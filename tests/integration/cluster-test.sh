@@ -130,7 +130,7 @@ ping-2)
     # Spinning, then sleeping in poll() between messages (-s).
     run_cluster -n 2 -- "niu-ping -n 100 && niu-ping -n 100 -s 1000"
     expect "node 0 pings, node 1 echoes, twice" '^\[node 0\] niu-ping: node 0 of 2, pinging|^\[node 1\] niu-ping: node 1 of 2, echoing' 4
-    expect "a latency row per size, twice" '^\[node 0\] +(0|1|2|4|8|16|20) +[0-9]+\.[0-9] +[0-9]+\.[0-9] +[0-9]+\.[0-9]$' 14
+    expect "a latency row per size, twice" '^\[node 0\] +(0|1|2|4|8|16|20) +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3}$' 14
     expect "every reply right, twice" '^\[node 0\] niu-ping: 700 replies checked, 0 wrong: PASS$' 2
     expect "both nodes ok" '^node [01]: ok$' 2
     ;;
