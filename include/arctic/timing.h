@@ -32,7 +32,9 @@ enum {
      * NIU transmit engine, per packet it builds from a queue slot: the
      * header read and the releasing write, two PCI transactions of about
      * 250 ns each (seed 002 §6.2.1 steps 2 and 8; the seeds give no PCI
-     * latency, 8 clocks of the 33 MHz bus of §5.1 is this model's).
+     * latency, 8 clocks of the 33 MHz bus of §5.1 is this model's).  An
+     * ack or a nack, which the NIU builds itself, takes the engine as
+     * long (arctic_time_niu_cost()).
      */
     ARCTIC_TIME_TX_NS = 500,
     /* NIU receive engine, per packet it delivers: the slot header's read
