@@ -409,24 +409,53 @@ static bool get_probability(JsonObject *req, const char *key, double *value,
     return true;
 }
 
-/* Keys not given keep their current value at each (port, priority). */
+/*
+ * Keys not given keep their current value at each (port, priority).  The
+ * keys are --fault's (sw_fault_key()); one it does not know is refused,
+ * so that a misspelt setting is not taken for "ok".
+ */
 static void cmd_set_faults(ArcticSwitch *sw, struct sw_control_client *c,
                            JsonObject *req)
 {
+    g_autoptr(GList) members = json_object_get_members(req);
+    double value[SW_FAULT_KEY_COUNT] = { 0 };
+    bool given[SW_FAULT_KEY_COUNT] = { false };
     int port, priority;
     unsigned i, prio;
-    JsonNode *delay_node = json_object_get_member(req, "delay_us");
     GError *err = NULL;
+    GList *m;
 
     if (!get_port(sw, req, &port, c) || !get_priority(req, &priority, c)) {
         return;
     }
-    if (delay_node && (!JSON_NODE_HOLDS_VALUE(delay_node) ||
-                       json_node_get_value_type(delay_node) != G_TYPE_INT64 ||
-                       json_node_get_int(delay_node) < 0 ||
-                       json_node_get_int(delay_node) > 10000000)) {
-        reply_error(c, "\"delay_us\" must be an integer 0..10000000");
-        return;
+    for (m = members; m; m = m->next) {
+        const char *name = m->data;
+        enum sw_fault_key key = sw_fault_key(name);
+        JsonNode *node = json_object_get_member(req, name);
+
+        if (!strcmp(name, "command") || !strcmp(name, "port") ||
+            !strcmp(name, "priority")) {
+            continue;
+        }
+        if (key == SW_FAULT_KEY_NONE) {
+            reply_error(c, "set-faults: unknown key \"%s\" (%s)", name,
+                        SW_FAULT_KEYS);
+            return;
+        }
+        if (key == SW_FAULT_KEY_DELAY_US) {
+            if (!JSON_NODE_HOLDS_VALUE(node) ||
+                json_node_get_value_type(node) != G_TYPE_INT64 ||
+                json_node_get_int(node) < 0 ||
+                json_node_get_int(node) > SW_FAULT_MAX_DELAY_US) {
+                reply_error(c, "\"%s\" must be an integer 0..%d", name,
+                            SW_FAULT_MAX_DELAY_US);
+                return;
+            }
+            value[key] = (double)json_node_get_int(node);
+        } else if (!get_probability(req, name, &value[key], c)) {
+            return;
+        }
+        given[key] = true;
     }
     for (i = 0; i < sw->ports; i++) {
         if (port >= 0 && (int)i != port) {
@@ -439,14 +468,20 @@ static void cmd_set_faults(ArcticSwitch *sw, struct sw_control_client *c,
                 continue;
             }
             arctic_switch_get_faults(sw, i, prio, &f);
-            if (!get_probability(req, "drop", &f.drop, c) ||
-                !get_probability(req, "duplicate", &f.duplicate, c) ||
-                !get_probability(req, "corrupt", &f.corrupt, c) ||
-                !get_probability(req, "delay", &f.delay, c)) {
-                return;
+            if (given[SW_FAULT_KEY_DROP]) {
+                f.drop = value[SW_FAULT_KEY_DROP];
             }
-            if (delay_node) {
-                f.delay_us = (uint32_t)json_node_get_int(delay_node);
+            if (given[SW_FAULT_KEY_DUPLICATE]) {
+                f.duplicate = value[SW_FAULT_KEY_DUPLICATE];
+            }
+            if (given[SW_FAULT_KEY_CORRUPT]) {
+                f.corrupt = value[SW_FAULT_KEY_CORRUPT];
+            }
+            if (given[SW_FAULT_KEY_DELAY]) {
+                f.delay = value[SW_FAULT_KEY_DELAY];
+            }
+            if (given[SW_FAULT_KEY_DELAY_US]) {
+                f.delay_us = (uint32_t)value[SW_FAULT_KEY_DELAY_US];
             }
             if (!arctic_switch_set_faults(sw, i, prio, &f, &err)) {
                 reply_error(c, "%s", err->message);

@@ -89,7 +89,9 @@ int main(int argc, char **argv)
     g_option_context_set_description(context,
         "Commands: info, stats, reset-stats, get-faults [port=N],\n"
         "  set-faults [port=N|all] [priority=low|high|both] [drop=P]\n"
-        "             [duplicate=P] [corrupt=P] [delay=P] [delay_us=US],\n"
+        "             [duplicate=P] [corrupt=P] [delay=P] [delay_us=US]\n"
+        "             (or --fault's spellings dup, reorder, delay-us;\n"
+        "             any other key is refused),\n"
         "  seed seed=N, pcap-start path=FILE, pcap-stop, pcap-flush, stop.\n"
         "Example: arctic-ctl -s /tmp/arctic.ctl set-faults port=2 "
         "priority=low drop=0.1");

@@ -97,7 +97,7 @@ bool arctic_switch_set_faults(ArcticSwitch *sw, int port, int priority,
                     "fault probabilities must lie in [0, 1]");
         return false;
     }
-    if (params->delay_us > 10 * 1000 * 1000) {
+    if (params->delay_us > SW_FAULT_MAX_DELAY_US) {
         g_set_error(errp, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                     "delay of %u us is more than 10 s", params->delay_us);
         return false;
@@ -161,6 +161,31 @@ void sw_fault_decide(ArcticSwitch *sw, unsigned port_no, unsigned priority,
     if (delay < f->params.delay) {
         p->flags |= SW_FAULT_DELAY;
     }
+}
+
+enum sw_fault_key sw_fault_key(const char *name)
+{
+    static const struct {
+        const char *name;
+        enum sw_fault_key key;
+    } names[] = {
+        { "drop", SW_FAULT_KEY_DROP },
+        { "duplicate", SW_FAULT_KEY_DUPLICATE },
+        { "dup", SW_FAULT_KEY_DUPLICATE },
+        { "corrupt", SW_FAULT_KEY_CORRUPT },
+        { "delay", SW_FAULT_KEY_DELAY },
+        { "reorder", SW_FAULT_KEY_DELAY },
+        { "delay_us", SW_FAULT_KEY_DELAY_US },
+        { "delay-us", SW_FAULT_KEY_DELAY_US },
+    };
+    unsigned i;
+
+    for (i = 0; i < G_N_ELEMENTS(names); i++) {
+        if (!strcmp(name, names[i].name)) {
+            return names[i].key;
+        }
+    }
+    return SW_FAULT_KEY_NONE;
 }
 
 static bool parse_probability(const char *key, const char *value,
@@ -242,29 +267,37 @@ bool arctic_fault_spec_parse(const char *spec, int *port, int *priority,
         }
         key = g_strndup(settings[i], eq - settings[i]);
         value = eq + 1;
-        if (!strcmp(key, "drop")) {
+        switch (sw_fault_key(key)) {
+        case SW_FAULT_KEY_DROP:
             ok = parse_probability(key, value, &params->drop, errp);
-        } else if (!strcmp(key, "dup") || !strcmp(key, "duplicate")) {
+            break;
+        case SW_FAULT_KEY_DUPLICATE:
             ok = parse_probability(key, value, &params->duplicate, errp);
-        } else if (!strcmp(key, "corrupt")) {
+            break;
+        case SW_FAULT_KEY_CORRUPT:
             ok = parse_probability(key, value, &params->corrupt, errp);
-        } else if (!strcmp(key, "delay") || !strcmp(key, "reorder")) {
+            break;
+        case SW_FAULT_KEY_DELAY:
             ok = parse_probability(key, value, &params->delay, errp);
-        } else if (!strcmp(key, "delay-us") || !strcmp(key, "delay_us")) {
+            break;
+        case SW_FAULT_KEY_DELAY_US: {
             guint64 v = 0;
 
-            ok = g_ascii_string_to_unsigned(value, 10, 0, 10000000, &v, NULL);
+            ok = g_ascii_string_to_unsigned(value, 10, 0,
+                                            SW_FAULT_MAX_DELAY_US, &v, NULL);
             if (ok) {
                 params->delay_us = (uint32_t)v;
             } else {
                 g_set_error(errp, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                            "fault delay-us=%s: want microseconds, at most "
-                            "10000000", value);
+                            "fault %s=%s: want microseconds, at most %d",
+                            key, value, SW_FAULT_MAX_DELAY_US);
             }
-        } else {
+            break;
+        }
+        default:
             g_set_error(errp, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "fault \"%s\": unknown key \"%s\" (drop, dup, "
-                        "corrupt, delay, delay-us)", spec, key);
+                        "fault \"%s\": unknown key \"%s\" (%s)", spec, key,
+                        SW_FAULT_KEYS);
             return false;
         }
         if (!ok) {

@@ -465,6 +465,24 @@ bool sw_timed_frame(ArcticSwitch *sw, unsigned port_no,
 void sw_timed_stats(ArcticSwitch *sw, ArcticSwitchStats *st);
 
 /* faults.c */
+/*
+ * The fault settings by name: --fault and arctic-ctl set-faults take the
+ * same names (and the same second spellings).
+ */
+enum sw_fault_key {
+    SW_FAULT_KEY_NONE,
+    SW_FAULT_KEY_DROP,
+    SW_FAULT_KEY_DUPLICATE,
+    SW_FAULT_KEY_CORRUPT,
+    SW_FAULT_KEY_DELAY,
+    SW_FAULT_KEY_DELAY_US,
+    SW_FAULT_KEY_COUNT,
+};
+#define SW_FAULT_KEYS \
+    "drop, duplicate (or dup), corrupt, delay (or reorder), " \
+    "delay_us (or delay-us)"
+#define SW_FAULT_MAX_DELAY_US 10000000
+enum sw_fault_key sw_fault_key(const char *name);
 void sw_faults_init(ArcticSwitch *sw);
 void sw_faults_free(ArcticSwitch *sw);
 void sw_fault_decide(ArcticSwitch *sw, unsigned port_no, unsigned priority,

@@ -134,6 +134,30 @@ static void test_control_commands(void)
                     ==, 300);
     g_object_unref(parser);
 
+    /* --fault's spellings are set-faults' too. */
+    reply = control_request(ts->control_path,
+                            "{\"command\":\"set-faults\",\"port\":3,"
+                            "\"priority\":\"low\",\"dup\":0.25,"
+                            "\"reorder\":0.125,\"delay-us\":700}", &parser);
+    g_assert_true(json_object_get_boolean_member(reply, "ok"));
+    faults = json_object_get_array_member(reply, "faults");
+    g_assert_cmpuint(json_array_get_length(faults), ==, 2);
+    {
+        JsonObject *low = json_array_get_object_element(faults, 0);
+
+        g_assert_cmpfloat(json_object_get_double_member(low, "duplicate"),
+                          ==, 0.25);
+        g_assert_cmpfloat(json_object_get_double_member(low, "delay"),
+                          ==, 0.125);
+        g_assert_cmpint(json_object_get_int_member(low, "delay_us"), ==, 700);
+    }
+    g_object_unref(parser);
+    reply = control_request(ts->control_path,
+                            "{\"command\":\"set-faults\",\"port\":3,"
+                            "\"dup\":0,\"reorder\":0}", &parser);
+    g_assert_true(json_object_get_boolean_member(reply, "ok"));
+    g_object_unref(parser);
+
     /* Errors are replies, not disconnections or crashes. */
     {
         const char *bad[] = {
@@ -144,6 +168,12 @@ static void test_control_commands(void)
             "{\"command\":\"set-faults\",\"port\":99,\"drop\":0.1}",
             "{\"command\":\"set-faults\",\"port\":1,\"drop\":2}",
             "{\"command\":\"set-faults\",\"priority\":\"mid\"}",
+            /* Misspelt keys are refused, not taken for "ok". */
+            "{\"command\":\"set-faults\",\"port\":1,\"drop_rate\":0.1}",
+            "{\"command\":\"set-faults\",\"port\":1,\"drop\":0.1,"
+            "\"delayus\":5}",
+            "{\"command\":\"set-faults\",\"port\":1,\"delay-us\":-1}",
+            "{\"command\":\"set-faults\",\"port\":1,\"dup\":1.5}",
             "{\"command\":\"seed\"}",
             "{\"command\":\"pcap-start\",\"path\":\"/nonexistent/dir/x\"}",
         };
