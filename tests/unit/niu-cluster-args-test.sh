@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# scripts/niu-cluster refuses what cannot work before it boots anything:
+# too little guest memory, a program the guest image does not have (each
+# word that starts a command of PROGRAM), and it says so in one line.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/scripts/lib.sh"
+guest=${ARCTIC_CACHE:-/var/cache/arctic-niu}/guest
+fail=0
+
+# $1: what; $2: the error wanted; the rest: niu-cluster's arguments.
+refused() {
+    local desc=$1 want=$2 out status
+    shift 2
+    out=$("$root/scripts/niu-cluster" --no-build -t 30 "$@" 2>&1)
+    status=$?
+    if [ "$status" != 0 ] && grep -qF -- "$want" <<<"$out" &&
+       ! grep -q '^==> booting' <<<"$out"; then
+        echo "ok: $desc"
+    else
+        echo "FAIL: $desc (exit $status): $out"
+        fail=1
+    fi
+}
+
+refused "64 MB is too little" "the guest wants at least 128 MB" -m 64 -- niu-ping
+refused "memory in words" "--memory wants megabytes" -m lots -- niu-ping
+if [ -r "$guest/initramfs.cpio.gz" ]; then
+    refused "a program the image lacks" "the guest image has no niu-pong" \
+        -n 1 -- niu-pong
+    refused "the second command of a list" "the guest image has no frob" \
+        -n 1 -- "niu-ping -n 1 && frob -x; echo done"
+    refused "a command after a pipe" "the guest image has no nosuch" \
+        -n 1 -- "niu-ping -n 1 | nosuch"
+else
+    echo "skip: no guest image in $guest (scripts/build-guest)"
+fi
+exit "$fail"
