@@ -87,8 +87,10 @@ static const uint32_t arctic_crc32c_table[256] = {
     0xbe2da0a5u, 0x4c4623a6u, 0x5f16d052u, 0xad7d5351u,
 };
 
-/* Continue a CRC over more bytes: pass the previous raw state (start with
- * ARCTIC_CRC_INIT) and finish with arctic_crc_final(). */
+/*
+ * Continue a CRC over more bytes: pass the previous raw state (start with
+ * ARCTIC_CRC_INIT) and finish with arctic_crc_final().
+ */
 #define ARCTIC_CRC_INIT 0xffffffffu
 
 static inline uint32_t arctic_crc_update_table(uint32_t state,
@@ -105,8 +107,10 @@ static inline uint32_t arctic_crc_update_table(uint32_t state,
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__KERNEL__)
 #define ARCTIC_CRC_HAVE_SSE42 1
 
-/* The same CRC with the CPU's CRC32 instruction: call only when
- * __builtin_cpu_supports("sse4.2"). */
+/*
+ * The same CRC with the CPU's CRC32 instruction: call only when
+ * __builtin_cpu_supports("sse4.2").
+ */
 __attribute__((target("sse4.2")))
 static inline uint32_t arctic_crc_update_sse42(uint32_t state,
                                                const void *data, size_t len)

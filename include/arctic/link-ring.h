@@ -68,8 +68,8 @@ enum {
 /* The descriptors attached to HELLO, in this order (link 1.3). */
 enum arctic_ring_fd {
     ARCTIC_RING_FD_AREA,        /* memfd, sealed: F_SEAL_SHRINK at least */
-    ARCTIC_RING_FD_WAKE,        /* the switch's end of the wake-up socket
-                                   pair (AF_UNIX, SOCK_STREAM) */
+    /* The switch's end of the wake-up socket pair (AF_UNIX, SOCK_STREAM) */
+    ARCTIC_RING_FD_WAKE,
     ARCTIC_RING_FDS,
 };
 

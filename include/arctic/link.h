@@ -52,15 +52,21 @@ enum {
      */
     ARCTIC_LINK_VERSION_MINOR = 4,
     ARCTIC_LINK_HEADER_SIZE = 8,
-    /* No frame body is larger than this; a bigger length is a protocol
-     * error, which bounds what a receiver ever has to buffer. */
+    /*
+     * No frame body is larger than this; a bigger length is a protocol
+     * error, which bounds what a receiver ever has to buffer.
+     */
     ARCTIC_LINK_MAX_BODY = 256,
     ARCTIC_LINK_MAX_NODES = 256,        /* S of seed 002 */
-    /* Credits an NIU grants the switch and the switch grants an NIU, per
-     * priority, unless configured otherwise. */
+    /*
+     * Credits an NIU grants the switch and the switch grants an NIU, per
+     * priority, unless configured otherwise.
+     */
     ARCTIC_LINK_DEFAULT_CREDITS = 8,
-    /* The most credits one side may hold for one priority; granting more
-     * (in HELLO, WELCOME or CREDIT) ends the connection. */
+    /*
+     * The most credits one side may hold for one priority; granting more
+     * (in HELLO, WELCOME or CREDIT) ends the connection.
+     */
     ARCTIC_LINK_MAX_CREDITS = 4096,
     ARCTIC_LINK_REJECT_TEXT_SIZE = 64,
 };
@@ -71,8 +77,10 @@ enum arctic_frame_type {
     ARCTIC_FRAME_REJECT = 3,    /* switch -> NIU, refuses HELLO, then closes */
     ARCTIC_FRAME_PACKET = 4,    /* a wire packet (arctic/packet.h), both ways */
     ARCTIC_FRAME_CREDIT = 5,    /* returns credits, both ways */
-    /* Link 1.3: a switch that has a cluster secret proves it and asks
-     * for the same proof (below). */
+    /*
+     * Link 1.3: a switch that has a cluster secret proves it and asks
+     * for the same proof (below).
+     */
     ARCTIC_FRAME_AUTH_CHALLENGE = 6,    /* switch -> NIU, after HELLO */
     ARCTIC_FRAME_AUTH_RESPONSE = 7,     /* NIU -> switch */
     ARCTIC_FRAME_AUTH_PROOF = 8,        /* switch -> NIU, before WELCOME */
@@ -84,20 +92,28 @@ enum arctic_frame_type {
     ARCTIC_FRAME_TIME_GRANT = 13,       /* switch -> NIU */
 };
 
-/* Frame header: le16 type, le16 flags, le32 body length.  PACKET frames
+/*
+ * Frame header: le16 type, le16 flags, le32 body length.  PACKET frames
  * have flags: the priority whose credit the packet uses.  It is kept out
  * of the packet itself so that a packet corrupted in the network (fault
- * injection flips bits anywhere in it) cannot upset the credits. */
+ * injection flips bits anywhere in it) cannot upset the credits.
+ */
 FIELD(ARCTIC_FRAME_FLAGS, PRIORITY, 0, 1)
-/* WELCOME's one flag: the switch took the rings the HELLO offered, and
+/*
+ * WELCOME's one flag: the switch took the rings the HELLO offered, and
  * every later frame goes through them (arctic/link-ring.h).  A switch
- * sets it only for an NIU that offered rings. */
+ * sets it only for an NIU that offered rings.
+ */
 FIELD(ARCTIC_WELCOME_FLAGS, RINGS, 0, 1)
-/* With RINGS, to an NIU whose HELLO says minor version 2 or more: the
- * WELCOME carries the switch's per-CPU wake-up eventfds (link-ring.h). */
+/*
+ * With RINGS, to an NIU whose HELLO says minor version 2 or more: the
+ * WELCOME carries the switch's per-CPU wake-up eventfds (link-ring.h).
+ */
 FIELD(ARCTIC_WELCOME_FLAGS, CPU_WAKE, 1, 1)
-/* Link 1.4: the NIU keeps virtual time (HELLO), and the switch does too
- * (WELCOME); a switch refuses an NIU of the other kind (REJECT TIMING). */
+/*
+ * Link 1.4: the NIU keeps virtual time (HELLO), and the switch does too
+ * (WELCOME); a switch refuses an NIU of the other kind (REJECT TIMING).
+ */
 FIELD(ARCTIC_HELLO_FLAGS, TIMED, 0, 1)
 FIELD(ARCTIC_WELCOME_FLAGS, TIMED, 2, 1)
 
@@ -113,8 +129,8 @@ struct arctic_hello {
     uint16_t version_major;
     uint16_t version_minor;
     uint32_t node_id;           /* the port the NIU claims */
-    uint16_t credits[ARCTIC_NUM_PRIORITIES]; /* granted to the switch,
-                                                [ARCTIC_PRIORITY_LOW/HIGH] */
+    /* Granted to the switch, [ARCTIC_PRIORITY_LOW/HIGH] */
+    uint16_t credits[ARCTIC_NUM_PRIORITIES];
 };
 enum { ARCTIC_HELLO_SIZE = 16 };
 
@@ -135,11 +151,15 @@ enum arctic_reject_reason {
     ARCTIC_REJECT_BAD_NODE = 2,     /* node id beyond the switch's ports */
     ARCTIC_REJECT_NODE_BUSY = 3,    /* another live NIU holds that node id */
     ARCTIC_REJECT_MALFORMED = 4,    /* HELLO was not a valid HELLO */
-    /* the NIU did not prove it knows the cluster's secret (an NIU also
-     * says this of a switch that did not prove it) */
+    /*
+     * the NIU did not prove it knows the cluster's secret (an NIU also
+     * says this of a switch that did not prove it)
+     */
     ARCTIC_REJECT_AUTH = 5,
-    /* a timed NIU and a switch that is not (or the other way round), or
-     * a timed cluster whose clock has started already */
+    /*
+     * a timed NIU and a switch that is not (or the other way round), or
+     * a timed cluster whose clock has started already
+     */
     ARCTIC_REJECT_TIMING = 6,
 };
 
@@ -574,8 +594,11 @@ struct arctic_frame_reader {
 enum arctic_frame_status {
     ARCTIC_FRAME_NEED_MORE,     /* every byte taken, no frame whole yet */
     ARCTIC_FRAME_WHOLE,         /* header and body set */
-    ARCTIC_FRAME_MALFORMED,     /* bad header (header, error set): past it
-                                 * the stream cannot be framed again */
+    /*
+     * Bad header (header, error set): past it the stream cannot be framed
+     * again
+     */
+    ARCTIC_FRAME_MALFORMED,
 };
 
 /* Forget any split frame: a new connection starts a new stream. */

@@ -17,8 +17,10 @@
 
 #include "arctic/types.h"
 
-/* PCI identity: Red Hat / virtio vendor, device from the range 0x10f0-0x10ff
- * that is kept for experimental devices. */
+/*
+ * PCI identity: Red Hat / virtio vendor, device from the range 0x10f0-0x10ff
+ * that is kept for experimental devices.
+ */
 #define ARCTIC_NIU_PCI_VENDOR_ID    0x1af4
 #define ARCTIC_NIU_PCI_DEVICE_ID    0x10f0
 #define ARCTIC_NIU_PCI_REVISION     0x01
@@ -27,8 +29,8 @@
 /* Values of the ID and VERSION registers. */
 #define ARCTIC_NIU_ID_VALUE         0x41524354u  /* "ARCT" */
 #define ARCTIC_NIU_VERSION_MAJOR    1
-#define ARCTIC_NIU_VERSION_MINOR    2   /* 1.1: DMA, dMPI, IRQs, jobs;
-                                           1.2: the cluster's clock */
+/* 1.1: DMA, dMPI, IRQs, jobs; 1.2: the cluster's clock */
+#define ARCTIC_NIU_VERSION_MINOR    2
 
 /* Design constants (seed 002 Table 1). */
 enum {
@@ -44,9 +46,11 @@ enum {
     ARCTIC_DMA_PACKETS = ARCTIC_D / 64,  /* 32 packets of 16 words */
 };
 
-/* Queue regions in guest memory (seed 002 §2.1.1, §4.2).  The Tx region
+/*
+ * Queue regions in guest memory (seed 002 §2.1.1, §4.2).  The Tx region
  * holds HiTx, LoTx and DMATx and is 4*N*128 aligned; the Rx region holds
- * HiRx and LoRx and is 2*N*128 aligned. */
+ * HiRx and LoRx and is 2*N*128 aligned.
+ */
 enum {
     ARCTIC_TX_REGION_SIZE = 4 * ARCTIC_QUEUE_SIZE,   /* 128 KiB */
     ARCTIC_TX_REGION_ALIGN = 4 * ARCTIC_QUEUE_SIZE,
@@ -57,8 +61,10 @@ enum {
     ARCTIC_DMA_TX_OFFSET = 2 * ARCTIC_QUEUE_SIZE,
     ARCTIC_HI_RX_OFFSET = 0 * ARCTIC_QUEUE_SIZE,     /* in the Rx region */
     ARCTIC_LO_RX_OFFSET = 1 * ARCTIC_QUEUE_SIZE,
-    /* The user's view through mmap() of the device file (seed §2.1.1,
-     * §2.2.1): HiTx, LoTx, HiRx, LoRx at offset 0, DMATx at 4*N*128. */
+    /*
+     * The user's view through mmap() of the device file (seed §2.1.1,
+     * §2.2.1): HiTx, LoTx, HiRx, LoRx at offset 0, DMATx at 4*N*128.
+     */
     ARCTIC_MMAP_HI_TX = 0 * ARCTIC_QUEUE_SIZE,
     ARCTIC_MMAP_LO_TX = 1 * ARCTIC_QUEUE_SIZE,
     ARCTIC_MMAP_HI_RX = 2 * ARCTIC_QUEUE_SIZE,
@@ -82,7 +88,8 @@ enum arctic_rx_queue {
     ARCTIC_NUM_RX_QUEUES = 2,
 };
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * Slots (seed 002 §2.1.2, §2.2.2)
  */
 
@@ -93,11 +100,13 @@ FIELD(MPI_HEADER, TYPE, 6, 7)        /* user packet type */
 FIELD(MPI_HEADER, ENDPOINT, 13, 3)   /* destination virtual endpoint */
 FIELD(MPI_HEADER, DEST, 16, 8)       /* destination virtual node */
 FIELD(MPI_HEADER, RESERVED, 24, 6)
-/* Rx slots only, an emulator addition in bits seed 002 reserves: the
+/*
+ * Rx slots only, an emulator addition in bits seed 002 reserves: the
  * parity of the lap of the queue the NIU was on when it wrote the slot
  * (EP_RX_HD.LAP, below).  A consumer that tracks its own lap can tell a
  * header left over from the previous lap from a new one, as NVMe's phase
- * tag does.  Tx slots leave it 0; seed 002 code may ignore it. */
+ * tag does.  Tx slots leave it 0; seed 002 code may ignore it.
+ */
 FIELD(MPI_HEADER, LAP, 30, 1)
 FIELD(MPI_HEADER, VALID, 31, 1)
 
@@ -116,9 +125,11 @@ struct arctic_mpi_slot {
     uint32_t pad[8];
 };
 
-/* A DMA request slot: the seed's DMARequest with 64-bit addresses.  The
+/*
+ * A DMA request slot: the seed's DMARequest with 64-bit addresses.  The
  * notification delivered to the receiver's HiRx has command[0] = command,
- * command[1] = low 32 bits of target, and the payload. */
+ * command[1] = low 32 bits of target, and the payload.
+ */
 struct arctic_dma_request {
     uint32_t header;
     uint32_t command;
@@ -143,15 +154,19 @@ enum arctic_dma_status {
     ARCTIC_DMA_ERR_ROUTE = 3,     /* no route to the destination */
     ARCTIC_DMA_ERR_LENGTH = 4,    /* notification payload over 20 words */
     ARCTIC_DMA_ERR_MEMORY = 5,    /* reading the source failed */
-    ARCTIC_DMA_ERR_QUEUE = 6,     /* a DMA request in LoTx, or an MPI
-                                     packet in DMATx */
-    /* Not about a DMA request: the node in command[0] stopped answering
+    /* A DMA request in LoTx, or an MPI packet in DMATx */
+    ARCTIC_DMA_ERR_QUEUE = 6,
+    /*
+     * Not about a DMA request: the node in command[0] stopped answering
      * (ERROR_CAUSE.PEER_DEAD) and packets this endpoint had sent to it
-     * were dropped; TYPE 0 and ENDPOINT = this endpoint in the header. */
+     * were dropped; TYPE 0 and ENDPOINT = this endpoint in the header.
+     */
     ARCTIC_NOTICE_PEER_DEAD = 7,
-    /* From the node in DEST, not this NIU: that node's NIU refused some of
+    /*
+     * From the node in DEST, not this NIU: that node's NIU refused some of
      * the data of the request with this TYPE and command[0] (its target
-     * was outside the window there); its notification says so too. */
+     * was outside the window there); its notification says so too.
+     */
     ARCTIC_DMA_ERR_TARGET = 8,
 };
 
@@ -178,7 +193,8 @@ _Static_assert(offsetof(struct arctic_dma_request, payload) ==
                ARCTIC_DMA_SLOT_PAYLOAD, "DMA payload offset");
 #endif
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * BARs
  */
 enum {
@@ -190,7 +206,8 @@ enum {
     ARCTIC_BAR_MSIX = 4,            /* MSI-X table and pending bits */
 };
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * Control BAR: identity and status (read-only unless noted)
  */
 REG32(NIU_ID, 0x000)                 /* ARCTIC_NIU_ID_VALUE */
@@ -218,8 +235,10 @@ REG32(NIU_ERROR_INFO, 0x020)         /* detail of the latest error */
     FIELD(NIU_ERROR_INFO, CAUSE, 24, 5)      /* bit number in ERROR_CAUSE */
 REG32(NIU_SCRATCH, 0x024)            /* read/write, for driver self-test */
 
-/* Test DMA engine, rocker style: the driver's probe self-test has the device
- * fill a buffer with a pattern, or check one the driver filled. */
+/*
+ * Test DMA engine, rocker style: the driver's probe self-test has the device
+ * fill a buffer with a pattern, or check one the driver filled.
+ */
 REG32(NIU_TEST_DMA_ADDR_LO, 0x028)
 REG32(NIU_TEST_DMA_ADDR_HI, 0x02c)
 REG32(NIU_TEST_DMA_SIZE, 0x030)      /* bytes, multiple of 4, <= 64 KiB */
@@ -257,9 +276,11 @@ static inline uint32_t arctic_test_pattern(uint32_t seed, uint32_t i)
 REG32(NIU_TIME_STATUS, 0x040)        /* RO */
     FIELD(NIU_TIME_STATUS, TIMED, 0, 1)      /* timed=on */
     FIELD(NIU_TIME_STATUS, RUNNING, 1, 1)    /* the clock started */
-    FIELD(NIU_TIME_STATUS, BROKEN, 2, 1)     /* the cluster's time was lost
-                                                (the switch went away):
-                                                the node runs on alone */
+    /*
+     * The cluster's time was lost (the switch went away): the node runs on
+     * alone
+     */
+    FIELD(NIU_TIME_STATUS, BROKEN, 2, 1)
 REG32(NIU_TIME_CTRL, 0x044)          /* write */
     FIELD(NIU_TIME_CTRL, START, 0, 1)
 REG32(NIU_TIME_NOW_LO, 0x048)        /* RO */
@@ -287,8 +308,8 @@ enum arctic_counter {
     ARCTIC_CNT_DMA_REQUESTS,         /* DMA requests fully sent */
     ARCTIC_CNT_DMA_RX_PACKETS,       /* DMA data packets written to memory */
     ARCTIC_CNT_WRONG_JOB,            /* data refused: job tag mismatch */
-    ARCTIC_CNT_PEER_DROPPED,         /* packets dropped: their destination
-                                        stopped answering (PEER_DEAD) */
+    /* Packets dropped: their destination stopped answering (PEER_DEAD) */
+    ARCTIC_CNT_PEER_DROPPED,
     ARCTIC_NUM_COUNTERS,
 };
 #define ARCTIC_COUNTER_OFFSET(c)    (A_NIU_COUNTER_BASE + 4 * (c))
@@ -325,19 +346,24 @@ static inline const char *arctic_counter_name(unsigned c)
     return c < ARCTIC_NUM_COUNTERS ? names[c] : "unknown";
 }
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * Control BAR: datapath control (seed 002 §4.1)
  */
 REG32(NIU_TX_CTRL, 0x100)
 REG32(NIU_RX_CTRL, 0x104)
-    /* Both: ENABLE reads back 1 while the datapath is on or still draining
-     * after an OFF was written; RESET is write-only. */
+    /*
+     * Both: ENABLE reads back 1 while the datapath is on or still draining
+     * after an OFF was written; RESET is write-only.
+     */
     FIELD(NIU_CTRL, ENABLE, 0, 1)
     FIELD(NIU_CTRL, RESET, 1, 1)
-    /* RxCtrl only: with ENABLE clear, take packets into the dMPI receive
+    /*
+     * RxCtrl only: with ENABLE clear, take packets into the dMPI receive
      * FIFOs (seed 002 §6.1).  Clear (the reset value), an OFF receive
      * datapath refuses packets (NACK RX_OFF) so that none is acknowledged
-     * and then lost before a driver has set the NIU up. */
+     * and then lost before a driver has set the NIU up.
+     */
     FIELD(NIU_CTRL, RAW, 2, 1)
 REG32(NIU_VMASK, 0x108)              /* endpoints served (Appendix A) */
     FIELD(NIU_VMASK, MASK, 0, 3)
@@ -354,8 +380,8 @@ REG32(NIU_DOORBELL_ALL, 0x10c)       /* write: poll every endpoint now */
  * arrived before the arming raises nothing.  ERROR stays enabled.
  * IRQ_STATUS bits are cleared by writing 1.
  */
-REG32(NIU_TX_PENDING, 0x118)         /* RO: packets sent or queued and
-                                        not yet acknowledged */
+/* RO: packets sent or queued and not yet acknowledged */
+REG32(NIU_TX_PENDING, 0x118)
 REG32(NIU_IRQ_STATUS, 0x110)
 REG32(NIU_IRQ_ENABLE, 0x114)
     FIELD(NIU_IRQ, RX, 0, 8)         /* bit e: endpoint e received */
@@ -369,17 +395,21 @@ enum arctic_msix_vector {
     ARCTIC_MSIX_VECTORS,
 };
 
-/* Route table (seed 002 §4.4): RouteTable[2][S], index 0 high priority.
- * Entries are ROUTE_ENTRY values (arctic/packet.h). */
+/*
+ * Route table (seed 002 §4.4): RouteTable[2][S], index 0 high priority.
+ * Entries are ROUTE_ENTRY values (arctic/packet.h).
+ */
 REG32(NIU_ROUTE_TABLE, 0x800)
 #define ARCTIC_ROUTE_OFFSET(table, node) \
     (A_NIU_ROUTE_TABLE + 4 * ((table) * ARCTIC_S + (node)))
 enum { ARCTIC_ROUTE_TABLE_SIZE = 2 * ARCTIC_S * 4 };
 
-/* Per-endpoint privileged registers (seed 002 §4.2, §4.3), one block per
+/*
+ * Per-endpoint privileged registers (seed 002 §4.2, §4.3), one block per
  * endpoint.  Bases and indices may only be written while the datapath they
  * belong to is OFF (Tx: TX_QBASE, *_TX_TL; Rx: RX_QBASE, *_RX_HD), the
- * DMA window and the job tag only while both are. */
+ * DMA window and the job tag only while both are.
+ */
 enum {
     ARCTIC_EP_BLOCK_BASE = 0x1000,
     ARCTIC_EP_BLOCK_STRIDE = 0x100,
@@ -396,9 +426,11 @@ REG32(EP_LO_TX_TL, 0x14)
 REG32(EP_DMA_TX_TL, 0x18)
 REG32(EP_HI_RX_HD, 0x1c)
 REG32(EP_LO_RX_HD, 0x20)
-/* Both Rx head registers: the slot the NIU writes next, and the parity of
+/*
+ * Both Rx head registers: the slot the NIU writes next, and the parity of
  * its lap, which flips each time INDEX wraps to 0 and goes into
- * MPI_HEADER.LAP of every slot written (an emulator addition).  Reset: 0. */
+ * MPI_HEADER.LAP of every slot written (an emulator addition).  Reset: 0.
+ */
 FIELD(EP_RX_HD, INDEX, 0, 8)
 FIELD(EP_RX_HD, LAP, 8, 1)
 REG32(EP_DMA_BASE_PHY_LO, 0x28)
@@ -410,12 +442,13 @@ REG32(EP_DMA_RANGE_MASK_HI, 0x3c)
 REG32(EP_JOB, 0x40)                  /* job tag (GID), both datapaths OFF */
     FIELD(EP_JOB, TAG, 0, 16)
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * User pages (BAR 2): page e belongs to endpoint e and is what the driver
  * maps into the process that owns the endpoint.
  */
-REG32(USER_DOORBELL, 0x000)          /* write: a service pass now (every
-                                        served endpoint; the bits are hints) */
+/* Write: a service pass now (every served endpoint; the bits are hints) */
+REG32(USER_DOORBELL, 0x000)
     FIELD(USER_DOORBELL, HI_TX, 0, 1)
     FIELD(USER_DOORBELL, LO_TX, 1, 1)
     FIELD(USER_DOORBELL, DMA_TX, 2, 1)
@@ -452,28 +485,33 @@ REG32(USER_TX_STATUS, 0x05c)
     FIELD(USER_TX_STATUS, LO_FULL, 2, 1)
     FIELD(USER_TX_STATUS, HI_FULL, 3, 1)
 
-/* ------------------------------------------------------------------------
+/*
+ * ------------------------------------------------------------------------
  * Error causes: bit numbers in NIU_ERROR_CAUSE and ERROR_INFO.CAUSE.
  */
 enum arctic_error {
     ARCTIC_ERR_RO_WRITE = 0,     /* write to a read-only register */
-    ARCTIC_ERR_BAD_REGISTER = 1, /* access to no register (accesses other
-                                    than 4 or 8 bytes never reach it) */
+    /*
+     * Access to no register (accesses other than 4 or 8 bytes never reach it)
+     */
+    ARCTIC_ERR_BAD_REGISTER = 1,
     ARCTIC_ERR_BUSY = 2,         /* write needs its datapath OFF */
     ARCTIC_ERR_BAD_ALIGN = 3,    /* queue base or DMA window misaligned */
     ARCTIC_ERR_BAD_INDEX = 4,    /* queue index >= N */
     ARCTIC_ERR_BAD_LENGTH = 5,   /* slot length > 20 words: slot dropped */
     ARCTIC_ERR_NO_ROUTE = 6,     /* route entry not valid: slot dropped */
     ARCTIC_ERR_DMA = 7,          /* guest memory access failed */
-    ARCTIC_ERR_BAD_MODE = 8,     /* DMA request where none may be, or not
-                                    a DMA request in DMATx */
+    /* DMA request where none may be, or not a DMA request in DMATx */
+    ARCTIC_ERR_BAD_MODE = 8,
     ARCTIC_ERR_LINK_REJECTED = 9,/* the switch refused the handshake */
     ARCTIC_ERR_LINK_PROTOCOL = 10,/* malformed frame from the switch */
     ARCTIC_ERR_BAD_PACKET = 11,  /* malformed packet from the network */
     ARCTIC_ERR_DMA_RANGE = 12,   /* DMA outside the endpoint's window */
     ARCTIC_ERR_BAD_VALUE = 13,   /* reserved bits or an invalid value */
-    ARCTIC_ERR_PEER_DEAD = 14,   /* a node did not answer for the peer
-                                    timeout: what was sent to it dropped */
+    /*
+     * A node did not answer for the peer timeout: what was sent to it dropped
+     */
+    ARCTIC_ERR_PEER_DEAD = 14,
     ARCTIC_NUM_ERRORS
 };
 

@@ -29,11 +29,13 @@
 #include "arctic/types.h"
 #include "arctic/crc.h"
 
-/* Route table entry (seed 002 §4.4): downroute:16 | priority:1 |
+/*
+ * Route table entry (seed 002 §4.4): downroute:16 | priority:1 |
  * valid:1 | uproute:14.  The spec leaves bit 14 unused; the NIU uses it to
  * mark an entry as programmed, so a destination with no route is refused
  * rather than sent down route 0.  See arctic/route.h for the encoding of
- * the route bits themselves. */
+ * the route bits themselves.
+ */
 FIELD(ROUTE_ENTRY, UPROUTE, 0, 14)
 FIELD(ROUTE_ENTRY, VALID, 14, 1)
 FIELD(ROUTE_ENTRY, PRIORITY, 15, 1)
@@ -45,8 +47,10 @@ FIELD(ARCTIC_W0, VALID, 14, 1)
 FIELD(ARCTIC_W0, PRIORITY, 15, 1)
 FIELD(ARCTIC_W0, ZERO, 16, 16)
 
-/* Arctic word 1: downroute and the low half of the MPI header, with the
- * length counting the words of the packet rather than payload words. */
+/*
+ * Arctic word 1: downroute and the low half of the MPI header, with the
+ * length counting the words of the packet rather than payload words.
+ */
 FIELD(ARCTIC_W1, LENGTH, 0, 5)
 FIELD(ARCTIC_W1, MODE, 5, 1)
 FIELD(ARCTIC_W1, TYPE, 6, 7)
@@ -60,17 +64,23 @@ enum {
 
     ARCTIC_ROUTE_WORDS = 2,           /* word 0 and word 1 */
     ARCTIC_COMMAND_WORDS = 2,
-    /* Arctic length = payload + route words + command words (seed §6.2.1
-     * footnote 7: "incremented by 4"). */
+    /*
+     * Arctic length = payload + route words + command words (seed §6.2.1
+     * footnote 7: "incremented by 4").
+     */
     ARCTIC_MPI_LENGTH_EXTRA = ARCTIC_ROUTE_WORDS + ARCTIC_COMMAND_WORDS,
     ARCTIC_MAX_PAYLOAD_WORDS = 20,
-    /* A remote-DMA data packet: route words, a 64-bit target address (two
+    /*
+     * A remote-DMA data packet: route words, a 64-bit target address (two
      * words; the 32-bit original used one and length 19) and 16 data
-     * words. */
+     * words.
+     */
     ARCTIC_DMA_DATA_WORDS = 16,
     ARCTIC_DMA_PACKET_LENGTH = ARCTIC_ROUTE_WORDS + 2 + ARCTIC_DMA_DATA_WORDS,
-    /* Acks and nacks carry the route words and one more, the answering
-     * receiver's incarnation (arctic_control_incarnation()). */
+    /*
+     * Acks and nacks carry the route words and one more, the answering
+     * receiver's incarnation (arctic_control_incarnation()).
+     */
     ARCTIC_CONTROL_PACKET_LENGTH = ARCTIC_ROUTE_WORDS + 1,
     ARCTIC_MIN_PACKET_WORDS = ARCTIC_ROUTE_WORDS,
     ARCTIC_MAX_PACKET_WORDS = 31,     /* the 5-bit length field */
@@ -86,17 +96,19 @@ enum arctic_e2e_kind {
 /* Why a receiver refused a packet, in ARCTIC_E2E_FLAGS.REASON of a NACK. */
 enum arctic_nack_reason {
     ARCTIC_NACK_QUEUE_FULL = 1,     /* the receive queue slot was valid */
-    ARCTIC_NACK_RX_OFF = 2,         /* RxCtrl is OFF, without RAW or with
-                                       the dMPI receive FIFO full */
+    /* RxCtrl is OFF, without RAW or with the dMPI receive FIFO full */
+    ARCTIC_NACK_RX_OFF = 2,
     ARCTIC_NACK_OUT_OF_ORDER = 3,   /* an earlier seq is missing */
     ARCTIC_NACK_BAD_ENDPOINT = 4,   /* endpoint not enabled (VMASK) */
     ARCTIC_NACK_WRONG_JOB = 5,      /* job tag does not match (GID) */
-    /* The receiver holds no state for this epoch.  If nothing of the
+    /*
+     * The receiver holds no state for this epoch.  If nothing of the
      * epoch was acked, the sender goes back to seq 0 of it; if a receiver
      * of another incarnation acked it, the receiver was reset and the
      * sender numbers its unacked packets again from 0 in a new epoch,
      * later than the receiver's current one, which the NACK's seq field
-     * carries.  Otherwise the NACK is stale and ignored. */
+     * carries.  Otherwise the NACK is stale and ignored.
+     */
     ARCTIC_NACK_RESYNC = 6,
     ARCTIC_NACK_RX_ERROR = 7,       /* the receive queue is not reachable */
 };
@@ -124,26 +136,34 @@ struct arctic_e2e_header {
     uint8_t flags;       /* ARCTIC_E2E_FLAGS */
     uint16_t src_node;   /* sender of this packet */
     uint16_t dst_node;   /* node the route leads to: checked on arrival */
-    /* Bytes 6-7: one field on the wire, named for what each kind puts
-     * there. */
+    /*
+     * Bytes 6-7: one field on the wire, named for what each kind puts
+     * there.
+     */
     union {
-        uint16_t job;            /* DATA: job tag (GID) stamped by the
-                                    sending NIU */
-        uint16_t incarnation_lo; /* ACK/NACK: the low 16 bits of the
-                                    answering receiver's incarnation (the
-                                    whole of it is word 2 of the packet,
-                                    arctic_control_incarnation()) */
+        /* DATA: job tag (GID) stamped by the sending NIU */
+        uint16_t job;
+        /*
+         * ACK/NACK: the low 16 bits of the answering receiver's incarnation
+         * (the whole of it is word 2 of the packet,
+         * arctic_control_incarnation())
+         */
+        uint16_t incarnation_lo;
     };
-    uint32_t epoch;      /* DATA: sender's session; ACK/NACK: the session
-                            answered */
+    /* DATA: sender's session; ACK/NACK: the session answered */
+    uint32_t epoch;
     /* Bytes 12-15, likewise. */
     union {
-        uint32_t seq;            /* DATA: sequence number per (src, dst,
-                                    priority); ACK: the last one taken;
-                                    NACK: the first one refused */
-        uint32_t resync_epoch;   /* NACK with ARCTIC_NACK_RESYNC: the
-                                    receiver's current epoch of the
-                                    stream (0: it holds none) */
+        /*
+         * DATA: sequence number per (src, dst, priority); ACK: the last one
+         * taken; NACK: the first one refused
+         */
+        uint32_t seq;
+        /*
+         * NACK with ARCTIC_NACK_RESYNC: the receiver's current epoch of the
+         * stream (0: it holds none)
+         */
+        uint32_t resync_epoch;
     };
 };
 
@@ -229,9 +249,11 @@ enum arctic_wire_error {
     ARCTIC_WIRE_BAD_PRIORITY,  /* data off its stream's priority network */
 };
 
-/* Check a whole wire packet of @size bytes: length field, CRC, header
+/*
+ * Check a whole wire packet of @size bytes: length field, CRC, header
  * kind.  The NIU and the switch both use it, so a packet gets the same
- * verdict (and drop reason) from both. */
+ * verdict (and drop reason) from both.
+ */
 static inline enum arctic_wire_error arctic_wire_check(const uint8_t *pkt,
                                                        size_t size)
 {

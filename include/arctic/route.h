@@ -37,8 +37,10 @@ enum {
     ARCTIC_ROUTER_DOWN_PORTS = 2,
     ARCTIC_ROUTER_UP_PORTS = 2,
     ARCTIC_MAX_LEVELS = 9,        /* 2^9 > S = 256; UPROUTE.CHOICE width */
-    /* Route table index of each priority (seed 002 §6.2.1 step 5 reads
-     * RouteTable[0] for the high-priority queue). */
+    /*
+     * Route table index of each priority (seed 002 §6.2.1 step 5 reads
+     * RouteTable[0] for the high-priority queue).
+     */
     ARCTIC_ROUTE_TABLE_HIGH = 0,
     ARCTIC_ROUTE_TABLE_LOW = 1,
 };

@@ -37,8 +37,10 @@ enum {
      * long (arctic_time_niu_cost()).
      */
     ARCTIC_TIME_TX_NS = 500,
-    /* NIU receive engine, per packet it delivers: the slot header's read
-     * (the full check) and its write (seed 002 §6.3.1 steps 2 and 6). */
+    /*
+     * NIU receive engine, per packet it delivers: the slot header's read
+     * (the full check) and its write (seed 002 §6.3.1 steps 2 and 6).
+     */
     ARCTIC_TIME_RX_NS = 500,
     /*
      * Bytes the NIU moves across PCI (a slot's command words and payload,
@@ -46,8 +48,10 @@ enum {
      * 002 §8 asks of the design (64-bit at 33 MHz).
      */
     ARCTIC_TIME_PCI_PS_PER_BYTE = 12500,
-    /* An interrupt: one PCI write, the MSI (seed 002 has no interrupts;
-     * seed 000 §3.3.2 says they cost more than polling, with no figure). */
+    /*
+     * An interrupt: one PCI write, the MSI (seed 002 has no interrupts;
+     * seed 000 §3.3.2 says they cost more than polling, with no figure).
+     */
     ARCTIC_TIME_IRQ_NS = 250,
     /*
      * Arctic links: 160 MB/s each way ("160 MBytes per link", seed 003
@@ -55,12 +59,16 @@ enum {
      * seed 002 §5.1.4 and seed 000 §6.1.4).
      */
     ARCTIC_TIME_LINK_PS_PER_BYTE = 6250,
-    /* Through one router: five network cycles of flow-through plus one
-     * of wire at 40 MHz (seed 000 §6.1.4; seed 002 §5.1.4). */
+    /*
+     * Through one router: five network cycles of flow-through plus one
+     * of wire at 40 MHz (seed 000 §6.1.4; seed 002 §5.1.4).
+     */
     ARCTIC_TIME_HOP_NS = 150,
-    /* The cable between an NIU and its leaf router, and the NIU's clock
+    /*
+     * The cable between an NIU and its leaf router, and the NIU's clock
      * crossing FIFO: two cycles at 40 MHz (seed 000 §6.1.4, seed 002
-     * §5.1.4). */
+     * §5.1.4).
+     */
     ARCTIC_TIME_WIRE_NS = 50,
     /*
      * The guest's processor: 128 ns per instruction (QEMU's -icount
