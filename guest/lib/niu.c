@@ -795,28 +795,28 @@ static int check_counts(const void *const bufs[], const size_t words[],
 	return 0;
 }
 
-int niu_alltoallv(struct niu_endpoint *ep, const uint32_t *const send[],
-		  const size_t send_words[], uint32_t *const recv[],
-		  const size_t recv_words[])
+/*
+ * The exchange of one collective, @epoch (ep->collective_epoch when it
+ * began): send[p] to each node p, recv[p] from each, checked by the
+ * caller.  A collective may run several exchanges under one epoch
+ * (niu_bcast()'s steps down its tree).
+ */
+static int exchange(struct niu_endpoint *ep, uint32_t epoch,
+		    const uint32_t *const send[], const size_t send_words[],
+		    uint32_t *const recv[], const size_t recv_words[])
 {
 	uint32_t n = ep->num_nodes, me = ep->node, p, cursor, header;
 	struct exchange x = { .num_nodes = n, .recv = recv,
-			      .recv_words = recv_words };
+			      .recv_words = recv_words, .epoch = epoch };
 	size_t *sent, unsent = 0, length;
 	unsigned int spins = 0;
 	struct niu_msg msg;
 	bool progress;
 
-	if (!send || !send_words || !recv || !recv_words ||
-	    check_counts((const void *const *)send, send_words, n) ||
-	    check_counts((const void *const *)recv, recv_words, n) ||
-	    send_words[me] != recv_words[me])
-		return -EINVAL;
 	sent = calloc(2 * (size_t)n, sizeof(size_t));
 	if (!sent)
 		return -ENOMEM;
 	x.received = sent + n;
-	x.epoch = ++ep->collective_epoch;
 	for (p = 0; p < n; p++) {
 		if (p == me)
 			continue;
@@ -876,6 +876,21 @@ int niu_alltoallv(struct niu_endpoint *ep, const uint32_t *const send[],
 	return x.errors ? -EPROTO : 0;
 }
 
+int niu_alltoallv(struct niu_endpoint *ep, const uint32_t *const send[],
+		  const size_t send_words[], uint32_t *const recv[],
+		  const size_t recv_words[])
+{
+	uint32_t n = ep->num_nodes, me = ep->node;
+
+	if (!send || !send_words || !recv || !recv_words ||
+	    check_counts((const void *const *)send, send_words, n) ||
+	    check_counts((const void *const *)recv, recv_words, n) ||
+	    send_words[me] != recv_words[me])
+		return -EINVAL;
+	return exchange(ep, ++ep->collective_epoch, send, send_words, recv,
+			recv_words);
+}
+
 /* The four per-node arrays of an alltoallv call, all zero. */
 struct exchange_plan {
 	const uint32_t **send;
@@ -901,15 +916,20 @@ static int plan_alloc(struct exchange_plan *plan, uint32_t n, uint32_t root)
 	return -ENOMEM;
 }
 
+static void plan_free(struct exchange_plan *plan)
+{
+	free(plan->send);
+	free(plan->recv);
+	free(plan->send_words);
+	free(plan->recv_words);
+}
+
 static int plan_run(struct niu_endpoint *ep, struct exchange_plan *plan)
 {
 	int ret = niu_alltoallv(ep, plan->send, plan->send_words, plan->recv,
 				plan->recv_words);
 
-	free(plan->send);
-	free(plan->recv);
-	free(plan->send_words);
-	free(plan->recv_words);
+	plan_free(plan);
 	return ret;
 }
 
@@ -929,27 +949,64 @@ int niu_alltoall(struct niu_endpoint *ep, const uint32_t *send,
 	return plan_run(ep, &plan);
 }
 
+/* One step of niu_bcast(): @words of @buf from @peer, or to it (@send). */
+static int bcast_step(struct niu_endpoint *ep, uint32_t epoch,
+		      struct exchange_plan *plan, uint32_t peer, uint32_t *buf,
+		      size_t words, bool send)
+{
+	int ret;
+
+	if (send) {
+		plan->send[peer] = buf;
+		plan->send_words[peer] = words;
+	} else {
+		plan->recv[peer] = buf;
+		plan->recv_words[peer] = words;
+	}
+	ret = exchange(ep, epoch, plan->send, plan->send_words, plan->recv,
+		       plan->recv_words);
+	plan->send[peer] = NULL;
+	plan->recv[peer] = NULL;
+	plan->send_words[peer] = plan->recv_words[peer] = 0;
+	return ret;
+}
+
+/*
+ * A binomial tree rooted at @root, in ranks relative to it: rank r takes
+ * the words from r minus its lowest set bit, then hands them on to r + m
+ * for each power of two m below that bit, the largest subtree first, one
+ * child after the other (each child starts handing on while the next is
+ * served).  Every step of the tree runs under the one epoch.  At 16 nodes
+ * the root sends 4 copies instead of 15, and the last node has the words
+ * after 4 copies' time instead of 15.
+ */
 int niu_bcast(struct niu_endpoint *ep, uint32_t root, uint32_t *buf,
 	      size_t words)
 {
+	uint32_t n = ep->num_nodes, me = ep->node, rel, mask, m, epoch;
 	struct exchange_plan plan;
-	uint32_t p;
-	int ret = plan_alloc(&plan, ep->num_nodes, root);
+	int ret = plan_alloc(&plan, n, root);
 
 	if (ret)
 		return ret;
-	if (ep->node == root) {
-		for (p = 0; p < ep->num_nodes; p++) {
-			if (p == root)
-				continue;
-			plan.send[p] = buf;
-			plan.send_words[p] = words;
-		}
-	} else {
-		plan.recv[root] = buf;
-		plan.recv_words[root] = words;
+	if (words && !buf) {
+		plan_free(&plan);
+		return -EINVAL;
 	}
-	return plan_run(ep, &plan);
+	epoch = ++ep->collective_epoch;
+	rel = (me + n - root) % n;
+	for (mask = 1; mask < n && !(rel & mask); mask <<= 1)
+		;
+	if (rel)
+		ret = bcast_step(ep, epoch, &plan, (me + n - mask) % n, buf,
+				 words, false);
+	for (m = mask >> 1; !ret && m; m >>= 1) {
+		if (rel + m < n)
+			ret = bcast_step(ep, epoch, &plan, (me + m) % n, buf,
+					 words, true);
+	}
+	plan_free(&plan);
+	return ret;
 }
 
 int niu_gather(struct niu_endpoint *ep, uint32_t root, const uint32_t *send,
