@@ -275,6 +275,19 @@ static size_t router_number(ArcticSwitch *sw, const struct sw_router *r)
     return (size_t)(r - sw->routers);
 }
 
+/*
+ * @n's receive engine takes a packet that has arrived at @ready, after
+ * the one before it: returns the time it is delivered (arctic/timing.h).
+ */
+static uint64_t rx_engine_take(struct sw_timed_node *n, uint64_t ready,
+                               const uint8_t *bytes, size_t size)
+{
+    n->rx_free = MAX(ready, n->rx_free) +
+                 arctic_time_niu_cost(n->costs.rx_ns,
+                                      n->costs.pci_ps_per_byte, bytes, size);
+    return n->rx_free;
+}
+
 /* Hand @p to @dst, to be taken at @at; recorded as a delivery it owes. */
 static void timed_deliver(ArcticSwitch *sw, unsigned dst,
                           const struct sw_timed_packet *p, uint64_t at,
@@ -363,10 +376,7 @@ static uint64_t timed_route(ArcticSwitch *sw, struct sw_timed_packet *p,
     }
     /* The cable to the NIU; it takes the packet once the tail is in. */
     rx = &tm->node[dst];
-    at = MAX(head + c->time_wire_ns + ser, rx->rx_free) +
-         arctic_time_niu_cost(rx->costs.rx_ns, rx->costs.pci_ps_per_byte,
-                              p->bytes, p->size);
-    rx->rx_free = at;
+    at = rx_engine_take(rx, head + c->time_wire_ns + ser, p->bytes, p->size);
 
     sw_fault_decide(sw, dst, p->prio, sp);
     if (sp->flags & SW_FAULT_DROP) {
@@ -394,10 +404,7 @@ static uint64_t timed_route(ArcticSwitch *sw, struct sw_timed_packet *p,
     while (sp->copies_left > 1) {
         /* A duplicate: the engine takes it again after the first. */
         sp->copies_left--;
-        at = MAX(at, rx->rx_free) +
-             arctic_time_niu_cost(rx->costs.rx_ns, rx->costs.pci_ps_per_byte,
-                                  sp->bytes, sp->size);
-        rx->rx_free = at;
+        at = rx_engine_take(rx, at, sp->bytes, sp->size);
         timed_deliver(sw, dst, p, at, sp->bytes,
                       flags | SW_PCAP_FLAG_DUPLICATE);
     }
