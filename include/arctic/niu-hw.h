@@ -168,6 +168,13 @@ enum arctic_dma_status {
      * was outside the window there); its notification says so too.
      */
     ARCTIC_DMA_ERR_TARGET = 8,
+    /*
+     * Not about a DMA request: the node in command[0] refused a message
+     * this endpoint sent, for its job tag (NACK WRONG_JOB), for the NIU's
+     * refused-timeout-ms; the message was dropped and the messages after
+     * it went on.  TYPE 0 and ENDPOINT = this endpoint in the header.
+     */
+    ARCTIC_NOTICE_REFUSED = 9,
 };
 
 /* Byte offsets within a slot, for DMA engines that read fields one by one. */
@@ -310,6 +317,8 @@ enum arctic_counter {
     ARCTIC_CNT_WRONG_JOB,            /* data refused: job tag mismatch */
     /* Packets dropped: their destination stopped answering (PEER_DEAD) */
     ARCTIC_CNT_PEER_DROPPED,
+    /* Messages dropped: refused for their job tag too long (WRONG_JOB) */
+    ARCTIC_CNT_REFUSED_DROPPED,
     ARCTIC_NUM_COUNTERS,
 };
 #define ARCTIC_COUNTER_OFFSET(c)    (A_NIU_COUNTER_BASE + 4 * (c))
@@ -341,6 +350,7 @@ static inline const char *arctic_counter_name(unsigned c)
         [ARCTIC_CNT_DMA_RX_PACKETS] = "dma_rx_packets",
         [ARCTIC_CNT_WRONG_JOB] = "wrong_job",
         [ARCTIC_CNT_PEER_DROPPED] = "peer_dropped",
+        [ARCTIC_CNT_REFUSED_DROPPED] = "refused_dropped",
     };
 
     return c < ARCTIC_NUM_COUNTERS ? names[c] : "unknown";

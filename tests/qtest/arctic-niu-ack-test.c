@@ -554,6 +554,49 @@ static void test_tx_resync_before_first_ack(void)
 }
 
 /*
+ * A message its destination refuses for its job tag (NACK WRONG_JOB) is
+ * retried like any refusal until refused-timeout-ms has passed since the
+ * first refusal; then it is given up: dropped, counted, its endpoint told
+ * with a notice, and the message behind it in the same stream (to another
+ * endpoint of that node, say, whose job matches) goes on, numbered again
+ * from 0 in a new epoch, instead of waiting behind it for ever.
+ */
+static void test_tx_refused_gives_up(void)
+{
+    Niu *n = niu_start_linked_props("refused-timeout-ms=1", 8, 8);
+    uint32_t p[2] = { 0xa, 0xb };
+    uint32_t epoch, epoch2;
+
+    mark_rx_slots(n);
+    epoch = send_stream(n, ARCTIC_TXQ_LO, 3, p, 2);
+    peer_control(n, 3, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW, epoch, 0,
+                 ARCTIC_NACK_WRONG_JOB);
+    peer_control(n, 3, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW, epoch, 0,
+                 ARCTIC_NACK_OUT_OF_ORDER);
+    /* Refused once: retried after the back-off, the second one parked. */
+    qtest_clock_step(n->qts, NACK_NS);
+    expect_data(n, 3, ARCTIC_PRIORITY_LOW, 0, 0, 0, 0, &p[0], 1);
+    link_expect_silence(n);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_REFUSED_DROPPED), ==, 0);
+    /* Refused again 2 ms after the first: given up. */
+    qtest_clock_step(n->qts, 2 * 1000 * 1000);
+    link_expect_silence(n);
+    peer_control(n, 3, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW, epoch, 0,
+                 ARCTIC_NACK_WRONG_JOB);
+    epoch2 = expect_data(n, 3, ARCTIC_PRIORITY_LOW, 0, 1, 1, 1, &p[1], 1);
+    g_assert_cmphex(epoch2, ==, epoch + 1);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_REFUSED_DROPPED), ==, 1);
+    guest_expect_notice(n, 0, 3, ARCTIC_NOTICE_REFUSED);
+    peer_control(n, 3, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch2, 0, 0);
+    qtest_clock_step(n->qts, 100 * RETRY_NS);
+    link_expect_silence(n);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_PENDING), ==, 0);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_LO_PACKETS), ==, 2);
+    niu_stop(n);
+}
+
+/*
  * A destination that answers nothing: after peer-timeout-ms (10 s by
  * default) the NIU drops what waits for it, counts it, sets PEER_DEAD
  * naming the node, leaves a notice in the HiRx of the endpoint that sent
@@ -697,6 +740,8 @@ void niu_test_add_ack(void)
     qtest_add_func("/arctic-niu/ack/tx-timeout-progress",
                    test_tx_timeout_counts_progress);
     qtest_add_func("/arctic-niu/ack/peer-dead", test_peer_dead);
+    qtest_add_func("/arctic-niu/ack/tx-refused-gives-up",
+                   test_tx_refused_gives_up);
     qtest_add_func("/arctic-niu/ack/tx-resync", test_tx_resync_renumbers);
     qtest_add_func("/arctic-niu/ack/tx-resync-before-ack",
                    test_tx_resync_before_first_ack);

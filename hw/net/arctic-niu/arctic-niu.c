@@ -1522,9 +1522,20 @@ static void niu_on_e2e_peer_lost(NiuE2E *e2e, uint16_t node,
     niu_tx_kick(s);
 }
 
+/* A message of @epn refused for good by @node: a notice in its HiRx. */
+static void niu_on_e2e_refused(NiuE2E *e2e, uint16_t node, unsigned epn)
+{
+    ArcticNiuState *s = e2e_owner(e2e);
+
+    niu_rx_local_notice(s, epn, FIELD_DP32(0, MPI_HEADER, ENDPOINT, epn),
+                        node, ARCTIC_NOTICE_REFUSED);
+    niu_tx_kick(s);
+}
+
 static const NiuE2EOps arctic_niu_e2e_ops = {
     .deliver = niu_on_e2e_deliver,
     .peer_lost = niu_on_e2e_peer_lost,
+    .refused = niu_on_e2e_refused,
 };
 
 /*
@@ -1762,6 +1773,8 @@ static const Property arctic_niu_properties[] = {
                        2000000),
     DEFINE_PROP_UINT32("peer-timeout-ms", ArcticNiuState, peer_timeout_ms,
                        10000),
+    DEFINE_PROP_UINT32("refused-timeout-ms", ArcticNiuState,
+                       refused_timeout_ms, 2000),
     DEFINE_PROP_UINT64("nack-backoff-ns", ArcticNiuState, nack_backoff_ns,
                        10000),
     DEFINE_PROP_UINT64("ack-delay-ns", ArcticNiuState, ack_delay_ns, 250000),

@@ -155,6 +155,7 @@ struct ArcticNiuState {
     uint64_t retry_timeout_ns;  /* first retransmit timeout */
     uint64_t nack_backoff_ns;   /* first delay before retrying a nack */
     uint32_t peer_timeout_ms;   /* silence after which a node is dead */
+    uint32_t refused_timeout_ms; /* WRONG_JOB refusals before a give-up */
     uint64_t ack_delay_ns;      /* acks and credits wait for company */
     bool doorbell_posted;       /* the link thread serves doorbells */
     uint64_t doorbell_coalesce_ns;  /* a stream's doorbells share a pass */

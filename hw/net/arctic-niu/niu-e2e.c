@@ -329,6 +329,7 @@ void niu_e2e_send(ArcticNiuState *s, ArcticLine *line, unsigned epn,
     line->dst = dest;
     line->seq = h.seq;
     line->retries = 0;
+    line->refused = false;
     if (st->paused) {
         line_park(line);
     } else {
@@ -962,6 +963,43 @@ static void resync(ArcticNiuState *s, uint8_t prio, uint16_t dst,
     trace_arctic_niu_tx_resync(s->node_id, dst, prio, st->epoch, n);
 }
 
+/*
+ * @dst has refused @probe, the head of its stream, for its job tag for
+ * refused-timeout-ms: a refusal no retry will change while the receiving
+ * endpoint keeps its job.  Give it up, as packets to a dead peer are, so
+ * that the messages behind it (to other endpoints of @dst, whose jobs may
+ * match) go on: the lines before it are delivered (the receiver takes a
+ * stream in order and refused only this one), the probe is dropped and
+ * its endpoint told, and what follows is numbered again from 0 in a new
+ * epoch, which the receiver adopts.
+ */
+static void give_up_refused(ArcticNiuState *s, uint8_t prio, uint16_t dst,
+                            ArcticLine *probe)
+{
+    ArcticTxStream *st = &s->e2e.tx_stream[prio][dst];
+    uint32_t seq = probe->seq;
+    unsigned i, epn = probe->epn;
+    bool raw = probe->raw;
+
+    for (i = 0; i < s->num_lines; i++) {
+        ArcticLine *l = &s->e2e.lines[i];
+
+        if (l->busy && l->dst == dst && l->prio == prio &&
+            seq_after(seq, l->seq)) {
+            line_free(s, l);
+        }
+    }
+    line_free(s, probe);
+    niu_count(s, ARCTIC_CNT_REFUSED_DROPPED);
+    trace_arctic_niu_tx_refused_dropped(s->node_id, dst, prio, seq, epn,
+                                        s->refused_timeout_ms);
+    resync(s, prio, dst, st->epoch);
+    if (!raw) {
+        s->e2e.ops->refused(&s->e2e, dst, epn);
+    }
+    niu_e2e_pump(s, false);
+}
+
 static void handle_nack(ArcticNiuState *s,
                         const struct arctic_e2e_header *h,
                         uint32_t incarnation)
@@ -1036,6 +1074,25 @@ static void handle_nack(ArcticNiuState *s,
     }
     if (!probe) {
         return;         /* all acked since: a stale refusal */
+    }
+    if (reason == ARCTIC_NACK_WRONG_JOB && probe->seq == h->seq &&
+        s->refused_timeout_ms) {
+        if (!probe->refused) {
+            probe->refused = true;
+            probe->refused_since = now;
+        } else if (now - probe->refused_since >=
+                   (int64_t)s->refused_timeout_ms * SCALE_MS) {
+            give_up_refused(s, prio, h->src_node, probe);
+            return;
+        }
+    } else if (probe->seq == h->seq &&
+               reason != ARCTIC_NACK_OUT_OF_ORDER) {
+        /*
+         * Refused for a reason that passes (a full queue): the clock
+         * starts again.  Out of order says nothing of it (the packets
+         * behind it, refused while it was).
+         */
+        probe->refused = false;
     }
     for (i = 0; i < s->num_lines; i++) {
         ArcticLine *l = &s->e2e.lines[i];

@@ -75,6 +75,8 @@ typedef struct ArcticLine {
     uint32_t retries;
     int64_t deadline;       /* virtual ns: retransmit if not acked by then */
     int64_t sent_ns;        /* virtual ns of its first send */
+    bool refused;           /* refused for its job tag (WRONG_JOB) ... */
+    int64_t refused_since;  /* ... since this virtual ns */
     uint16_t size;          /* bytes of wire[] */
     uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
 } ArcticLine;
@@ -177,6 +179,11 @@ typedef struct NiuE2EOps {
      * in @endpoints (a mask) were dropped, and its streams start afresh.
      */
     void (*peer_lost)(NiuE2E *e2e, uint16_t node, uint32_t endpoints);
+    /*
+     * A message of endpoint @epn that @node refused for its job tag for
+     * refused-timeout-ms was given up (dropped).
+     */
+    void (*refused)(NiuE2E *e2e, uint16_t node, unsigned epn);
 } NiuE2EOps;
 
 struct NiuE2E {
