@@ -187,8 +187,64 @@ static void test_raw_transmit_waits_for_credit(void)
     niu_stop(n);
 }
 
+/*
+ * Seed 002 §3.4.1: a dMPI sender waits while USER_TX_STATUS says the FIFO
+ * is full.  With every retransmit line taken (nothing acked), the next
+ * complete packet cannot leave the FIFO: HI_FULL must read 1 then, and a
+ * word pushed regardless is refused, not silently lost among the others;
+ * once a line frees the packet goes and the bit clears.  Every packet
+ * arrives once, in order.
+ */
+static void test_raw_transmit_full(void)
+{
+    Niu *n = niu_start_linked_props("lines=8,retry-timeout-ns=8000000000", 8, 8);
+    uint32_t route = arctic_route_entry(NIU_NODE, 2, true, false);
+    uint8_t ack_now = ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, ACK_NOW, 1);
+    uint32_t epoch = 0;
+    unsigned k;
+
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    for (k = 0; k < 9; k++) {
+        g_assert_cmphex(user_r(n, A_USER_TX_STATUS) &
+                        R_USER_TX_STATUS_HI_FULL_MASK, ==, 0);
+        user_w(n, A_USER_HI_TX_FIFO, route & 0xffff);
+        user_w(n, A_USER_HI_TX_FIFO, (route & 0xffff0000) | (k << 6) | 4);
+        user_w(n, A_USER_HI_TX_FIFO, k);
+        user_w(n, A_USER_HI_TX_FIFO_LAST, ~k);
+        if (k < 8) {
+            /* With 4 lines left or fewer a packet asks for its ack now. */
+            epoch = expect_data_flags(n, 2, ARCTIC_PRIORITY_HIGH,
+                                      k >= 4 ? ack_now : 0, k, k, k, ~k,
+                                      NULL, 0);
+            link_send_credit(n, 1, 0);      /* the switch passed it on */
+        }
+    }
+    /* Eight lines hold eight unacked packets: the ninth waits, whole. */
+    g_assert_cmphex(user_r(n, A_USER_TX_STATUS), ==,
+                    R_USER_TX_STATUS_HI_FULL_MASK);
+    link_expect_silence(n);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    /* A word pushed now is refused: BAD_VALUE, DETAIL = the FIFO. */
+    user_w(n, A_USER_HI_TX_FIFO, route & 0xffff);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    g_assert_cmphex(user_r(n, A_USER_TX_STATUS), ==,
+                    R_USER_TX_STATUS_HI_FULL_MASK);
+    /* One ack frees a line: the ninth goes, the FIFO is free again. */
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    expect_data_flags(n, 2, ARCTIC_PRIORITY_HIGH, ack_now, 8, 8, 8, ~8u,
+                      NULL, 0);
+    link_send_credit(n, 1, 0);
+    g_assert_cmphex(user_r(n, A_USER_TX_STATUS), ==, 0);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 8, 0);
+    link_expect_silence(n);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TX_HI_PACKETS), ==, 9);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RETRANSMITS), ==, 0);
+    niu_stop(n);
+}
+
 void niu_test_add_raw(void)
 {
+    qtest_add_func("/arctic-niu/raw/transmit-full", test_raw_transmit_full);
     qtest_add_func("/arctic-niu/raw/receive", test_raw_receive);
     qtest_add_func("/arctic-niu/raw/transmit", test_raw_transmit);
     qtest_add_func("/arctic-niu/raw/transmit-waits-for-credit",
