@@ -1,12 +1,28 @@
 # SPDX-License-Identifier: MIT
 # Shared shell helpers for the project's scripts: where the cache lives,
 # progress messages, and the QEMU version the project pins.  Sourced, never
-# run.  Everything expensive (QEMU source and build, firmware, guest kernel)
-# lives under $ARCTIC_CACHE, outside the work tree, so a fresh clone reuses
-# it and a second run only rebuilds what changed.
+# run.  What is the same for every checkout (Debian's QEMU source, the
+# firmware, the guest kernel) lives under $ARCTIC_CACHE, outside the work
+# tree, so a fresh clone reuses it.  What a checkout builds from its own
+# sources lives apart, so two checkouts never overwrite each other's: its
+# QEMU (patched with its device) under $ARCTIC_CACHE/qemu/$ARCTIC_QEMU_KEY,
+# its guest image (driver, programs) in $ARCTIC_GUEST_DIR, under build/.
+# A second run only rebuilds what changed.
 
 ARCTIC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 : "${ARCTIC_CACHE:=/var/cache/arctic-niu}"
+# The checkout's name and a hash of its path: stable for one checkout,
+# different for two (docs/developing.md).
+arctic_checkout_key() {
+    local sum
+    sum=$(printf '%s' "$ARCTIC_ROOT" | sha256sum)
+    printf '%s-%s\n' "$(basename "$ARCTIC_ROOT" | tr -c 'A-Za-z0-9_.\n-' _)" "${sum:0:8}"
+}
+: "${ARCTIC_QEMU_KEY:=$(arctic_checkout_key)}"
+[[ "$ARCTIC_QEMU_KEY" =~ ^[A-Za-z0-9_.+-]+$ ]] ||
+    { echo "error: ARCTIC_QEMU_KEY '$ARCTIC_QEMU_KEY': letters, digits and _.+- only" >&2; exit 1; }
+ARCTIC_QEMU_DIR="$ARCTIC_CACHE/qemu/$ARCTIC_QEMU_KEY"
+: "${ARCTIC_GUEST_DIR:=$ARCTIC_ROOT/build/guest}"
 # The QEMU series the device is written for; the newest Debian source
 # package of this series is used.
 ARCTIC_QEMU_SERIES=10.0
@@ -33,11 +49,12 @@ run_logged() {
 # Set ARCTIC_QEMU_SRC, _BUILD, _BIN and ARCTIC_FIRMWARE_DIR from the
 # version recorded by scripts/build-qemu.
 arctic_qemu_paths() {
-    local version_file="$ARCTIC_CACHE/qemu/current-version"
-    [ -r "$version_file" ] || die "QEMU is not built yet: run scripts/build-qemu"
+    local version_file="$ARCTIC_QEMU_DIR/current-version"
+    [ -r "$version_file" ] ||
+        die "QEMU is not built for this checkout yet ($ARCTIC_QEMU_DIR): run scripts/build-qemu"
     ARCTIC_QEMU_VERSION=$(cat "$version_file")
-    ARCTIC_QEMU_SRC="$ARCTIC_CACHE/qemu/src-$ARCTIC_QEMU_VERSION"
-    ARCTIC_QEMU_BUILD="$ARCTIC_CACHE/qemu/build-$ARCTIC_QEMU_VERSION"
+    ARCTIC_QEMU_SRC="$ARCTIC_QEMU_DIR/src-$ARCTIC_QEMU_VERSION"
+    ARCTIC_QEMU_BUILD="$ARCTIC_QEMU_DIR/build-$ARCTIC_QEMU_VERSION"
     ARCTIC_QEMU_BIN="$ARCTIC_QEMU_BUILD/qemu-system-x86_64"
     ARCTIC_FIRMWARE_DIR="$ARCTIC_CACHE/firmware"
 }

@@ -18,8 +18,8 @@
  * -queues- (Tx/Rx queues, endpoints, priorities), -ack- (the ack/retry
  * protocol), -raw-, -dma- (remote DMA, job tags), -link-, -bad- (bad
  * input), -cluster- (QEMUs joined by the real switch) and -time- (timed
- * mode, against a timed switch the test plays from a thread of its own).  The list of
- * files is in scripts/qemu-overlay.patch (QEMU's tests/qtest/meson.build).
+ * mode, against a timed switch the test plays from a thread of its own).
+ * The list of topics is in tests/qtest/meson.build.
  */
 
 #include "qemu/osdep.h"
@@ -29,14 +29,8 @@
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
-    niu_test_add_regs();
-    niu_test_add_queues();
-    niu_test_add_ack();
-    niu_test_add_raw();
-    niu_test_add_dma();
-    niu_test_add_link();
-    niu_test_add_bad();
-    niu_test_add_cluster();
-    niu_test_add_time();
+#define X(name) niu_test_add_##name();
+    ARCTIC_NIU_TEST_TOPICS
+#undef X
     return g_test_run();
 }

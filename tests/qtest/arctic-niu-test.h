@@ -21,6 +21,8 @@
 #include "arctic/link.h"
 #include "arctic/link-ring.h"
 #include "arctic/route.h"
+/* generated from tests/qtest/meson.build */
+#include "arctic-niu/arctic-niu-topics.h"
 
 #define NIU_NODE        1
 #define NET_NODES       4
@@ -190,16 +192,14 @@ void guest_dma(Niu *n, unsigned q, unsigned dest, unsigned type,
 void guest_expect_notice(Niu *n, unsigned type, uint32_t command,
                          uint32_t status);
 
-/* Each topic file adds its tests. */
-void niu_test_add_regs(void);
-void niu_test_add_queues(void);
-void niu_test_add_ack(void);
-void niu_test_add_raw(void);
-void niu_test_add_dma(void);
-void niu_test_add_link(void);
-void niu_test_add_bad(void);
-void niu_test_add_cluster(void);
-void niu_test_add_time(void);
+/*
+ * Each topic file adds its tests: arctic-niu-NAME-test.c defines
+ * niu_test_add_NAME().  ARCTIC_NIU_TEST_TOPICS is X(NAME) for each topic
+ * of tests/qtest/meson.build, generated into arctic-niu/arctic-niu-topics.h.
+ */
+#define X(name) void niu_test_add_##name(void);
+ARCTIC_NIU_TEST_TOPICS
+#undef X
 
 /*
  * For tests that must have the link thread whatever ARCTIC_NIU_TEST_LINK
