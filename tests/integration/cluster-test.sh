@@ -67,6 +67,18 @@
 #   faults-4  the switch drops and duplicates 2% of packets each way;
 #           niu-coll-test and three suite kernels must still be right,
 #           and the switch must report that it did drop packets
+#   develop-2  the loops of docs/developing.md on 2 nodes: a copy of the
+#           driver changed and built out of the tree (scripts/guest-module),
+#           a data file and a script put in a directory shared with the
+#           guests (--share), both nodes booted with that module
+#           (--module) running the script: the module loaded is the
+#           copy's (a parameter only it has), the data read, results written back
+#           to the host, niu-ping right through that driver; and gdb in
+#           batch mode attached to node 1 (--gdb) reads the kernel's
+#           banner at its address in a guest's kallsyms (scripts/
+#           guest-symbols --kallsyms), detaches, and the program
+#           still passes; then docs/developing.md's "QEMU by hand" block
+#           run as printed: the node's driver test passes
 #   timed-2  timed mode (docs/timed-mode.md) on 2 nodes: niu-ping and
 #           niu-bw right, the clock started on both, and the switch
 #           routed, synchronised and granted
@@ -88,13 +100,13 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4}
-if [ ! -r "$ARCTIC_CACHE/guest/initramfs.cpio.gz" ] ||
-   [ ! -r "$ARCTIC_CACHE/guest/vmlinuz" ]; then
-    echo "SKIP: no guest image in $ARCTIC_CACHE/guest; run scripts/build-guest (or scripts/niu-cluster once)"
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|develop-2|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4}
+if [ ! -r "$ARCTIC_GUEST_DIR/initramfs.cpio.gz" ] ||
+   [ ! -r "$ARCTIC_GUEST_DIR/vmlinuz" ]; then
+    echo "SKIP: no guest image in $ARCTIC_GUEST_DIR; run scripts/build-guest (or scripts/niu-cluster once)"
     exit 77
 fi
-if [ ! -r "$ARCTIC_CACHE/qemu/current-version" ]; then
+if [ ! -r "$ARCTIC_QEMU_DIR/current-version" ]; then
     echo "SKIP: QEMU is not built; run scripts/build-qemu"
     exit 77
 fi
@@ -348,6 +360,108 @@ stale-2)
     expect "the full queue refused packets" '^\[node 1\] niu-stale-test: node 1: .* nacks_sent=[1-9][0-9]* '
     expect "the sender sent them again" '^\[node 0\] niu-stale-test: node 0: retransmits=[1-9][0-9]* .* nacks_received=[1-9][0-9]* '
     expect "both nodes ok" '^node [01]: ok$' 2
+    ;;
+develop-2)
+    share=$(mktemp -d)
+    trap 'rm -f "$out"; rm -rf "$share"' EXIT
+    # A driver of one's own: a copy of the project's, changed, built out
+    # of the tree against the guest's headers.
+    mkdir -p "$share/out"
+    cp -r "$root/guest/driver" "$share/mydriver"
+    # The change: a parameter the image's driver does not have.
+    printf '%s\n' 'static int develop_mark = 4242;' \
+        'module_param(develop_mark, int, 0444);' >>"$share/mydriver/arctic_niu.c"
+    ko=$("$root/scripts/guest-module" "$share/mydriver" 2>"$out.build")
+    if [ "$ko" = "$share/mydriver/arctic_niu.ko" ]; then
+        echo "ok: scripts/guest-module built $ko"
+    else
+        cat "$out.build"
+        echo "FAIL: scripts/guest-module printed '$ko'"
+        failures=$((failures + 1))
+    fi
+    head -c 100000 /dev/urandom >"$share/data"
+    cat >"$share/run.sh" <<'SCRIPT'
+node=$(cat /sys/bus/pci/drivers/arctic_niu/*/node_id)
+cat /sys/module/arctic_niu/parameters/develop_mark >/host/out/mark.$node
+wc -c </host/data >/host/out/size.$node
+sha256sum </host/data >/host/out/sha.$node
+niu-ping -n 50
+SCRIPT
+    # The kernel's symbols without the debug package: a guest's kallsyms.
+    kallsyms=$("$root/scripts/guest-symbols" --kallsyms 2>"$out.build")
+    if [ "$kallsyms" = "$ARCTIC_GUEST_DIR/kallsyms" ] &&
+       grep -q ' linux_banner$' "$kallsyms"; then
+        echo "ok: scripts/guest-symbols --kallsyms gave the kernel's symbols"
+    else
+        cat "$out.build"
+        echo "FAIL: scripts/guest-symbols --kallsyms printed '$kallsyms'"
+        failures=$((failures + 1))
+    fi
+    # Node 1 gets a gdb stub; once it has booted (it waits for the start),
+    # gdb attaches, reads the kernel's banner and detaches.
+    port=$((20000 + RANDOM % 20000))
+    "$root/scripts/niu-cluster" --no-build -t 170 -n 2 --share "$share" \
+        --module "$ko" --gdb "1:$port" -- sh /host/run.sh >"$out" 2>&1 &
+    cluster=$!
+    for _ in $(seq 600); do
+        grep -q '^\[node 1\] ARCTIC: node 1 ready' "$out" && break
+        kill -0 "$cluster" 2>/dev/null || break
+        sleep 0.2
+    done
+    banner=$(awk '$3 == "linux_banner" { print $1 }' "$kallsyms")
+    gdb_out=$(timeout 60 gdb -batch -nx -ex "target remote 127.0.0.1:$port" \
+        -ex "x/s 0x$banner" -ex detach 2>&1)
+    printf '%s\n' "$gdb_out" | sed 's/^/gdb: /'
+    status=0
+    wait "$cluster" || status=$?
+    cat "$out"
+    if [ "$status" != 0 ]; then
+        echo "FAIL: niu-cluster exited $status"
+        failures=$((failures + 1))
+    fi
+    if grep -Eq "0x$banner( <[a-z_]*>)?:[[:space:]]*\"Linux version $(cat "$ARCTIC_GUEST_DIR/current-abi")-amd64" <<<"$gdb_out" &&
+       grep -q 'detached' <<<"$gdb_out"; then
+        echo "ok: gdb attached to node 1, read linux_banner at 0x$banner and detached"
+    else
+        echo "FAIL: gdb did not read the banner from node 1"
+        failures=$((failures + 1))
+    fi
+    expect "the gdb command line printed" "gdb .*-ex 'target remote 127.0.0.1:$port'"
+    expect "both nodes mounted the share" '^\[node [01]\] ARCTIC: /host is the host.s shared directory$' 2
+    expect "both nodes loaded the module from it" '^\[node [01]\] ARCTIC: loaded /host/mydriver/arctic_niu.ko$' 2
+    expect "every reply right" '^\[node 0\] niu-ping: 350 replies checked, 0 wrong: PASS$'
+    expect "both nodes ok" '^node [01]: ok$' 2
+    for node in 0 1; do
+        if [ "$(cat "$share/out/mark.$node" 2>/dev/null)" = 4242 ]; then
+            echo "ok: node $node ran the module built here (its develop_mark parameter)"
+        else
+            echo "FAIL: node $node did not run the module built here"
+            failures=$((failures + 1))
+        fi
+        if [ "$(cat "$share/out/size.$node" 2>/dev/null)" = 100000 ] &&
+           [ "$(cat "$share/out/sha.$node" 2>/dev/null)" = "$(sha256sum <"$share/data")" ]; then
+            echo "ok: node $node read the data file whole and wrote its results back"
+        else
+            echo "FAIL: node $node's results in the share are wrong or missing"
+            failures=$((failures + 1))
+        fi
+    done
+    rm -f "$out.build"
+    # docs/developing.md's QEMU by hand, run as printed.
+    block=$(awk '/^<!-- by-hand -->$/ { on = 1; next }
+                 on && /^```$/ { if (started) exit; started = 1; next }
+                 on && started' "$root/docs/developing.md")
+    (cd "$root" && timeout 300 bash -e -c "$block" </dev/null) >"$out" 2>&1
+    status=$?
+    sed 's/^/by hand: /' "$out"
+    if [ "$status" = 0 ]; then
+        echo "ok: docs/developing.md's QEMU by hand ran"
+    else
+        echo "FAIL: docs/developing.md's QEMU by hand exited $status"
+        failures=$((failures + 1))
+    fi
+    expect "the driver test passed on the node started by hand" '^ARCTIC-RESULT node=0 status=0'
+    expect "the switch carried its packets" '"rx_packets" : [1-9]'
     ;;
 timed-2)
     run_cluster -n 2 --timed -- \
