@@ -145,8 +145,8 @@ int main(int argc, char **argv)
 		return 2;
 	printf("net-udp-ping: to %s, UDP, %u round trips per size\n", peer,
 	       iterations);
-	printf("%6s %12s %12s %12s\n", "bytes", "median_us", "p99_us",
-	       "min_us");
+	printf("%6s %12s %12s %12s %12s\n", "bytes", "median_us", "p99_us",
+	       "min_us", "mean_us");
 	for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		unsigned int size = sizes[s];
 
@@ -168,11 +168,15 @@ int main(int argc, char **argv)
 						size, it);
 			}
 		}
+		uint64_t sum = 0;
+
+		for (it = 0; it < iterations; it++)
+			sum += rtt[it];
 		qsort(rtt, iterations, sizeof(*rtt), compare_u64);
-		printf("%6u %12.1f %12.1f %12.1f\n", size,
+		printf("%6u %12.1f %12.1f %12.1f %12.1f\n", size,
 		       rtt[iterations / 2] / 1e3,
 		       rtt[(iterations * 99 + 99) / 100 - 1] / 1e3,
-		       rtt[0] / 1e3);
+		       rtt[0] / 1e3, sum / 1e3 / iterations);
 	}
 	for (i = 0; i < 3; i++)
 		send(fd, "Q", 1, 0);

@@ -126,8 +126,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (pinger)
-		printf("%6s %12s %12s %12s\n", "words", "median_us", "p99_us",
-		       "min_us");
+		printf("%6s %12s %12s %12s %12s\n", "words", "median_us",
+		       "p99_us", "min_us", "mean_us");
 
 	for (s = 0; s < sizeof(default_sizes) / sizeof(default_sizes[0]); s++) {
 		unsigned int size = default_sizes[s];
@@ -167,11 +167,15 @@ int main(int argc, char **argv)
 		}
 		if (!pinger)
 			continue;
+		uint64_t sum = 0;
+
+		for (it = 0; it < iterations; it++)
+			sum += rtt[it];
 		qsort(rtt, iterations, sizeof(*rtt), compare_u64);
-		printf("%6u %12.3f %12.3f %12.3f\n", size,
+		printf("%6u %12.3f %12.3f %12.3f %12.3f\n", size,
 		       rtt[iterations / 2] / 1e3,
 		       rtt[(iterations * 99 + 99) / 100 - 1] / 1e3,
-		       rtt[0] / 1e3);
+		       rtt[0] / 1e3, sum / 1e3 / iterations);
 	}
 	if (niu_barrier(&ep)) {
 		fprintf(stderr, "niu-ping: barrier failed\n");
