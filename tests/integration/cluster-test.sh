@@ -67,6 +67,13 @@
 #   faults-4  the switch drops and duplicates 2% of packets each way;
 #           niu-coll-test and three suite kernels must still be right,
 #           and the switch must report that it did drop packets
+#   slurm-4  niu-cluster inside a Slurm allocation (salloc -N1
+#           --ntasks-per-node=2 on a one-host Slurm that
+#           tests/integration/slurm-local starts, with auth/none: for
+#           tests only): the host found in the allocation, two parts of two
+#           nodes started as job steps, niu-coll-test right on all four,
+#           no QEMU and no job step left; skipped, with the reason, where
+#           Slurm cannot start
 #   develop-2  the loops of docs/developing.md on 2 nodes: a copy of the
 #           driver changed and built out of the tree (scripts/guest-module),
 #           a data file and a script put in a directory shared with the
@@ -100,7 +107,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|develop-2|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|develop-2|slurm-4|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4}
 if [ ! -r "$ARCTIC_GUEST_DIR/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_GUEST_DIR/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_GUEST_DIR; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -142,7 +149,7 @@ ping-2)
     # Spinning, then sleeping in poll() between messages (-s).
     run_cluster -n 2 -- "niu-ping -n 100 && niu-ping -n 100 -s 1000"
     expect "node 0 pings, node 1 echoes, twice" '^\[node 0\] niu-ping: node 0 of 2, pinging|^\[node 1\] niu-ping: node 1 of 2, echoing' 4
-    expect "a latency row per size, twice" '^\[node 0\] +(0|1|2|4|8|16|20) +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3}$' 14
+    expect "a latency row per size (median, p99, min, mean), twice" '^\[node 0\] +(0|1|2|4|8|16|20) +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3}$' 14
     expect "every reply right, twice" '^\[node 0\] niu-ping: 700 replies checked, 0 wrong: PASS$' 2
     expect "both nodes ok" '^node [01]: ok$' 2
     ;;
@@ -360,6 +367,43 @@ stale-2)
     expect "the full queue refused packets" '^\[node 1\] niu-stale-test: node 1: .* nacks_sent=[1-9][0-9]* '
     expect "the sender sent them again" '^\[node 0\] niu-stale-test: node 0: retransmits=[1-9][0-9]* .* nacks_received=[1-9][0-9]* '
     expect "both nodes ok" '^node [01]: ok$' 2
+    ;;
+slurm-4)
+    slurm=$(mktemp -d)
+    trap 'rm -f "$out"; "$root/tests/integration/slurm-local" stop "$slurm"; rm -rf "$slurm"' EXIT
+    if ! "$root/tests/integration/slurm-local" start "$slurm" >"$out" 2>&1; then
+        cat "$out"
+        echo "SKIP: Slurm could not start on this machine (above)"
+        exit 77
+    fi
+    echo "ok: a one-host Slurm cluster is up (tests/integration/slurm-local, auth/none)"
+    export SLURM_CONF="$slurm/slurm.conf"
+    salloc -N1 --ntasks-per-node=2 -t 15 "$root/scripts/niu-cluster" \
+        --no-build -t 300 -n 4 -- niu-coll-test >"$out" 2>&1
+    status=$?
+    cat "$out"
+    if [ "$status" != 0 ]; then
+        echo "FAIL: salloc ... niu-cluster exited $status"
+        failures=$((failures + 1))
+    fi
+    expect "the hosts came from the allocation" '^==> Slurm job [0-9]+: 1 host\(s\) \([^)]+\), 2 part\(s\) on each, each a job step \(srun\)$'
+    expect "two parts of two nodes" '^==> host [^ ]+: nodes (0,1|2,3)$' 2
+    # Both parts count the host's four nodes, not their own two.
+    sleep4=0
+    [ 4 -le "$(nproc)" ] || sleep4=1000
+    expect "each part chose the idle sleep of the host's 4 nodes" "^==> .*: 4 node\\(s\\) here on $(nproc) CPU\\(s\\): idle sleep $sleep4 us\$" 2
+    expect "4 nodes take part" '^\[node 0\] niu-coll-test: 4 nodes, 3 rounds, 50 words per all-to-all block$'
+    expect "no wrong value in any primitive" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
+    expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'
+    expect "all nodes ok" '^node [0-3]: ok$' 4
+    steps=$(squeue -h -s 2>/dev/null | wc -l)
+    left=$(pgrep -c -x qemu-system-x86 || true)
+    if [ "$steps" = 0 ] && [ "$left" = 0 ]; then
+        echo "ok: no job step and no QEMU left"
+    else
+        echo "FAIL: $steps job step(s) and $left QEMU(s) left"
+        failures=$((failures + 1))
+    fi
     ;;
 develop-2)
     share=$(mktemp -d)
