@@ -155,7 +155,10 @@ static void usage(void)
 		"  -k  senders, the lowest-numbered other nodes, all at once\n"
 		"      into the receiver (default 1: node 0)\n"
 		"  -H  high priority (default low)\n"
-		"  -s  sleep up to USEC in poll() when a wait finds nothing\n"
+		"  -s  sleep up to USEC in poll() when a wait finds nothing;\n"
+		"      -s 0 spins (default: NIU_IDLE_SLEEP_US, which\n"
+		"      scripts/niu-cluster sets when a host has more nodes\n"
+		"      than CPUs; else spin)\n"
 		"  -d  device file (default /dev/arctic-niu0)\n");
 	exit(2);
 }
@@ -163,7 +166,8 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	unsigned int messages = 2000, dma_blocks = 256, s, m, i, j, size;
-	unsigned int wrong = 0, sleep_us = 0;
+	unsigned int wrong = 0;
+	int sleep_us = -1;		/* -1: the launcher's (libniu's) */
 	enum niu_priority prio = NIU_LO;
 	struct roles roles = { .receiver = 1, .senders = 1 };
 	uint32_t payload[NIU_MAX_PAYLOAD];
@@ -176,7 +180,9 @@ int main(int argc, char **argv)
 	while ((opt = getopt(argc, argv, "n:b:r:k:Hs:d:h")) != -1) {
 		switch (opt) {
 		case 's':
-			sleep_us = (unsigned int)atoi(optarg);
+			sleep_us = atoi(optarg);
+			if (sleep_us < 0)
+				usage();
 			break;
 		case 'b':
 			dma_blocks = (unsigned int)atoi(optarg);
@@ -212,12 +218,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	me = sender_index(&roles, ep.node);
-	niu_set_idle_sleep(&ep, sleep_us);
+	if (sleep_us >= 0)
+		niu_set_idle_sleep(&ep, (unsigned int)sleep_us);
 	if (me >= 0 && messages)
 		printf("niu-bw: node %u -> node %u, %u messages per size, %s "
-		       "priority\n words    MB/s   msgs/s\n", ep.node,
-		       roles.receiver, messages,
-		       prio == NIU_HI ? "high" : "low");
+		       "priority, idle sleep %u us\n words    MB/s   msgs/s\n",
+		       ep.node, roles.receiver, messages,
+		       prio == NIU_HI ? "high" : "low", ep.idle_sleep_us);
 	for (s = 0; messages && s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		size = sizes[s];
 		niu_barrier(&ep);

@@ -29,7 +29,9 @@ static void usage(void)
 		"      (default 1): MASK 2^k crosses 2k+1 routers of the\n"
 		"      fat tree (docs/network.md)\n"
 		"  -s  wait in poll() (interrupts), up to USEC at a time,\n"
-		"      instead of spinning (default 0: spin)\n"
+		"      instead of spinning; -s 0 spins (default: the idle\n"
+		"      sleep of NIU_IDLE_SLEEP_US, which scripts/niu-cluster\n"
+		"      sets when a host has more nodes than CPUs; else spin)\n"
 		"  -e  each side waits NSEC (its clock) before it sends,\n"
 		"      outside the time measured on the pinging side, so\n"
 		"      that its NIU's ack of the last message has left: a\n"
@@ -69,14 +71,17 @@ int main(int argc, char **argv)
 	struct niu_endpoint ep;
 	struct niu_msg msg;
 	uint64_t *rtt;
-	unsigned int sleep_us = 0, mask = 1;
+	int sleep_us = -1;		/* -1: the launcher's (libniu's) */
+	unsigned int mask = 1;
 	uint64_t send_pause_ns = 0;
 	int opt, ret, errors = 0;
 
 	while ((opt = getopt(argc, argv, "n:ls:e:x:d:h")) != -1) {
 		switch (opt) {
 		case 's':
-			sleep_us = (unsigned int)atoi(optarg);
+			sleep_us = atoi(optarg);
+			if (sleep_us < 0)
+				usage();
 			break;
 		case 'e':
 			send_pause_ns = strtoull(optarg, NULL, 0);
@@ -106,7 +111,8 @@ int main(int argc, char **argv)
 			strerror(-ret));
 		return 2;
 	}
-	niu_set_idle_sleep(&ep, sleep_us);
+	if (sleep_us >= 0)
+		niu_set_idle_sleep(&ep, (unsigned int)sleep_us);
 	rtt = calloc(iterations, sizeof(*rtt));
 	if (!rtt)
 		return 2;
@@ -115,10 +121,10 @@ int main(int argc, char **argv)
 	int pinger = !(ep.node & mask) && peer < ep.num_nodes;
 	int echoer = (ep.node & mask) != 0;
 
-	printf("niu-ping: node %u of %u, %s, %u round trips per size, %s priority\n",
+	printf("niu-ping: node %u of %u, %s, %u round trips per size, %s priority, idle sleep %u us\n",
 	       ep.node, ep.num_nodes,
 	       pinger ? "pinging" : echoer ? "echoing" : "idle",
-	       iterations, prio == NIU_HI ? "high" : "low");
+	       iterations, prio == NIU_HI ? "high" : "low", ep.idle_sleep_us);
 	if (pinger || echoer)
 		printf("niu-ping: node %u: peer node %u\n", ep.node, peer);
 	if (niu_barrier(&ep)) {

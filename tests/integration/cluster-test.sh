@@ -3,9 +3,11 @@
 # One integration case: run a program on a small cluster through
 # scripts/niu-cluster and check what every node printed, not only the exit
 # status.  Cases:
-#   ping-2  niu-ping between 2 nodes, spinning and then sleeping in
-#           poll() (-s): every size reported, every echoed word checked
-#           by the pinger, no wrong reply
+#   ping-2  niu-ping between 2 nodes launched with an idle sleep (-I
+#           700): spinning (-s 0), sleeping in poll() (-s 1000), then
+#           keeping the launcher's 700 us (no -s): each run says which,
+#           every size reported, every echoed word checked by the
+#           pinger, no wrong reply
 #   spec-2  niu-spec-test (seed 002 section 3 code only, no doorbell) on
 #           2 nodes after 4 s idle: 600 messages each way at both
 #           priorities, all correct, and the NIUs' Tx polls parked for at
@@ -146,11 +148,14 @@ run_cluster() {
 
 case "$case_name" in
 ping-2)
-    # Spinning, then sleeping in poll() between messages (-s).
-    run_cluster -n 2 -- "niu-ping -n 100 && niu-ping -n 100 -s 1000"
-    expect "node 0 pings, node 1 echoes, twice" '^\[node 0\] niu-ping: node 0 of 2, pinging|^\[node 1\] niu-ping: node 1 of 2, echoing' 4
-    expect "a latency row per size (median, p99, min, mean), twice" '^\[node 0\] +(0|1|2|4|8|16|20) +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3}$' 14
+    # Launched with an idle sleep (-I): spinning (-s 0), then sleeping in
+    # poll() between messages (-s 1000), then the launcher's (no -s).
+    run_cluster -n 2 -I 700 -- "niu-ping -n 100 -s 0 && niu-ping -n 100 -s 1000 && niu-ping -n 20"
+    expect "node 0 pings, node 1 echoes, three times" '^\[node 0\] niu-ping: node 0 of 2, pinging|^\[node 1\] niu-ping: node 1 of 2, echoing' 6
+    expect "-s 0 spins, -s 1000 sleeps, no -s keeps the launcher's 700" '^\[node 0\] niu-ping: node 0 of 2, pinging, (100 round trips per size, high priority, idle sleep (0|1000)|20 round trips per size, high priority, idle sleep 700) us$' 3
+    expect "a latency row per size (median, p99, min, mean), three times" '^\[node 0\] +(0|1|2|4|8|16|20) +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3}$' 21
     expect "every reply right, twice" '^\[node 0\] niu-ping: 700 replies checked, 0 wrong: PASS$' 2
+    expect "and the third time" '^\[node 0\] niu-ping: 140 replies checked, 0 wrong: PASS$'
     expect "both nodes ok" '^node [01]: ok$' 2
     ;;
 spec-2)
