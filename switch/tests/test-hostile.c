@@ -452,23 +452,30 @@ static void out_of_fds_child(void)
     int stat_fd = thread_stat_open("test-switch");
 
     a = test_client_connect(ts->socket_path, A, 8, 8);
-    g_assert_cmpint(getrlimit(RLIMIT_NOFILE, &lim), ==, 0);
-    lim.rlim_cur = open_fds() + 40;
-    g_assert_cmpint(setrlimit(RLIMIT_NOFILE, &lim), ==, 0);
-    /* Connections the switch must accept: each takes one of ours too. */
+    /*
+     * The switch shares this process's descriptor limit.  Our 40 sockets
+     * exist before the limit comes down, so only the switch's accepts can
+     * run out: it has room for 8 more, and must refuse the others.  (With
+     * the sockets made after it, which side ran out first was a race, and
+     * when ours did the switch never refused.)
+     */
     for (i = 0; i < 40; i++) {
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        g_assert_cmpint(fd, >=, 0);
+        g_ptr_array_add(held, GINT_TO_POINTER(fd));
+    }
+    g_assert_cmpint(getrlimit(RLIMIT_NOFILE, &lim), ==, 0);
+    lim.rlim_cur = open_fds() + 8;
+    g_assert_cmpint(setrlimit(RLIMIT_NOFILE, &lim), ==, 0);
+    for (i = 0; i < held->len; i++) {
         struct sockaddr_un addr = { .sun_family = AF_UNIX };
 
-        if (fd < 0) {
-            break;
-        }
         g_strlcpy(addr.sun_path, ts->socket_path, sizeof(addr.sun_path));
-        if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-            close(fd);
-            break;
-        }
-        g_ptr_array_add(held, GINT_TO_POINTER(fd));
+        /* The listener's backlog (128) takes them all. */
+        g_assert_cmpint(connect(GPOINTER_TO_INT(g_ptr_array_index(held, i)),
+                                (struct sockaddr *)&addr, sizeof(addr)),
+                        ==, 0);
     }
     g_usleep(200 * 1000);
     cpu0 = thread_cpu_ns(stat_fd);
