@@ -444,16 +444,13 @@ void niu_log_error(ArcticNiuState *s, enum arctic_error cause,
  * ERROR interrupt (seed 002 §4.1.4), the trace event, and the log line
  * @fmt, in the class niu_error_blame gives the cause.
  */
-void niu_error(ArcticNiuState *s, enum arctic_error cause,
-               unsigned ep, unsigned queue, uint32_t detail,
-               const char *fmt, ...)
+void niu_verror(ArcticNiuState *s, enum arctic_error cause,
+                unsigned ep, unsigned queue, uint32_t detail,
+                const char *fmt, va_list ap)
 {
     bool new_cause = !(s->error_cause & (1u << cause));
-    va_list ap;
 
-    va_start(ap, fmt);
     niu_log_error(s, cause, fmt, ap);
-    va_end(ap);
 
     s->error_cause |= 1u << cause;
     s->error_info = FIELD_DP32(0, NIU_ERROR_INFO, CAUSE, cause);
@@ -465,6 +462,17 @@ void niu_error(ArcticNiuState *s, enum arctic_error cause,
     if (new_cause) {
         niu_irq_event(s, R_NIU_IRQ_ERROR_MASK);
     }
+}
+
+void niu_error(ArcticNiuState *s, enum arctic_error cause,
+               unsigned ep, unsigned queue, uint32_t detail,
+               const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    niu_verror(s, cause, ep, queue, detail, fmt, ap);
+    va_end(ap);
 }
 
 void niu_count(ArcticNiuState *s, enum arctic_counter c)
@@ -718,7 +726,7 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
     case A_NIU_CAPS:
         val = FIELD_DP32(0, NIU_CAPS, ENDPOINTS, ARCTIC_ENDPOINTS);
         val = FIELD_DP32(val, NIU_CAPS, LOG2_N, ARCTIC_LOG2_N);
-        val = FIELD_DP32(val, NIU_CAPS, LINES, s->num_lines);
+        val = FIELD_DP32(val, NIU_CAPS, LINES, s->e2e.cfg.lines);
         val = FIELD_DP32(val, NIU_CAPS, HI_LINES, ARCTIC_HI_RESERVED_LINES);
         break;
     case A_NIU_NODE_ID:
@@ -783,7 +791,7 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
         val = FIELD_DP32(val, NIU_CTRL, RAW, s->rx_raw);
         break;
     case A_NIU_TX_PENDING:
-        val = niu_e2e_pending(s);
+        val = niu_e2e_pending(&s->e2e);
         break;
     case A_NIU_VMASK:
         val = s->vmask;
@@ -1225,6 +1233,13 @@ static void visit_end(Visitor *v, bool list, Error **errp)
     }
 }
 
+static const char *const niu_time_state_names[] = {
+    [NIU_TIME_OFF] = "off",
+    [NIU_TIME_STOPPED] = "stopped",
+    [NIU_TIME_RUNNING] = "running",
+    [NIU_TIME_BROKEN] = "broken",
+};
+
 static void niu_get_state(Object *obj, Visitor *v, const char *name,
                           void *opaque, Error **errp)
 {
@@ -1245,10 +1260,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_u64(v, "link-kick-yields", stat64_get(&s->link.kick_yields), &err);
     visit_u64(v, "link-cpu-kicks", stat64_get(&s->link.cpu_kicks), &err);
     visit_u64(v, "link-up-count", s->link.up_count, &err);
-    visit_str(v, "time", (const char *const[]) {
-                  [NIU_TIME_OFF] = "off", [NIU_TIME_STOPPED] = "stopped",
-                  [NIU_TIME_RUNNING] = "running", [NIU_TIME_BROKEN] = "broken",
-              }[s->time.state], &err);
+    visit_str(v, "time", niu_time_state_names[s->time.state], &err);
     visit_u64(v, "time-now-ns", niu_time_now(s), &err);
     visit_u64(v, "time-granted-ns", s->time.granted, &err);
     visit_u64(v, "time-syncs", s->time.syncs, &err);
@@ -1264,7 +1276,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
                        niu_tx_draining(s) ? "draining" : "off", &err);
     visit_str(v, "rx", s->rx_enabled ? "on" : s->rx_raw ? "raw" : "off",
               &err);
-    visit_u64(v, "tx-pending", niu_e2e_pending(s), &err);
+    visit_u64(v, "tx-pending", niu_e2e_pending(&s->e2e), &err);
     visit_u64(v, "vmask", s->vmask, &err);
     visit_u64(v, "error-cause", s->error_cause, &err);
     visit_str(v, "last-error",
@@ -1350,7 +1362,7 @@ void niu_full_reset(ArcticNiuState *s)
     memset(s->ep, 0, sizeof(s->ep));
     niu_tx_reset(s);
     niu_rx_reset(s);
-    niu_e2e_reset(s);
+    niu_e2e_reset(&s->e2e);
     niu_raw_reset(s);
 }
 
@@ -1390,9 +1402,9 @@ static void niu_on_link_up(NiuLink *link)
 
     niu_count(s, ARCTIC_CNT_LINK_UPS);
     s->error_warned = 0;        /* the network's faults are news again */
-    niu_e2e_link_up(s);
+    niu_e2e_link_up(&s->e2e);
     niu_tx_kick(s);
-    niu_e2e_pump(s, false);
+    niu_e2e_pump(&s->e2e, false);
 }
 
 static void niu_on_link_down(NiuLink *link)
@@ -1403,7 +1415,7 @@ static void niu_on_link_down(NiuLink *link)
 static void niu_on_link_packet(NiuLink *link, uint8_t prio,
                                const uint8_t *wire, size_t size)
 {
-    niu_e2e_packet(link_owner(link), wire, size);
+    niu_e2e_packet(&link_owner(link)->e2e, wire, size);
 }
 
 static void niu_on_link_ready(NiuLink *link)
@@ -1413,7 +1425,7 @@ static void niu_on_link_ready(NiuLink *link)
 
 static void niu_on_link_deferred(NiuLink *link)
 {
-    niu_e2e_pump(link_owner(link), false);
+    niu_e2e_pump(&link_owner(link)->e2e, false);
 }
 
 static void niu_on_link_wake(NiuLink *link)
@@ -1532,10 +1544,31 @@ static void niu_on_e2e_refused(NiuE2E *e2e, uint16_t node, unsigned epn)
     niu_tx_kick(s);
 }
 
+static uint32_t niu_on_e2e_route(NiuE2E *e2e, uint16_t node)
+{
+    return e2e_owner(e2e)->route_table[ARCTIC_ROUTE_TABLE_HIGH][node];
+}
+
+static void niu_on_e2e_count(NiuE2E *e2e, enum arctic_counter c, uint32_t n)
+{
+    e2e_owner(e2e)->counters[c] += n;
+}
+
+static void G_GNUC_PRINTF(4, 0) niu_on_e2e_error(NiuE2E *e2e,
+                                                 enum arctic_error cause,
+                                                 uint32_t detail,
+                                                 const char *fmt, va_list ap)
+{
+    niu_verror(e2e_owner(e2e), cause, 0, 0, detail, fmt, ap);
+}
+
 static const NiuE2EOps arctic_niu_e2e_ops = {
     .deliver = niu_on_e2e_deliver,
     .peer_lost = niu_on_e2e_peer_lost,
     .refused = niu_on_e2e_refused,
+    .route = niu_on_e2e_route,
+    .count = niu_on_e2e_count,
+    .error = niu_on_e2e_error,
 };
 
 /*
@@ -1609,8 +1642,10 @@ static bool niu_link_wait_timed(ArcticNiuState *s, Error **errp)
 /* No link at all makes a standalone NIU, useful for register tests. */
 static bool niu_link_setup(ArcticNiuState *s, Error **errp)
 {
-    /* Timed: acks go at once, as the hardware's would (no host wake-ups
-     * to save). */
+    /*
+     * Timed: acks go at once, as the hardware's would (no host wake-ups
+     * to save).
+     */
     niu_link_init(&s->link, &arctic_niu_link_ops, s, &s->lock, s->node_id,
                   s->rx_credits, s->time.enabled ? 0 : s->ack_delay_ns);
     if (!niu_link_secret(s, errp) || !niu_time_init(s, errp)) {
@@ -1655,18 +1690,11 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
                    ARCTIC_LINK_MAX_CREDITS);
         return;
     }
-    if (s->num_lines < ARCTIC_MIN_LINES || s->num_lines > ARCTIC_MAX_LINES) {
-        error_setg(errp, "arctic-niu: lines must be %d..%d",
-                   ARCTIC_MIN_LINES, ARCTIC_MAX_LINES);
-        return;
-    }
     if (s->poll_min_ns == 0 || s->poll_max_ns < s->poll_min_ns) {
         error_setg(errp, "arctic-niu: need 0 < poll-min-ns <= poll-max-ns");
         return;
     }
-    if (s->retry_timeout_ns == 0 || s->nack_backoff_ns == 0) {
-        error_setg(errp, "arctic-niu: retry-timeout-ns and nack-backoff-ns "
-                   "must be positive");
+    if (!niu_e2e_check(&s->e2e.cfg, errp)) {
         return;
     }
     if (s->time.enabled) {
@@ -1678,16 +1706,16 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
         s->doorbell_coalesce_ns = 0;
         s->doorbell_posted = false;
     }
-    if (s->doorbell_coalesce_ns > s->retry_timeout_ns / 4) {
+    if (s->doorbell_coalesce_ns > s->e2e.cfg.retry_timeout_ns / 4) {
         error_setg(errp, "arctic-niu: doorbell-coalesce-ns must be at most "
                    "a quarter of retry-timeout-ns (%" PRIu64 ")",
-                   s->retry_timeout_ns / 4);
+                   s->e2e.cfg.retry_timeout_ns / 4);
         return;
     }
-    if (s->ack_delay_ns > s->retry_timeout_ns / 4) {
+    if (s->ack_delay_ns > s->e2e.cfg.retry_timeout_ns / 4) {
         error_setg(errp, "arctic-niu: ack-delay-ns must be at most a "
                    "quarter of retry-timeout-ns (%" PRIu64 ")",
-                   s->retry_timeout_ns / 4);
+                   s->e2e.cfg.retry_timeout_ns / 4);
         return;
     }
 
@@ -1729,7 +1757,8 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
     };
     memory_listener_register(&s->dma_listener, pci_get_address_space(pdev));
     niu_tx_init(s);
-    niu_e2e_init(s, &arctic_niu_e2e_ops);
+    niu_e2e_init(&s->e2e, s->node_id, niu_time_on(s), &s->link, &s->lock,
+                 &arctic_niu_e2e_ops);
     niu_full_reset(s);
     if (!niu_link_setup(s, errp)) {
         niu_exit(pdev);
@@ -1743,7 +1772,7 @@ static void niu_exit(PCIDevice *pdev)
     niu_link_cleanup(&s->link);
     niu_time_cleanup(s);
     niu_tx_cleanup(s);
-    niu_e2e_cleanup(s);
+    niu_e2e_cleanup(&s->e2e);
     memory_listener_unregister(&s->dma_listener);
     niu_dma_unmap(s);
     qemu_bh_delete(s->test_dma_bh);
@@ -1763,19 +1792,22 @@ static const Property arctic_niu_properties[] = {
     DEFINE_PROP_BOOL("link-rings", ArcticNiuState, link_rings, true),
     DEFINE_PROP_STRING("link-secret", ArcticNiuState, link_secret),
     DEFINE_PROP_UINT32("node-id", ArcticNiuState, node_id, 0),
-    DEFINE_PROP_UINT32("lines", ArcticNiuState, num_lines,
+    DEFINE_PROP_UINT32("lines", ArcticNiuState, e2e.cfg.lines,
                        ARCTIC_DEFAULT_LINES),
     DEFINE_PROP_UINT32("rx-credits", ArcticNiuState, rx_credits,
                        ARCTIC_LINK_DEFAULT_CREDITS),
     DEFINE_PROP_UINT64("poll-min-ns", ArcticNiuState, poll_min_ns, 2000),
     DEFINE_PROP_UINT64("poll-max-ns", ArcticNiuState, poll_max_ns, 1000000),
-    DEFINE_PROP_UINT64("retry-timeout-ns", ArcticNiuState, retry_timeout_ns,
+    DEFINE_PROP_UINT64("retry-timeout-ns", ArcticNiuState,
+                       e2e.cfg.retry_timeout_ns,
                        2000000),
-    DEFINE_PROP_UINT32("peer-timeout-ms", ArcticNiuState, peer_timeout_ms,
+    DEFINE_PROP_UINT32("peer-timeout-ms", ArcticNiuState,
+                       e2e.cfg.peer_timeout_ms,
                        10000),
     DEFINE_PROP_UINT32("refused-timeout-ms", ArcticNiuState,
-                       refused_timeout_ms, 2000),
-    DEFINE_PROP_UINT64("nack-backoff-ns", ArcticNiuState, nack_backoff_ns,
+                       e2e.cfg.refused_timeout_ms, 2000),
+    DEFINE_PROP_UINT64("nack-backoff-ns", ArcticNiuState,
+                       e2e.cfg.nack_backoff_ns,
                        10000),
     DEFINE_PROP_UINT64("ack-delay-ns", ArcticNiuState, ack_delay_ns, 250000),
     DEFINE_PROP_BOOL("x-doorbell-posted", ArcticNiuState, doorbell_posted,

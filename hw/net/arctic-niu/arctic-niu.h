@@ -149,13 +149,8 @@ struct ArcticNiuState {
     CharBackend chr;
     uint32_t node_id;
     uint32_t rx_credits;        /* granted to the switch per priority */
-    uint32_t num_lines;         /* retransmit lines ("lines" property) */
     uint64_t poll_min_ns;
     uint64_t poll_max_ns;
-    uint64_t retry_timeout_ns;  /* first retransmit timeout */
-    uint64_t nack_backoff_ns;   /* first delay before retrying a nack */
-    uint32_t peer_timeout_ms;   /* silence after which a node is dead */
-    uint32_t refused_timeout_ms; /* WRONG_JOB refusals before a give-up */
     uint64_t ack_delay_ns;      /* acks and credits wait for company */
     bool doorbell_posted;       /* the link thread serves doorbells */
     uint64_t doorbell_coalesce_ns;  /* a stream's doorbells share a pass */
@@ -270,6 +265,9 @@ MemTxResult niu_dma_store_header(ArcticNiuState *s, dma_addr_t addr,
 void niu_error(ArcticNiuState *s, enum arctic_error cause,
                unsigned ep, unsigned queue, uint32_t detail,
                const char *fmt, ...) G_GNUC_PRINTF(6, 7);
+void niu_verror(ArcticNiuState *s, enum arctic_error cause,
+                unsigned ep, unsigned queue, uint32_t detail,
+                const char *fmt, va_list ap) G_GNUC_PRINTF(6, 0);
 void niu_count(ArcticNiuState *s, enum arctic_counter c);
 void niu_irq_event(ArcticNiuState *s, uint32_t cause_mask);
 void niu_full_reset(ArcticNiuState *s);
@@ -318,22 +316,6 @@ void niu_time_packet(ArcticNiuState *s, uint8_t prio, uint64_t at,
                      const uint8_t *wire, size_t size);
 void niu_time_on_start(ArcticNiuState *s, const struct arctic_time_start *st);
 void niu_time_on_grant(ArcticNiuState *s, uint64_t until);
-
-/* niu-e2e.c */
-void niu_e2e_init(ArcticNiuState *s, const NiuE2EOps *ops);
-void niu_e2e_cleanup(ArcticNiuState *s);
-void niu_e2e_reset(ArcticNiuState *s);
-ArcticLine *niu_e2e_line_alloc(ArcticNiuState *s, uint8_t prio);
-ArcticLine *niu_e2e_dma_line_alloc(ArcticNiuState *s);
-void niu_e2e_send(ArcticNiuState *s, ArcticLine *line, unsigned epn,
-                  unsigned dest, uint32_t route, uint32_t w1,
-                  const uint32_t *body, unsigned body_words);
-void niu_e2e_mark(ArcticLine *line, uint8_t flags, uint16_t job);
-unsigned niu_e2e_pending(ArcticNiuState *s);
-bool niu_e2e_unsent(ArcticNiuState *s);
-void niu_e2e_pump(ArcticNiuState *s, bool lazy);
-void niu_e2e_link_up(ArcticNiuState *s);
-void niu_e2e_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size);
 
 /* niu-tx.c, for niu-raw.c */
 bool niu_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,

@@ -21,7 +21,23 @@
 #include "qemu/lockable.h"
 #include "trace.h"
 
-#include "arctic-niu.h"
+#include "niu-e2e.h"
+
+static void e2e_count(NiuE2E *e, enum arctic_counter c, uint32_t n)
+{
+    e->ops->count(e, c, n);
+}
+
+static void G_GNUC_PRINTF(4, 5) e2e_error(NiuE2E *e, enum arctic_error cause,
+                                          uint32_t detail, const char *fmt,
+                                          ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    e->ops->error(e, cause, detail, fmt, ap);
+    va_end(ap);
+}
 
 static inline bool seq_before_eq(uint32_t a, uint32_t b)
 {
@@ -38,35 +54,35 @@ static inline bool seq_after(uint32_t a, uint32_t b)
  * Retransmit lines and the send order
  */
 
-static unsigned lines_busy(ArcticNiuState *s, int prio)
+static unsigned lines_busy(NiuE2E *e, int prio)
 {
     if (prio < 0) {
-        return s->e2e.lines_busy[ARCTIC_PRIORITY_LOW] +
-               s->e2e.lines_busy[ARCTIC_PRIORITY_HIGH];
+        return e->lines_busy[ARCTIC_PRIORITY_LOW] +
+               e->lines_busy[ARCTIC_PRIORITY_HIGH];
     }
-    return s->e2e.lines_busy[prio];
+    return e->lines_busy[prio];
 }
 
-static void line_mark_free(ArcticNiuState *s, ArcticLine *line, bool free)
+static void line_mark_free(NiuE2E *e, ArcticLine *line, bool free)
 {
-    unsigned i = line - s->e2e.lines;
+    unsigned i = line - e->lines;
 
     if (free) {
-        s->e2e.lines_free[i / 64] |= 1ull << (i % 64);
+        e->lines_free[i / 64] |= 1ull << (i % 64);
     } else {
-        s->e2e.lines_free[i / 64] &= ~(1ull << (i % 64));
+        e->lines_free[i / 64] &= ~(1ull << (i % 64));
     }
 }
 
 /* A line leaves the buffer (acknowledged, or its peer given up). */
-static void line_free(ArcticNiuState *s, ArcticLine *line)
+static void line_free(NiuE2E *e, ArcticLine *line)
 {
     assert(line->busy);
     line->busy = false;
     line->queued = false;
-    line_mark_free(s, line, true);
-    s->e2e.lines_busy[line->prio]--;
-    s->e2e.dma_lines_busy -= line->dma;
+    line_mark_free(e, line, true);
+    e->lines_busy[line->prio]--;
+    e->dma_lines_busy -= line->dma;
 }
 
 /*
@@ -74,35 +90,35 @@ static void line_free(ArcticNiuState *s, ArcticLine *line)
  * low priority leaves ARCTIC_HI_RESERVED_LINES to high, DMA data leaves
  * the rest of niu_dma_lines() to messages.
  */
-static unsigned lines_left(ArcticNiuState *s, uint8_t prio, bool dma)
+static unsigned lines_left(NiuE2E *e, uint8_t prio, bool dma)
 {
-    unsigned left = s->num_lines - lines_busy(s, -1);
+    unsigned left = e->cfg.lines - lines_busy(e, -1);
     unsigned share, busy;
 
     if (prio == ARCTIC_PRIORITY_LOW) {
-        share = s->num_lines - ARCTIC_HI_RESERVED_LINES;
-        busy = lines_busy(s, ARCTIC_PRIORITY_LOW);
+        share = e->cfg.lines - ARCTIC_HI_RESERVED_LINES;
+        busy = lines_busy(e, ARCTIC_PRIORITY_LOW);
         left = MIN(left, share > busy ? share - busy : 0);
     }
     if (dma) {
-        share = niu_dma_lines(s->num_lines);
-        busy = s->e2e.dma_lines_busy;
+        share = niu_dma_lines(e->cfg.lines);
+        busy = e->dma_lines_busy;
         left = MIN(left, share > busy ? share - busy : 0);
     }
     return left;
 }
 
 /* A free line within lines_left(), or NULL; free until niu_e2e_send(). */
-static ArcticLine *line_alloc(ArcticNiuState *s, uint8_t prio, bool dma)
+static ArcticLine *line_alloc(NiuE2E *e, uint8_t prio, bool dma)
 {
     unsigned i;
 
-    if (!lines_left(s, prio, dma)) {
+    if (!lines_left(e, prio, dma)) {
         return NULL;
     }
-    for (i = 0; i < ARRAY_SIZE(s->e2e.lines_free); i++) {
-        if (s->e2e.lines_free[i]) {
-            return &s->e2e.lines[i * 64 + ctz64(s->e2e.lines_free[i])];
+    for (i = 0; i < ARRAY_SIZE(e->lines_free); i++) {
+        if (e->lines_free[i]) {
+            return &e->lines[i * 64 + ctz64(e->lines_free[i])];
         }
     }
     return NULL;
@@ -112,9 +128,9 @@ static ArcticLine *line_alloc(ArcticNiuState *s, uint8_t prio, bool dma)
  * A free line for a packet of @prio, honouring the high-priority reserve,
  * or NULL.  It stays free until niu_e2e_send() fills it.
  */
-ArcticLine *niu_e2e_line_alloc(ArcticNiuState *s, uint8_t prio)
+ArcticLine *niu_e2e_line_alloc(NiuE2E *e, uint8_t prio)
 {
-    return line_alloc(s, prio, false);
+    return line_alloc(e, prio, false);
 }
 
 /*
@@ -124,9 +140,9 @@ ArcticLine *niu_e2e_line_alloc(ArcticNiuState *s, uint8_t prio)
  * acks that wait for replies (ack-delay-ns) -- a sender spread over many
  * receivers, each holding fewer deliveries than ARCTIC_ACK_EVERY.
  */
-static bool lines_short(ArcticNiuState *s, uint8_t prio, bool dma)
+static bool lines_short(NiuE2E *e, uint8_t prio, bool dma)
 {
-    return lines_left(s, prio, dma) <= ARCTIC_ACK_EVERY;
+    return lines_left(e, prio, dma) <= ARCTIC_ACK_EVERY;
 }
 
 /*
@@ -136,12 +152,12 @@ static bool lines_short(ArcticNiuState *s, uint8_t prio, bool dma)
  * and skipped at the head (next_line()); when stale entries
  * fill the ring it is rebuilt from the lines.
  */
-static void sendq_push(ArcticNiuState *s, ArcticLine *line)
+static void sendq_push(NiuE2E *e, ArcticLine *line)
 {
-    ArcticSendQueue *q = &s->e2e.sendq[line->prio];
+    ArcticSendQueue *q = &e->sendq[line->prio];
 
     q->entry[(q->head + q->count) % ARCTIC_SENDQ_SIZE] = (ArcticSendEntry) {
-        .line = line - s->e2e.lines,
+        .line = line - e->lines,
         .order = line->queued_order,
     };
     q->count++;
@@ -156,34 +172,34 @@ static int compare_order(const void *a, const void *b)
            x->queued_order > y->queued_order;
 }
 
-static void sendq_rebuild(ArcticNiuState *s, uint8_t prio)
+static void sendq_rebuild(NiuE2E *e, uint8_t prio)
 {
     ArcticLine *v[ARCTIC_MAX_LINES];
     unsigned i, n = 0;
 
-    for (i = 0; i < s->num_lines; i++) {
-        ArcticLine *l = &s->e2e.lines[i];
+    for (i = 0; i < e->cfg.lines; i++) {
+        ArcticLine *l = &e->lines[i];
         if (l->busy && l->queued && l->prio == prio) {
             v[n++] = l;
         }
     }
     qsort(v, n, sizeof(v[0]), compare_order);
-    s->e2e.sendq[prio].head = s->e2e.sendq[prio].count = 0;
+    e->sendq[prio].head = e->sendq[prio].count = 0;
     for (i = 0; i < n; i++) {
-        sendq_push(s, v[i]);
+        sendq_push(e, v[i]);
     }
 }
 
-static void line_queue(ArcticNiuState *s, ArcticLine *line)
+static void line_queue(NiuE2E *e, ArcticLine *line)
 {
-    if (s->e2e.sendq[line->prio].count == ARCTIC_SENDQ_SIZE) {
-        sendq_rebuild(s, line->prio);
+    if (e->sendq[line->prio].count == ARCTIC_SENDQ_SIZE) {
+        sendq_rebuild(e, line->prio);
     }
     line->queued = true;
     line->nack_wait = false;
     line->parked = false;
-    line->queued_order = ++s->e2e.queue_counter;
-    sendq_push(s, line);
+    line->queued_order = ++e->queue_counter;
+    sendq_push(e, line);
 }
 
 /*
@@ -202,23 +218,23 @@ static void line_park(ArcticLine *line)
  * When the node a busy line waits for is declared dead (check_peers()):
  * INT64_MAX if never (no peer timeout, or it has answered since).
  */
-static int64_t peer_deadline(ArcticNiuState *s, const ArcticLine *l)
+static int64_t peer_deadline(NiuE2E *e, const ArcticLine *l)
 {
-    int64_t since = s->e2e.peer_waiting_since[l->dst];
+    int64_t since = e->peer_waiting_since[l->dst];
 
-    if (!s->peer_timeout_ms || !since) {
+    if (!e->cfg.peer_timeout_ms || !since) {
         return INT64_MAX;
     }
-    return since + (int64_t)s->peer_timeout_ms * SCALE_MS;
+    return since + (int64_t)e->cfg.peer_timeout_ms * SCALE_MS;
 }
 
-static void retry_timer_rearm(ArcticNiuState *s)
+static void retry_timer_rearm(NiuE2E *e)
 {
     int64_t next = INT64_MAX;
     unsigned i;
 
-    for (i = 0; i < s->num_lines; i++) {
-        ArcticLine *l = &s->e2e.lines[i];
+    for (i = 0; i < e->cfg.lines; i++) {
+        ArcticLine *l = &e->lines[i];
 
         if (!l->busy) {
             continue;
@@ -227,7 +243,7 @@ static void retry_timer_rearm(ArcticNiuState *s)
             next = l->deadline;
         }
         /* The peer timeout has a deadline of its own. */
-        next = MIN(next, peer_deadline(s, l));
+        next = MIN(next, peer_deadline(e, l));
     }
     /*
      * Only ever earlier: a timer left at an older deadline fires, finds
@@ -237,7 +253,7 @@ static void retry_timer_rearm(ArcticNiuState *s)
      * per retry timeout.
      */
     if (next != INT64_MAX) {
-        timer_mod_anticipate(s->e2e.retry_timer, next);
+        timer_mod_anticipate(e->retry_timer, next);
     }
 }
 
@@ -245,21 +261,21 @@ static void retry_timer_rearm(ArcticNiuState *s)
  * Packets taken in and not yet acknowledged: what a node must wait for
  * before it powers off if it wants them delivered.
  */
-unsigned niu_e2e_pending(ArcticNiuState *s)
+unsigned niu_e2e_pending(NiuE2E *e)
 {
-    return lines_busy(s, -1);
+    return lines_busy(e, -1);
 }
 
 /*
  * Whether a packet taken from a Tx queue has not entered the network yet
  * (seed 002 §4.1.2: TxCtrl reads back OFF only once none has).
  */
-bool niu_e2e_unsent(ArcticNiuState *s)
+bool niu_e2e_unsent(NiuE2E *e)
 {
     unsigned i;
 
-    for (i = 0; i < s->num_lines; i++) {
-        const ArcticLine *l = &s->e2e.lines[i];
+    for (i = 0; i < e->cfg.lines; i++) {
+        const ArcticLine *l = &e->lines[i];
 
         if (l->busy && !l->sent_once && !l->raw) {
             return true;
@@ -273,7 +289,7 @@ bool niu_e2e_unsent(ArcticNiuState *s)
  * words 0 and 1 (word 1's LENGTH is set here from @body_words), the body,
  * the CRC.  Every packet the NIU originates is built here.
  */
-void niu_e2e_send(ArcticNiuState *s, ArcticLine *line, unsigned epn,
+void niu_e2e_send(NiuE2E *e, ArcticLine *line, unsigned epn, uint16_t job,
                   unsigned dest, uint32_t route, uint32_t w1,
                   const uint32_t *body, unsigned body_words)
 {
@@ -283,9 +299,9 @@ void niu_e2e_send(ArcticNiuState *s, ArcticLine *line, unsigned epn,
     struct arctic_e2e_header h = {
         .kind = ARCTIC_E2E_DATA,
         .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, prio),
-        .src_node = s->node_id,
+        .src_node = e->node_id,
         .dst_node = dest,
-        .job = s->ep[epn].job,
+        .job = job,
     };
     uint8_t *words = line->wire + ARCTIC_WIRE_WORDS_OFFSET;
     bool dma = FIELD_EX32(w1, ARCTIC_W1, MODE) == ARCTIC_MODE_DMA;
@@ -296,10 +312,10 @@ void niu_e2e_send(ArcticNiuState *s, ArcticLine *line, unsigned epn,
      * outside the stream table.
      */
     assert(dest < ARCTIC_S);
-    st = &s->e2e.tx_stream[prio][dest];
+    st = &e->tx_stream[prio][dest];
     h.epoch = st->epoch;
     h.seq = st->next_seq++;
-    if (lines_short(s, prio, dma)) {
+    if (lines_short(e, prio, dma)) {
         h.flags = FIELD_DP32(h.flags, ARCTIC_E2E_FLAGS, ACK_NOW, 1);
     }
 
@@ -318,13 +334,13 @@ void niu_e2e_send(ArcticNiuState *s, ArcticLine *line, unsigned epn,
     arctic_wire_seal(line->wire, line->size);
     assert(!line->busy);
     line->busy = true;
-    line_mark_free(s, line, false);
+    line_mark_free(e, line, false);
     line->sent_once = false;
     line->dma = dma;
     line->raw = false;
     line->prio = prio;
-    s->e2e.lines_busy[prio]++;
-    s->e2e.dma_lines_busy += line->dma;
+    e->lines_busy[prio]++;
+    e->dma_lines_busy += line->dma;
     line->epn = epn;
     line->dst = dest;
     line->seq = h.seq;
@@ -333,9 +349,9 @@ void niu_e2e_send(ArcticNiuState *s, ArcticLine *line, unsigned epn,
     if (st->paused) {
         line_park(line);
     } else {
-        line_queue(s, line);
+        line_queue(e, line);
     }
-    trace_arctic_niu_tx_packet(s->node_id, epn, dest, prio, h.epoch, h.seq,
+    trace_arctic_niu_tx_packet(e->node_id, epn, dest, prio, h.epoch, h.seq,
                                FIELD_EX32(w1, ARCTIC_W1, MODE), body_words,
                                body_words ? body[0] : 0);
 }
@@ -356,9 +372,9 @@ void niu_e2e_mark(ArcticLine *line, uint8_t flags, uint16_t job)
  * A free line for the next DMA data packet or notification (high
  * priority), within the DMA share (niu_dma_lines()), or NULL.
  */
-ArcticLine *niu_e2e_dma_line_alloc(ArcticNiuState *s)
+ArcticLine *niu_e2e_dma_line_alloc(NiuE2E *e)
 {
-    return line_alloc(s, ARCTIC_PRIORITY_HIGH, true);
+    return line_alloc(e, ARCTIC_PRIORITY_HIGH, true);
 }
 
 /*
@@ -366,37 +382,37 @@ ArcticLine *niu_e2e_dma_line_alloc(ArcticNiuState *s)
  * What the receiver owes: acks and nacks
  */
 
-static void owe_control(ArcticNiuState *s, uint8_t prio, uint16_t src)
+static void owe_control(NiuE2E *e, uint8_t prio, uint16_t src)
 {
-    ArcticRxStream *st = &s->e2e.rx_stream[prio][src];
+    ArcticRxStream *st = &e->rx_stream[prio][src];
 
     if (!st->in_ctrl_fifo) {
-        unsigned tail = (s->e2e.ctrl_head + s->e2e.ctrl_count) %
-                        ARRAY_SIZE(s->e2e.ctrl_fifo);
-        s->e2e.ctrl_fifo[tail] = prio << 8 | src;
-        s->e2e.ctrl_count++;
+        unsigned tail = (e->ctrl_head + e->ctrl_count) %
+                        ARRAY_SIZE(e->ctrl_fifo);
+        e->ctrl_fifo[tail] = prio << 8 | src;
+        e->ctrl_count++;
         st->in_ctrl_fifo = true;
     }
 }
 
-static void owe_ack(ArcticNiuState *s, uint8_t prio, uint16_t src)
+static void owe_ack(NiuE2E *e, uint8_t prio, uint16_t src)
 {
-    s->e2e.rx_stream[prio][src].ack_due = true;
-    s->e2e.acks_held++;
-    owe_control(s, prio, src);
+    e->rx_stream[prio][src].ack_due = true;
+    e->acks_held++;
+    owe_control(e, prio, src);
 }
 
-static void owe_nack(ArcticNiuState *s, uint8_t prio, uint16_t src,
+static void owe_nack(NiuE2E *e, uint8_t prio, uint16_t src,
                      uint32_t epoch, uint32_t seq, uint8_t reason)
 {
-    ArcticRxStream *st = &s->e2e.rx_stream[prio][src];
+    ArcticRxStream *st = &e->rx_stream[prio][src];
 
     st->nack_due = true;
-    s->e2e.nack_owed = true;        /* nacks never wait (niu_e2e_pump()) */
+    e->nack_owed = true;        /* nacks never wait (niu_e2e_pump()) */
     st->nack_epoch = epoch;
     st->nack_seq = seq;
     st->nack_reason = reason;
-    owe_control(s, prio, src);
+    owe_control(e, prio, src);
 }
 
 /*
@@ -404,24 +420,24 @@ static void owe_nack(ArcticNiuState *s, uint8_t prio, uint16_t src,
  * high-priority network (acks must never wait behind the traffic they
  * release).  Returns false when nothing is owed or it cannot be routed.
  */
-static bool next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
+static bool next_control(NiuE2E *e, uint8_t *wire, size_t *size)
 {
-    while (s->e2e.ctrl_count) {
-        uint16_t entry = s->e2e.ctrl_fifo[s->e2e.ctrl_head];
+    while (e->ctrl_count) {
+        uint16_t entry = e->ctrl_fifo[e->ctrl_head];
         uint8_t prio = entry >> 8;
         uint16_t src = entry & 0xff;
-        ArcticRxStream *st = &s->e2e.rx_stream[prio][src];
-        uint32_t route = s->route_table[ARCTIC_ROUTE_TABLE_HIGH][src];
+        ArcticRxStream *st = &e->rx_stream[prio][src];
+        uint32_t route = e->ops->route(e, src);
         struct arctic_e2e_header h = {
             .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, prio),
-            .src_node = s->node_id,
+            .src_node = e->node_id,
             .dst_node = src,
             /*
              * Which incarnation of this receiver answers (all of it in
              * word 2): a sender tells a reset receiver from a reordered
              * answer by it.
              */
-            .incarnation_lo = s->e2e.epoch_base & 0xffff,
+            .incarnation_lo = e->epoch_base & 0xffff,
         };
         uint32_t w1;
 
@@ -444,16 +460,16 @@ static bool next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
         }
         if (!st->ack_due && !st->nack_due) {
             st->in_ctrl_fifo = false;
-            s->e2e.ctrl_head = (s->e2e.ctrl_head + 1) %
-                               ARRAY_SIZE(s->e2e.ctrl_fifo);
-            s->e2e.ctrl_count--;
+            e->ctrl_head = (e->ctrl_head + 1) %
+                               ARRAY_SIZE(e->ctrl_fifo);
+            e->ctrl_count--;
         }
         if (!h.kind) {
             continue;
         }
         if (!FIELD_EX32(route, ROUTE_ENTRY, VALID)) {
             /* The sender will time out and retry once a route exists. */
-            niu_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, src,
+            e2e_error(e, ARCTIC_ERR_NO_ROUTE, src,
                       "no route to node %u for an ack", src);
             continue;
         }
@@ -465,12 +481,12 @@ static bool next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
         arctic_put_le32(wire + ARCTIC_WIRE_WORDS_OFFSET,
                         route & ~R_ROUTE_ENTRY_DOWNROUTE_MASK);
         arctic_put_le32(wire + ARCTIC_WIRE_WORDS_OFFSET + 4, w1);
-        arctic_control_set_incarnation(wire, s->e2e.epoch_base);
+        arctic_control_set_incarnation(wire, e->epoch_base);
         *size = arctic_wire_size(ARCTIC_CONTROL_PACKET_LENGTH);
         arctic_wire_seal(wire, *size);
-        niu_count(s, h.kind == ARCTIC_E2E_ACK ? ARCTIC_CNT_ACKS_SENT
-                                                     : ARCTIC_CNT_NACKS_SENT);
-        trace_arctic_niu_tx_control(s->node_id, h.kind, src, prio, h.epoch,
+        e2e_count(e, h.kind == ARCTIC_E2E_ACK ? ARCTIC_CNT_ACKS_SENT
+                                              : ARCTIC_CNT_NACKS_SENT, 1);
+        trace_arctic_niu_tx_control(e->node_id, h.kind, src, prio, h.epoch,
                                     h.seq);
         return true;
     }
@@ -483,16 +499,16 @@ static bool next_control(ArcticNiuState *s, uint8_t *wire, size_t *size)
  */
 
 /* The oldest queued line of @prio (the send order), or NULL. */
-static ArcticLine *next_line(ArcticNiuState *s, uint8_t prio)
+static ArcticLine *next_line(NiuE2E *e, uint8_t prio)
 {
-    ArcticSendQueue *q = &s->e2e.sendq[prio];
+    ArcticSendQueue *q = &e->sendq[prio];
 
     while (q->count) {
-        ArcticSendEntry *e = &q->entry[q->head];
-        ArcticLine *l = &s->e2e.lines[e->line];
+        ArcticSendEntry *ent = &q->entry[q->head];
+        ArcticLine *l = &e->lines[ent->line];
 
         if (l->busy && l->queued && l->prio == prio &&
-            l->queued_order == e->order) {
+            l->queued_order == ent->order) {
             return l;
         }
         q->head = (q->head + 1) % ARCTIC_SENDQ_SIZE;
@@ -518,9 +534,9 @@ static int64_t line_backoff(int64_t base, uint32_t retries, int64_t cap)
  * trip plus four times its variation, never less than retry-timeout-ns
  * nor more than ARCTIC_MAX_RTO_NS (RFC 6298 §2).
  */
-static int64_t stream_rto(ArcticNiuState *s, const ArcticTxStream *st)
+static int64_t stream_rto(NiuE2E *e, const ArcticTxStream *st)
 {
-    int64_t rto = s->retry_timeout_ns;
+    int64_t rto = e->cfg.retry_timeout_ns;
 
     if (st->srtt_ns) {
         rto = MAX(rto, MIN(st->srtt_ns + 4 * st->rttvar_ns,
@@ -536,22 +552,22 @@ static int64_t stream_rto(ArcticNiuState *s, const ArcticTxStream *st)
  * algorithm), up to a quarter of the peer timeout so that a silent peer
  * is still asked several times before it is given up.
  */
-static int64_t line_timeout(ArcticNiuState *s, const ArcticLine *line)
+static int64_t line_timeout(NiuE2E *e, const ArcticLine *line)
 {
-    const ArcticTxStream *st = &s->e2e.tx_stream[line->prio][line->dst];
-    int64_t cap = s->peer_timeout_ms ?
-                  (int64_t)s->peer_timeout_ms * SCALE_MS / 4 :
+    const ArcticTxStream *st = &e->tx_stream[line->prio][line->dst];
+    int64_t cap = e->cfg.peer_timeout_ms ?
+                  (int64_t)e->cfg.peer_timeout_ms * SCALE_MS / 4 :
                   NIU_PEERLESS_MAX_TIMEOUT_NS;
 
-    return line_backoff(stream_rto(s, st), MAX(line->retries, st->backoff),
+    return line_backoff(stream_rto(e, st), MAX(line->retries, st->backoff),
                         cap);
 }
 
 /* A round trip measured on a packet sent once (RFC 6298 §2). */
-static void stream_rtt_sample(ArcticNiuState *s, uint8_t prio, uint16_t dst,
+static void stream_rtt_sample(NiuE2E *e, uint8_t prio, uint16_t dst,
                               int64_t rtt)
 {
-    ArcticTxStream *st = &s->e2e.tx_stream[prio][dst];
+    ArcticTxStream *st = &e->tx_stream[prio][dst];
 
     if (!st->srtt_ns) {
         st->srtt_ns = MAX(rtt, 1);
@@ -561,15 +577,15 @@ static void stream_rtt_sample(ArcticNiuState *s, uint8_t prio, uint16_t dst,
         st->srtt_ns = MAX(st->srtt_ns + (rtt - st->srtt_ns) / 8, 1);
     }
     st->backoff = 0;
-    trace_arctic_niu_tx_rtt(s->node_id, dst, prio, rtt, st->srtt_ns,
+    trace_arctic_niu_tx_rtt(e->node_id, dst, prio, rtt, st->srtt_ns,
                             st->rttvar_ns);
 }
 
 /* A timeout of the stream's packets at @now doubles its timeout once. */
-static void stream_timed_out(ArcticNiuState *s, uint8_t prio, uint16_t dst,
+static void stream_timed_out(NiuE2E *e, uint8_t prio, uint16_t dst,
                              int64_t now)
 {
-    ArcticTxStream *st = &s->e2e.tx_stream[prio][dst];
+    ArcticTxStream *st = &e->tx_stream[prio][dst];
 
     if (st->backoff_at != now) {
         st->backoff_at = now;
@@ -582,7 +598,7 @@ static void stream_timed_out(ArcticNiuState *s, uint8_t prio, uint16_t dst,
  * leaves at once): it waits for its ack until its deadline, which
  * lowers *@earliest, the retry timer's next deadline.
  */
-static void line_sent(ArcticNiuState *s, ArcticLine *line, int64_t now,
+static void line_sent(NiuE2E *e, ArcticLine *line, int64_t now,
                       int64_t *earliest)
 {
     line->queued = false;
@@ -590,19 +606,19 @@ static void line_sent(ArcticNiuState *s, ArcticLine *line, int64_t now,
         line->sent_ns = now;
     }
     line->sent_once = true;
-    line->deadline = now + line_timeout(s, line);
-    if (!s->e2e.peer_waiting_since[line->dst]) {
-        s->e2e.peer_waiting_since[line->dst] = now;
+    line->deadline = now + line_timeout(e, line);
+    if (!e->peer_waiting_since[line->dst]) {
+        e->peer_waiting_since[line->dst] = now;
     }
     *earliest = MIN(*earliest, line->deadline);
 }
 
-static bool lines_to(ArcticNiuState *s, uint16_t node)
+static bool lines_to(NiuE2E *e, uint16_t node)
 {
     unsigned i;
 
-    for (i = 0; i < s->num_lines; i++) {
-        if (s->e2e.lines[i].busy && s->e2e.lines[i].dst == node) {
+    for (i = 0; i < e->cfg.lines; i++) {
+        if (e->lines[i].busy && e->lines[i].dst == node) {
             return true;
         }
     }
@@ -613,9 +629,9 @@ static bool lines_to(ArcticNiuState *s, uint16_t node)
  * Any answer from @node, an ack or a nack, stale or not, shows it is
  * alive: what is still sent to it waits from now on.
  */
-static void peer_answered(ArcticNiuState *s, uint16_t node)
+static void peer_answered(NiuE2E *e, uint16_t node)
 {
-    s->e2e.peer_waiting_since[node] = lines_to(s, node)
+    e->peer_waiting_since[node] = lines_to(e, node)
                                   ? qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) : 0;
 }
 
@@ -626,23 +642,23 @@ static void peer_answered(ArcticNiuState *s, uint16_t node)
  * answers again (restarted, or its link back) takes what comes next as a
  * new session (RESYNC) instead of waiting for the dropped sequence.
  */
-static void peer_dead(ArcticNiuState *s, uint16_t node)
+static void peer_dead(NiuE2E *e, uint16_t node)
 {
     unsigned i, p, dropped = 0, endpoints = 0;
 
-    for (i = 0; i < s->num_lines; i++) {
-        ArcticLine *l = &s->e2e.lines[i];
+    for (i = 0; i < e->cfg.lines; i++) {
+        ArcticLine *l = &e->lines[i];
 
         if (l->busy && l->dst == node) {
             if (!l->raw) {
                 endpoints |= 1u << l->epn;
             }
-            line_free(s, l);
+            line_free(e, l);
             dropped++;
         }
     }
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
-        ArcticTxStream *st = &s->e2e.tx_stream[p][node];
+        ArcticTxStream *st = &e->tx_stream[p][node];
 
         st->epoch++;
         st->next_seq = 0;
@@ -651,31 +667,31 @@ static void peer_dead(ArcticNiuState *s, uint16_t node)
         st->srtt_ns = st->rttvar_ns = 0;    /* a new peer, maybe */
         st->backoff = 0;
     }
-    s->e2e.peer_waiting_since[node] = 0;
-    s->counters[ARCTIC_CNT_PEER_DROPPED] += dropped;
-    trace_arctic_niu_peer_dead(s->node_id, node, dropped, endpoints);
-    niu_error(s, ARCTIC_ERR_PEER_DEAD, 0, 0, node,
+    e->peer_waiting_since[node] = 0;
+    e2e_count(e, ARCTIC_CNT_PEER_DROPPED, dropped);
+    trace_arctic_niu_peer_dead(e->node_id, node, dropped, endpoints);
+    e2e_error(e, ARCTIC_ERR_PEER_DEAD, node,
               "node %u answered nothing for %u ms; %u packet(s) to it "
-              "dropped", node, s->peer_timeout_ms, dropped);
-    s->e2e.ops->peer_lost(&s->e2e, node, endpoints);
+              "dropped", node, e->cfg.peer_timeout_ms, dropped);
+    e->ops->peer_lost(e, node, endpoints);
 }
 
 /* Declare dead every node that has left packets unanswered too long. */
-static void check_peers(ArcticNiuState *s, int64_t now)
+static void check_peers(NiuE2E *e, int64_t now)
 {
     unsigned i;
 
-    for (i = 0; i < s->num_lines; i++) {
-        ArcticLine *l = &s->e2e.lines[i];
+    for (i = 0; i < e->cfg.lines; i++) {
+        ArcticLine *l = &e->lines[i];
 
-        if (l->busy && now >= peer_deadline(s, l)) {
-            peer_dead(s, l->dst);
+        if (l->busy && now >= peer_deadline(e, l)) {
+            peer_dead(e, l->dst);
         }
     }
 }
 
 /* Requeue lines in sequence order so each stream goes out in order. */
-static void requeue_sorted(ArcticNiuState *s, ArcticLine **v, unsigned n,
+static void requeue_sorted(NiuE2E *e, ArcticLine **v, unsigned n,
                            bool count_timeouts)
 {
     unsigned i, j;
@@ -689,52 +705,52 @@ static void requeue_sorted(ArcticNiuState *s, ArcticLine **v, unsigned n,
     }
     for (i = 0; i < n; i++) {
         if (count_timeouts && !v[i]->nack_wait) {
-            niu_count(s, ARCTIC_CNT_TIMEOUTS);
+            e2e_count(e, ARCTIC_CNT_TIMEOUTS, 1);
         }
         if (v[i]->sent_once) {
             v[i]->retries++;
-            niu_count(s, ARCTIC_CNT_RETRANSMITS);
+            e2e_count(e, ARCTIC_CNT_RETRANSMITS, 1);
         }
-        trace_arctic_niu_tx_retransmit(s->node_id, v[i]->dst, v[i]->prio,
+        trace_arctic_niu_tx_retransmit(e->node_id, v[i]->dst, v[i]->prio,
                                        v[i]->seq, v[i]->retries,
                                        v[i]->nack_wait);
-        line_queue(s, v[i]);
+        line_queue(e, v[i]);
     }
 }
 
 static void retry_timer_cb(void *opaque)
 {
-    ArcticNiuState *s = opaque;
-    QEMU_LOCK_GUARD(&s->lock);
+    NiuE2E *e = opaque;
+    QEMU_LOCK_GUARD(e->lock);
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     ArcticLine *due[ARCTIC_MAX_LINES];
     unsigned i, n = 0;
 
-    if (!niu_link_is_up(&s->link)) {
+    if (!niu_link_is_up(e->link)) {
         return;     /* everything unacked goes out again at link up */
     }
-    check_peers(s, now);
-    for (i = 0; i < s->num_lines; i++) {
-        ArcticLine *l = &s->e2e.lines[i];
+    check_peers(e, now);
+    for (i = 0; i < e->cfg.lines; i++) {
+        ArcticLine *l = &e->lines[i];
         if (l->busy && !l->queued && l->deadline <= now) {
             if (!l->nack_wait) {
-                stream_timed_out(s, l->prio, l->dst, now);
+                stream_timed_out(e, l->prio, l->dst, now);
             }
             due[n++] = l;
         }
     }
-    requeue_sorted(s, due, n, true);
-    retry_timer_rearm(s);
-    niu_e2e_pump(s, false);
+    requeue_sorted(e, due, n, true);
+    retry_timer_rearm(e);
+    niu_e2e_pump(e, false);
 }
 
 /* A queued line could go out now. */
-static bool data_ready(ArcticNiuState *s)
+static bool data_ready(NiuE2E *e)
 {
     unsigned p;
 
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
-        if (niu_link_can_send(&s->link, p) && next_line(s, p)) {
+        if (niu_link_can_send(e->link, p) && next_line(e, p)) {
             return true;
         }
     }
@@ -749,11 +765,11 @@ static bool data_ready(ArcticNiuState *s)
  * ARCTIC_ACK_EVERY deliveries are waiting for them (a stream's sender
  * must not run out of lines), or when the caller is not @lazy.
  */
-static bool controls_go_now(ArcticNiuState *s, bool lazy)
+static bool controls_go_now(NiuE2E *e, bool lazy)
 {
-    return !lazy || !s->link.defer_ns || s->e2e.nack_owed ||
-           s->e2e.ack_now || s->e2e.acks_held >= ARCTIC_ACK_EVERY ||
-           data_ready(s);
+    return !lazy || !e->link->defer_ns || e->nack_owed ||
+           e->ack_now || e->acks_held >= ARCTIC_ACK_EVERY ||
+           data_ready(e);
 }
 
 /* The virtual clock, read once per pump: *@now, -1 until then. */
@@ -771,9 +787,9 @@ static int64_t pump_clock(int64_t *now)
  * lines), then high-priority data, then low.  Credits are per priority,
  * so a stalled low-priority network never holds back the high one.
  */
-void niu_e2e_pump(ArcticNiuState *s, bool lazy)
+void niu_e2e_pump(NiuE2E *e, bool lazy)
 {
-    NiuLink *link = &s->link;
+    NiuLink *link = e->link;
     bool stalled = false;
     bool controls;
     int64_t now = -1, earliest = INT64_MAX;
@@ -781,33 +797,33 @@ void niu_e2e_pump(ArcticNiuState *s, bool lazy)
     if (!niu_link_is_up(link)) {
         return;
     }
-    controls = controls_go_now(s, lazy);
+    controls = controls_go_now(e, lazy);
     for (;;) {
         uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
         size_t size;
         ArcticLine *line;
 
         if (niu_link_can_send(link, ARCTIC_PRIORITY_HIGH)) {
-            if (controls && next_control(s, wire, &size)) {
+            if (controls && next_control(e, wire, &size)) {
                 niu_link_send(link, ARCTIC_PRIORITY_HIGH, wire, size);
                 continue;
             }
-            line = next_line(s, ARCTIC_PRIORITY_HIGH);
+            line = next_line(e, ARCTIC_PRIORITY_HIGH);
             if (line) {
                 niu_link_send(link, ARCTIC_PRIORITY_HIGH, line->wire,
                               line->size);
-                line_sent(s, line, pump_clock(&now), &earliest);
+                line_sent(e, line, pump_clock(&now), &earliest);
                 continue;
             }
         } else if (!link->tx_credits[ARCTIC_PRIORITY_HIGH] &&
-                   ((controls && s->e2e.ctrl_count) ||
-                    next_line(s, ARCTIC_PRIORITY_HIGH))) {
+                   ((controls && e->ctrl_count) ||
+                    next_line(e, ARCTIC_PRIORITY_HIGH))) {
             stalled = true;
         }
-        line = next_line(s, ARCTIC_PRIORITY_LOW);
+        line = next_line(e, ARCTIC_PRIORITY_LOW);
         if (line && niu_link_can_send(link, ARCTIC_PRIORITY_LOW)) {
             niu_link_send(link, ARCTIC_PRIORITY_LOW, line->wire, line->size);
-            line_sent(s, line, pump_clock(&now), &earliest);
+            line_sent(e, line, pump_clock(&now), &earliest);
             continue;
         }
         stalled |= line && !link->tx_credits[ARCTIC_PRIORITY_LOW];
@@ -819,25 +835,25 @@ void niu_e2e_pump(ArcticNiuState *s, bool lazy)
      * scan of the lines, and one timer update per pump, not per packet.
      */
     if (earliest != INT64_MAX) {
-        timer_mod_anticipate(s->e2e.retry_timer, earliest);
+        timer_mod_anticipate(e->retry_timer, earliest);
     }
     if (stalled) {
-        niu_count(s, ARCTIC_CNT_CREDIT_STALLS);
+        e2e_count(e, ARCTIC_CNT_CREDIT_STALLS, 1);
         trace_arctic_niu_link_credit_stall(
-            s->node_id, link->tx_credits[ARCTIC_PRIORITY_HIGH],
+            e->node_id, link->tx_credits[ARCTIC_PRIORITY_HIGH],
             link->tx_credits[ARCTIC_PRIORITY_LOW]);
     }
-    if (!s->e2e.ctrl_count) {
-        s->e2e.acks_held = 0;
-        s->e2e.nack_owed = false;
-        s->e2e.ack_now = false;
+    if (!e->ctrl_count) {
+        e->acks_held = 0;
+        e->nack_owed = false;
+        e->ack_now = false;
     } else if (!controls) {
         niu_link_defer(link);
     }
     niu_link_flush(link);
 }
 
-void niu_e2e_link_up(ArcticNiuState *s)
+void niu_e2e_link_up(NiuE2E *e)
 {
     ArcticLine *all[ARCTIC_MAX_LINES];
     unsigned i, n = 0;
@@ -847,24 +863,24 @@ void niu_e2e_link_up(ArcticNiuState *s)
      * sequence order on the new session.  Time with the link down is not
      * the peers' silence: they wait for an answer from now on.
      */
-    memset(s->e2e.peer_waiting_since, 0, sizeof(s->e2e.peer_waiting_since));
-    for (i = 0; i < s->num_lines; i++) {
-        if (s->e2e.lines[i].busy) {
-            all[n++] = &s->e2e.lines[i];
+    memset(e->peer_waiting_since, 0, sizeof(e->peer_waiting_since));
+    for (i = 0; i < e->cfg.lines; i++) {
+        if (e->lines[i].busy) {
+            all[n++] = &e->lines[i];
         }
     }
     for (i = 0; i < ARCTIC_NUM_PRIORITIES * ARCTIC_S; i++) {
-        s->e2e.tx_stream[i / ARCTIC_S][i % ARCTIC_S].paused = false;
+        e->tx_stream[i / ARCTIC_S][i % ARCTIC_S].paused = false;
     }
-    requeue_sorted(s, all, n, false);
-    retry_timer_rearm(s);
+    requeue_sorted(e, all, n, false);
+    retry_timer_rearm(e);
 }
 
-static void handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
+static void handle_ack(NiuE2E *e, const struct arctic_e2e_header *h,
                        uint32_t incarnation)
 {
     uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
-    ArcticTxStream *st = &s->e2e.tx_stream[prio][h->src_node];
+    ArcticTxStream *st = &e->tx_stream[prio][h->src_node];
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     ArcticLine *rest[ARCTIC_MAX_LINES];
     ArcticLine *sampled = NULL;
@@ -872,7 +888,7 @@ static void handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
     bool resume;
 
     if (h->epoch != st->epoch) {
-        trace_arctic_niu_tx_stale(s->node_id, "ack", h->src_node, h->epoch);
+        trace_arctic_niu_tx_stale(e->node_id, "ack", h->src_node, h->epoch);
         return;
     }
     if (!st->acked) {
@@ -880,8 +896,8 @@ static void handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
         st->peer_incarnation = incarnation;
     }
     resume = st->paused && seq_before_eq(st->probe_seq, h->seq);
-    for (i = 0; i < s->num_lines; i++) {
-        ArcticLine *l = &s->e2e.lines[i];
+    for (i = 0; i < e->cfg.lines; i++) {
+        ArcticLine *l = &e->lines[i];
 
         if (!l->busy || l->dst != h->src_node || l->prio != prio) {
             continue;
@@ -892,14 +908,14 @@ static void handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
                 (!sampled || !seq_before_eq(l->seq, sampled->seq))) {
                 sampled = l;
             }
-            line_free(s, l);
+            line_free(e, l);
             freed++;
         } else if (resume && l->parked) {
             rest[n++] = l;
         }
     }
     if (sampled) {
-        stream_rtt_sample(s, prio, h->src_node, now - sampled->sent_ns);
+        stream_rtt_sample(e, prio, h->src_node, now - sampled->sent_ns);
     }
     /*
      * The retry timeout measures a receiver that makes no progress, not
@@ -908,20 +924,20 @@ static void handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
      * thread waited a few milliseconds for a core, is not silent, and
      * resending what it will ack anyway only adds to its load.
      */
-    for (i = 0; freed && i < s->num_lines; i++) {
-        ArcticLine *l = &s->e2e.lines[i];
+    for (i = 0; freed && i < e->cfg.lines; i++) {
+        ArcticLine *l = &e->lines[i];
 
         if (l->busy && l->dst == h->src_node && l->prio == prio &&
             !l->queued && !l->nack_wait) {
-            l->deadline = MAX(l->deadline, now + line_timeout(s, l));
+            l->deadline = MAX(l->deadline, now + line_timeout(e, l));
         }
     }
     if (resume) {
         /* The probe got through: the rest of the stream goes again. */
         st->paused = false;
-        requeue_sorted(s, rest, n, false);
+        requeue_sorted(e, rest, n, false);
     }
-    trace_arctic_niu_tx_ack(s->node_id, h->src_node, prio, h->seq, freed);
+    trace_arctic_niu_tx_ack(e->node_id, h->src_node, prio, h->seq, freed);
     /*
      * What waited for these lines goes on when the link has dispatched
      * the whole batch the ack came in (NiuLinkOps.ready).
@@ -932,10 +948,10 @@ static void handle_ack(ArcticNiuState *s, const struct arctic_e2e_header *h,
  * The receiver lost its state for our epoch: number the stream's unacked
  * packets again from 0 in an epoch newer than both sides have seen.
  */
-static void resync(ArcticNiuState *s, uint8_t prio, uint16_t dst,
+static void resync(NiuE2E *e, uint8_t prio, uint16_t dst,
                    uint32_t receiver_epoch)
 {
-    ArcticTxStream *st = &s->e2e.tx_stream[prio][dst];
+    ArcticTxStream *st = &e->tx_stream[prio][dst];
     ArcticLine *v[ARCTIC_MAX_LINES];
     unsigned i, n = 0;
 
@@ -943,13 +959,13 @@ static void resync(ArcticNiuState *s, uint8_t prio, uint16_t dst,
                                                            : st->epoch) + 1;
     st->acked = false;
     st->paused = false;         /* everything goes again, renumbered */
-    for (i = 0; i < s->num_lines; i++) {
-        ArcticLine *l = &s->e2e.lines[i];
+    for (i = 0; i < e->cfg.lines; i++) {
+        ArcticLine *l = &e->lines[i];
         if (l->busy && l->dst == dst && l->prio == prio) {
             v[n++] = l;
         }
     }
-    requeue_sorted(s, v, n, false);
+    requeue_sorted(e, v, n, false);
     st->next_seq = 0;
     for (i = 0; i < n; i++) {
         struct arctic_e2e_header h;
@@ -960,7 +976,7 @@ static void resync(ArcticNiuState *s, uint8_t prio, uint16_t dst,
         arctic_e2e_encode(v[i]->wire, &h);
         arctic_wire_seal(v[i]->wire, v[i]->size);
     }
-    trace_arctic_niu_tx_resync(s->node_id, dst, prio, st->epoch, n);
+    trace_arctic_niu_tx_resync(e->node_id, dst, prio, st->epoch, n);
 }
 
 /*
@@ -973,50 +989,50 @@ static void resync(ArcticNiuState *s, uint8_t prio, uint16_t dst,
  * its endpoint told, and what follows is numbered again from 0 in a new
  * epoch, which the receiver adopts.
  */
-static void give_up_refused(ArcticNiuState *s, uint8_t prio, uint16_t dst,
+static void give_up_refused(NiuE2E *e, uint8_t prio, uint16_t dst,
                             ArcticLine *probe)
 {
-    ArcticTxStream *st = &s->e2e.tx_stream[prio][dst];
+    ArcticTxStream *st = &e->tx_stream[prio][dst];
     uint32_t seq = probe->seq;
     unsigned i, epn = probe->epn;
     bool raw = probe->raw;
 
-    for (i = 0; i < s->num_lines; i++) {
-        ArcticLine *l = &s->e2e.lines[i];
+    for (i = 0; i < e->cfg.lines; i++) {
+        ArcticLine *l = &e->lines[i];
 
         if (l->busy && l->dst == dst && l->prio == prio &&
             seq_after(seq, l->seq)) {
-            line_free(s, l);
+            line_free(e, l);
         }
     }
-    line_free(s, probe);
-    niu_count(s, ARCTIC_CNT_REFUSED_DROPPED);
-    trace_arctic_niu_tx_refused_dropped(s->node_id, dst, prio, seq, epn,
-                                        s->refused_timeout_ms);
-    resync(s, prio, dst, st->epoch);
+    line_free(e, probe);
+    e2e_count(e, ARCTIC_CNT_REFUSED_DROPPED, 1);
+    trace_arctic_niu_tx_refused_dropped(e->node_id, dst, prio, seq, epn,
+                                        e->cfg.refused_timeout_ms);
+    resync(e, prio, dst, st->epoch);
     if (!raw) {
-        s->e2e.ops->refused(&s->e2e, dst, epn);
+        e->ops->refused(e, dst, epn);
     }
-    niu_e2e_pump(s, false);
+    niu_e2e_pump(e, false);
 }
 
-static void handle_nack(ArcticNiuState *s,
+static void handle_nack(NiuE2E *e,
                         const struct arctic_e2e_header *h,
                         uint32_t incarnation)
 {
     uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
     uint8_t reason = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, REASON);
-    ArcticTxStream *st = &s->e2e.tx_stream[prio][h->src_node];
+    ArcticTxStream *st = &e->tx_stream[prio][h->src_node];
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     uint32_t go_back_from = h->seq;
     ArcticLine *probe = NULL;
     unsigned i;
 
     if (h->epoch != st->epoch) {
-        trace_arctic_niu_tx_stale(s->node_id, "nack", h->src_node, h->epoch);
+        trace_arctic_niu_tx_stale(e->node_id, "nack", h->src_node, h->epoch);
         return;
     }
-    trace_arctic_niu_tx_nack(s->node_id, h->src_node, prio, h->seq, reason);
+    trace_arctic_niu_tx_nack(e->node_id, h->src_node, prio, h->seq, reason);
     if (reason == ARCTIC_NACK_RESYNC) {
         if (!st->acked && (int32_t)(h->resync_epoch - st->epoch) >= 0) {
             /*
@@ -1024,8 +1040,8 @@ static void handle_nack(ArcticNiuState *s,
              * before this NIU's reset): it can never adopt this one, and
              * never took any of it, so renumbering is safe.
              */
-            resync(s, prio, h->src_node, h->resync_epoch);
-            niu_e2e_pump(s, false);
+            resync(e, prio, h->src_node, h->resync_epoch);
+            niu_e2e_pump(e, false);
             return;
         }
         if (!st->acked) {
@@ -1042,15 +1058,15 @@ static void handle_nack(ArcticNiuState *s,
              * deliveries went to a guest that is gone, so number what is
              * left again in a new epoch.
              */
-            resync(s, prio, h->src_node, h->resync_epoch);
-            niu_e2e_pump(s, false);
+            resync(e, prio, h->src_node, h->resync_epoch);
+            niu_e2e_pump(e, false);
             return;
         } else {
             /*
              * The receiver that acked this epoch still holds it: this
              * refusal was overtaken by the ack (reordering) and is stale.
              */
-            trace_arctic_niu_tx_stale(s->node_id, "resync", h->src_node,
+            trace_arctic_niu_tx_stale(e->node_id, "resync", h->src_node,
                                       h->epoch);
             return;
         }
@@ -1063,8 +1079,8 @@ static void handle_nack(ArcticNiuState *s,
      * (handle_ack()), instead of going out only to be refused
      * behind it while the receiver's queue is still full.
      */
-    for (i = 0; i < s->num_lines; i++) {
-        ArcticLine *l = &s->e2e.lines[i];
+    for (i = 0; i < e->cfg.lines; i++) {
+        ArcticLine *l = &e->lines[i];
 
         if (l->busy && l->dst == h->src_node && l->prio == prio &&
             seq_before_eq(go_back_from, l->seq) &&
@@ -1076,13 +1092,13 @@ static void handle_nack(ArcticNiuState *s,
         return;         /* all acked since: a stale refusal */
     }
     if (reason == ARCTIC_NACK_WRONG_JOB && probe->seq == h->seq &&
-        s->refused_timeout_ms) {
+        e->cfg.refused_timeout_ms) {
         if (!probe->refused) {
             probe->refused = true;
             probe->refused_since = now;
         } else if (now - probe->refused_since >=
-                   (int64_t)s->refused_timeout_ms * SCALE_MS) {
-            give_up_refused(s, prio, h->src_node, probe);
+                   (int64_t)e->cfg.refused_timeout_ms * SCALE_MS) {
+            give_up_refused(e, prio, h->src_node, probe);
             return;
         }
     } else if (probe->seq == h->seq &&
@@ -1094,8 +1110,8 @@ static void handle_nack(ArcticNiuState *s,
          */
         probe->refused = false;
     }
-    for (i = 0; i < s->num_lines; i++) {
-        ArcticLine *l = &s->e2e.lines[i];
+    for (i = 0; i < e->cfg.lines; i++) {
+        ArcticLine *l = &e->lines[i];
 
         if (l->busy && l->dst == h->src_node && l->prio == prio &&
             l != probe && seq_before_eq(go_back_from, l->seq)) {
@@ -1106,8 +1122,9 @@ static void handle_nack(ArcticNiuState *s,
     st->probe_seq = probe->seq;
     if (!probe->queued) {
         /* A refusal is retried at most once per round trip. */
-        int64_t when = now + line_backoff(s->nack_backoff_ns, probe->retries,
-                                          stream_rto(s, st));
+        int64_t when = now + line_backoff(e->cfg.nack_backoff_ns,
+                                          probe->retries,
+                                          stream_rto(e, st));
 
         if (!probe->nack_wait || probe->parked || when < probe->deadline) {
             probe->deadline = when;
@@ -1115,7 +1132,7 @@ static void handle_nack(ArcticNiuState *s,
         probe->nack_wait = true;
         probe->parked = false;
     }
-    retry_timer_rearm(s);
+    retry_timer_rearm(e);
 }
 
 /*
@@ -1123,15 +1140,15 @@ static void handle_nack(ArcticNiuState *s,
  * Receiving: sequence checks, answers
  */
 
-static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
+static void rx_data(NiuE2E *e, const struct arctic_e2e_header *h,
                     const uint8_t *pkt, size_t size)
 {
     uint8_t prio = FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, PRIORITY);
-    ArcticRxStream *st = &s->e2e.rx_stream[prio][h->src_node];
+    ArcticRxStream *st = &e->rx_stream[prio][h->src_node];
     RxVerdict verdict;
 
     /* Its ack (or nack) goes at once: the sender is short of lines. */
-    s->e2e.ack_now |= FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, ACK_NOW);
+    e->ack_now |= FIELD_EX32(h->flags, ARCTIC_E2E_FLAGS, ACK_NOW);
     if (!st->known || h->epoch != st->epoch) {
         /*
          * A new session starts at seq 0 with a newer epoch; anything else
@@ -1141,40 +1158,40 @@ static void rx_data(ArcticNiuState *s, const struct arctic_e2e_header *h,
             st->known = true;
             st->epoch = h->epoch;
             st->expected = 0;
-            trace_arctic_niu_rx_new_epoch(s->node_id, h->src_node, prio,
+            trace_arctic_niu_rx_new_epoch(e->node_id, h->src_node, prio,
                                           h->epoch);
         } else {
-            owe_nack(s, prio, h->src_node, h->epoch,
+            owe_nack(e, prio, h->src_node, h->epoch,
                      st->known ? st->epoch : 0, ARCTIC_NACK_RESYNC);
             return;
         }
     }
     if (h->seq == st->expected) {
-        verdict = s->e2e.ops->deliver(&s->e2e, prio, h->src_node, h->job,
+        verdict = e->ops->deliver(e, prio, h->src_node, h->job,
                                       h->flags, pkt, size);
         if (verdict.outcome != RX_REFUSED) {
             st->expected++;
-            owe_ack(s, prio, h->src_node);
+            owe_ack(e, prio, h->src_node);
         } else {
-            trace_arctic_niu_rx_refuse(s->node_id, h->src_node, prio, h->seq,
+            trace_arctic_niu_rx_refuse(e->node_id, h->src_node, prio, h->seq,
                                        verdict.nack_reason);
-            owe_nack(s, prio, h->src_node, h->epoch, h->seq,
+            owe_nack(e, prio, h->src_node, h->epoch, h->seq,
                      verdict.nack_reason);
         }
     } else if (seq_after(st->expected, h->seq)) {
         /* Already delivered: the ack was lost or the packet duplicated. */
-        niu_count(s, ARCTIC_CNT_DUPLICATES);
-        trace_arctic_niu_rx_duplicate(s->node_id, h->src_node, prio, h->seq);
-        owe_ack(s, prio, h->src_node);
+        e2e_count(e, ARCTIC_CNT_DUPLICATES, 1);
+        trace_arctic_niu_rx_duplicate(e->node_id, h->src_node, prio, h->seq);
+        owe_ack(e, prio, h->src_node);
     } else {
-        trace_arctic_niu_rx_refuse(s->node_id, h->src_node, prio, h->seq,
+        trace_arctic_niu_rx_refuse(e->node_id, h->src_node, prio, h->seq,
                                    ARCTIC_NACK_OUT_OF_ORDER);
-        owe_nack(s, prio, h->src_node, h->epoch, st->expected,
+        owe_nack(e, prio, h->src_node, h->epoch, st->expected,
                  ARCTIC_NACK_OUT_OF_ORDER);
     }
 }
 
-void niu_e2e_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
+void niu_e2e_packet(NiuE2E *e, const uint8_t *pkt, size_t size)
 {
     enum arctic_wire_error err = arctic_wire_check(pkt, size);
     const uint8_t *words = pkt + ARCTIC_WIRE_WORDS_OFFSET;
@@ -1182,7 +1199,7 @@ void niu_e2e_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
 
     if (err == ARCTIC_WIRE_OK) {
         arctic_e2e_decode(pkt, &h);
-        if (h.dst_node != s->node_id || h.src_node >= ARCTIC_S) {
+        if (h.dst_node != e->node_id || h.src_node >= ARCTIC_S) {
             err = ARCTIC_WIRE_MISROUTED;    /* or forged */
         } else if (h.kind != ARCTIC_E2E_DATA &&
                    FIELD_EX32(arctic_get_le32(words + 4), ARCTIC_W1, LENGTH) !=
@@ -1200,26 +1217,26 @@ void niu_e2e_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
         }
     }
     if (err != ARCTIC_WIRE_OK) {
-        niu_error(s, ARCTIC_ERR_BAD_PACKET, 0, 0, err,
+        e2e_error(e, ARCTIC_ERR_BAD_PACKET, err,
                   "dropped a malformed packet (reason %d)", err);
-        niu_count(s, ARCTIC_CNT_BAD_PACKETS);
+        e2e_count(e, ARCTIC_CNT_BAD_PACKETS, 1);
         return;
     }
-    trace_arctic_niu_rx_packet(s->node_id, h.kind, h.src_node, h.flags,
+    trace_arctic_niu_rx_packet(e->node_id, h.kind, h.src_node, h.flags,
                                h.epoch, h.seq);
     switch (h.kind) {
     case ARCTIC_E2E_DATA:
-        rx_data(s, &h, pkt, size);
+        rx_data(e, &h, pkt, size);
         break;
     case ARCTIC_E2E_ACK:
-        niu_count(s, ARCTIC_CNT_ACKS_RECEIVED);
-        handle_ack(s, &h, arctic_control_incarnation(pkt));
-        peer_answered(s, h.src_node);
+        e2e_count(e, ARCTIC_CNT_ACKS_RECEIVED, 1);
+        handle_ack(e, &h, arctic_control_incarnation(pkt));
+        peer_answered(e, h.src_node);
         break;
     case ARCTIC_E2E_NACK:
-        niu_count(s, ARCTIC_CNT_NACKS_RECEIVED);
-        handle_nack(s, &h, arctic_control_incarnation(pkt));
-        peer_answered(s, h.src_node);
+        e2e_count(e, ARCTIC_CNT_NACKS_RECEIVED, 1);
+        handle_nack(e, &h, arctic_control_incarnation(pkt));
+        peer_answered(e, h.src_node);
         break;
     }
 }
@@ -1229,21 +1246,40 @@ void niu_e2e_packet(ArcticNiuState *s, const uint8_t *pkt, size_t size)
  * Life cycle
  */
 
-void niu_e2e_init(ArcticNiuState *s, const NiuE2EOps *ops)
+bool niu_e2e_check(const NiuE2EConfig *cfg, Error **errp)
 {
-    s->e2e.ops = ops;
-    s->e2e.retry_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, retry_timer_cb, s);
+    if (cfg->lines < ARCTIC_MIN_LINES || cfg->lines > ARCTIC_MAX_LINES) {
+        error_setg(errp, "arctic-niu: lines must be %d..%d",
+                   ARCTIC_MIN_LINES, ARCTIC_MAX_LINES);
+        return false;
+    }
+    if (cfg->retry_timeout_ns == 0 || cfg->nack_backoff_ns == 0) {
+        error_setg(errp, "arctic-niu: retry-timeout-ns and nack-backoff-ns "
+                   "must be positive");
+        return false;
+    }
+    return true;
 }
 
-void niu_e2e_cleanup(ArcticNiuState *s)
+void niu_e2e_init(NiuE2E *e, uint16_t node_id, bool timed, NiuLink *link,
+                  QemuRecMutex *lock, const NiuE2EOps *ops)
 {
-    timer_free(s->e2e.retry_timer);
+    e->node_id = node_id;
+    e->timed = timed;
+    e->link = link;
+    e->lock = lock;
+    e->ops = ops;
+    e->retry_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, retry_timer_cb, e);
+}
+
+void niu_e2e_cleanup(NiuE2E *e)
+{
+    timer_free(e->retry_timer);
 }
 
 /* Every line dropped, every stream afresh in a new epoch. */
-void niu_e2e_reset(ArcticNiuState *s)
+void niu_e2e_reset(NiuE2E *e)
 {
-    NiuE2E *e = &s->e2e;
     uint32_t epoch;
     unsigned p, d, i;
 
@@ -1251,8 +1287,8 @@ void niu_e2e_reset(ArcticNiuState *s)
     memset(e->lines, 0, sizeof(e->lines));
     memset(e->lines_busy, 0, sizeof(e->lines_busy));
     memset(e->lines_free, 0, sizeof(e->lines_free));
-    for (i = 0; i < s->num_lines; i++) {
-        line_mark_free(s, &e->lines[i], true);
+    for (i = 0; i < e->cfg.lines; i++) {
+        line_mark_free(e, &e->lines[i], true);
     }
     e->dma_lines_busy = 0;
     memset(e->sendq, 0, sizeof(e->sendq));
@@ -1266,7 +1302,7 @@ void niu_e2e_reset(ArcticNiuState *s)
      * remembers from an earlier run of this node; timed, the next one, so
      * that a run's packets are the same every time.
      */
-    epoch = niu_time_on(s) ? e->epoch_base + 1
+    epoch = e->timed ? e->epoch_base + 1
                            : (uint32_t)qemu_clock_get_ms(QEMU_CLOCK_HOST);
     if ((int32_t)(epoch - e->epoch_base) <= 0) {
         epoch = e->epoch_base + 1;

@@ -13,16 +13,24 @@
  * The queue engine (niu-tx.c, niu-rx.c, niu-raw.c) hands it packets to
  * send (niu_e2e_line_alloc(), niu_e2e_send()); it hands the queue engine
  * each data packet that arrives in sequence, and tells it of peers given
- * up, only through NiuE2EOps.  Everything here runs under the device
- * lock.
+ * up, only through NiuE2EOps.  It knows nothing of the device above it:
+ * its settings are its own (NiuE2EConfig, the device's properties point
+ * into it), and what it needs of the register file (a route for an ack,
+ * a counter, an error) it asks for through NiuE2EOps.  Below it is the
+ * link (niu-link.h).  Everything here runs under the lock it is given.
  */
 #ifndef HW_NET_ARCTIC_NIU_E2E_H
 #define HW_NET_ARCTIC_NIU_E2E_H
 
+#include "qemu/thread.h"
 #include "qemu/timer.h"
+#include "qapi/error.h"
+#include "hw/registerfields.h"
 #include "arctic/niu-hw.h"
 #include "arctic/packet.h"
 #include "arctic/route.h"
+
+#include "niu-link.h"
 
 /*
  * Retransmit buffer: lines hold packets until acknowledged (seed 003
@@ -165,6 +173,19 @@ typedef struct RxVerdict {
 
 typedef struct NiuE2E NiuE2E;
 
+/*
+ * The protocol's settings: device properties ("lines", "retry-timeout-ns",
+ * "nack-backoff-ns", "peer-timeout-ms", "refused-timeout-ms";
+ * docs/programming-guide.md §14), checked by niu_e2e_check().
+ */
+typedef struct NiuE2EConfig {
+    uint32_t lines;             /* retransmit lines */
+    uint64_t retry_timeout_ns;  /* first retransmit timeout */
+    uint64_t nack_backoff_ns;   /* first delay before retrying a nack */
+    uint32_t peer_timeout_ms;   /* silence after which a node is dead */
+    uint32_t refused_timeout_ms; /* WRONG_JOB refusals before a give-up */
+} NiuE2EConfig;
+
 /* What the protocol hands up to the queue engine. */
 typedef struct NiuE2EOps {
     /*
@@ -184,9 +205,21 @@ typedef struct NiuE2EOps {
      * refused-timeout-ms was given up (dropped).
      */
     void (*refused)(NiuE2E *e2e, uint16_t node, unsigned epn);
+    /* The high-priority route table entry for @node (acks and nacks). */
+    uint32_t (*route)(NiuE2E *e2e, uint16_t node);
+    /* Counter @c grew by @n. */
+    void (*count)(NiuE2E *e2e, enum arctic_counter c, uint32_t n);
+    /* Error @cause happened (NIU_ERROR_INFO.DETAIL @detail). */
+    void (*error)(NiuE2E *e2e, enum arctic_error cause, uint32_t detail,
+                  const char *fmt, va_list ap) G_GNUC_PRINTF(4, 0);
 } NiuE2EOps;
 
 struct NiuE2E {
+    NiuE2EConfig cfg;
+    uint16_t node_id;
+    bool timed;                 /* epochs from the run, not the host clock */
+    NiuLink *link;
+    QemuRecMutex *lock;         /* held by every caller; the timer takes it */
     const NiuE2EOps *ops;
 
     /* Sender: the retransmit lines and the send order */
@@ -216,5 +249,22 @@ struct NiuE2E {
     bool nack_owed;
     bool ack_now;               /* a delivery asked for its ack (ACK_NOW) */
 };
+
+bool niu_e2e_check(const NiuE2EConfig *cfg, Error **errp);
+void niu_e2e_init(NiuE2E *e, uint16_t node_id, bool timed, NiuLink *link,
+                  QemuRecMutex *lock, const NiuE2EOps *ops);
+void niu_e2e_cleanup(NiuE2E *e);
+void niu_e2e_reset(NiuE2E *e);
+ArcticLine *niu_e2e_line_alloc(NiuE2E *e, uint8_t prio);
+ArcticLine *niu_e2e_dma_line_alloc(NiuE2E *e);
+void niu_e2e_send(NiuE2E *e, ArcticLine *line, unsigned epn, uint16_t job,
+                  unsigned dest, uint32_t route, uint32_t w1,
+                  const uint32_t *body, unsigned body_words);
+void niu_e2e_mark(ArcticLine *line, uint8_t flags, uint16_t job);
+unsigned niu_e2e_pending(NiuE2E *e);
+bool niu_e2e_unsent(NiuE2E *e);
+void niu_e2e_pump(NiuE2E *e, bool lazy);
+void niu_e2e_link_up(NiuE2E *e);
+void niu_e2e_packet(NiuE2E *e, const uint8_t *pkt, size_t size);
 
 #endif /* HW_NET_ARCTIC_NIU_E2E_H */

@@ -50,8 +50,8 @@ typedef struct NiuLinkThread NiuLinkThread;
 
 typedef enum NiuLinkState {
     NIU_LINK_DOWN,          /* no connection */
-    NIU_LINK_HELLO_SENT,    /* connected, waiting for WELCOME (or a
-                               challenge, then the switch's proof) */
+    /* connected, waiting for WELCOME (or a challenge, then its proof) */
+    NIU_LINK_HELLO_SENT,
     NIU_LINK_UP,
 } NiuLinkState;
 

@@ -146,7 +146,7 @@ static void time_deliver_cb(void *opaque)
         t->inbox_count--;
         trace_arctic_niu_time_deliver(s->node_id, p->at, p->size);
         if (niu_link_is_up(&s->link)) {
-            niu_e2e_packet(s, p->wire, p->size);
+            niu_e2e_packet(&s->e2e, p->wire, p->size);
             any = true;
         }
         g_free(p);

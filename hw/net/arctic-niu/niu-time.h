@@ -64,8 +64,8 @@ typedef struct NiuTime {
     bool sync_sent;             /* TIME_SYNC went: waiting for TIME_GRANT */
     int64_t epoch;              /* QEMU_CLOCK_VIRTUAL ns at cluster 0 */
     uint64_t granted;           /* the switch's last grant */
-    uint64_t limit;             /* the clock stops here: the grant, or
-                                   earlier after a send (link.h) */
+    /* the clock stops here: the grant, or earlier after a send (link.h) */
+    uint64_t limit;
     uint64_t lookahead_ns;      /* from TIME_START */
     uint64_t return_ns;
     uint64_t tx_free;           /* the transmit engine is free from then */

@@ -30,13 +30,13 @@
  */
 bool niu_tx_draining(ArcticNiuState *s)
 {
-    return !s->tx_enabled && niu_e2e_unsent(s);
+    return !s->tx_enabled && niu_e2e_unsent(&s->e2e);
 }
 
 /* A free line for @prio; with none, the work waits for niu_tx_resume(). */
 static ArcticLine *tx_line(ArcticNiuState *s, uint8_t prio)
 {
-    ArcticLine *line = niu_e2e_line_alloc(s, prio);
+    ArcticLine *line = niu_e2e_line_alloc(&s->e2e, prio);
 
     if (!line) {
         s->tx_line_wait = true;
@@ -120,7 +120,8 @@ static void build_mpi(ArcticNiuState *s, ArcticLine *line, unsigned epn,
         body[2 + i] = le32_to_cpu(payload_le[i]);
     }
     w1 = FIELD_DP32(w1, ARCTIC_W1, MODE, ARCTIC_MODE_MPI);
-    niu_e2e_send(s, line, epn, FIELD_EX32(header, MPI_HEADER, DEST), route, w1,
+    niu_e2e_send(&s->e2e, line, epn, s->ep[epn].job,
+                 FIELD_EX32(header, MPI_HEADER, DEST), route, w1,
                  body, ARCTIC_COMMAND_WORDS + len);
 }
 
@@ -186,7 +187,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
     while (*progress <= ARCTIC_DMA_PACKETS) {
         ArcticLine *line;
 
-        line = niu_e2e_dma_line_alloc(s);
+        line = niu_e2e_dma_line_alloc(&s->e2e);
         if (!line) {
             s->tx_line_wait = true;
             trace_arctic_niu_tx_lines_full(s->node_id, epn, q);
@@ -211,7 +212,8 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
             body[0] = (uint32_t)(target + off);
             body[1] = (target + off) >> 32;
             w1 = FIELD_DP32(w1, ARCTIC_W1, MODE, ARCTIC_MODE_DMA);
-            niu_e2e_send(s, line, epn, FIELD_EX32(header, MPI_HEADER, DEST),
+            niu_e2e_send(&s->e2e, line, epn, s->ep[epn].job,
+                         FIELD_EX32(header, MPI_HEADER, DEST),
                          route, w1, body, ARRAY_SIZE(body));
         } else {
             build_mpi(s, line, epn, route, header, command, (uint32_t)target,
@@ -263,13 +265,13 @@ bool niu_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
     if (!line) {
         return false;
     }
-    niu_e2e_send(s, line, 0, dest,
+    niu_e2e_send(&s->e2e, line, 0, s->ep[0].job, dest,
                  (w1 & R_ROUTE_ENTRY_DOWNROUTE_MASK) | (w0 & 0xffff), w1,
-              words + ARCTIC_ROUTE_WORDS, count - ARCTIC_ROUTE_WORDS);
+                 words + ARCTIC_ROUTE_WORDS, count - ARCTIC_ROUTE_WORDS);
     line->raw = true;
     niu_count(s, prio == ARCTIC_PRIORITY_HIGH ?
                         ARCTIC_CNT_TX_HI_PACKETS : ARCTIC_CNT_TX_LO_PACKETS);
-    niu_e2e_pump(s, false);
+    niu_e2e_pump(&s->e2e, false);
     return true;
 }
 
@@ -410,8 +412,8 @@ static void send_reports(ArcticNiuState *s)
             }
             route = FIELD_DP32(route, ROUTE_ENTRY, PRIORITY,
                                ARCTIC_PRIORITY_HIGH);
-            niu_e2e_send(s, line, 0, r->node, route, w1, body,
-                         ARRAY_SIZE(body));
+            niu_e2e_send(&s->e2e, line, 0, s->ep[0].job, r->node, route,
+                         w1, body, ARRAY_SIZE(body));
             niu_e2e_mark(line, R_ARCTIC_E2E_FLAGS_NOTICE_MASK, r->job);
         } else {
             niu_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, r->node,
@@ -618,7 +620,7 @@ static void tx_service(ArcticNiuState *s, bool polled)
             tx_schedule(s);
         }
     }
-    niu_e2e_pump(s, false);
+    niu_e2e_pump(&s->e2e, false);
 }
 
 static void tx_poll_timer_cb(void *opaque)
@@ -749,12 +751,12 @@ void niu_tx_posted(ArcticNiuState *s)
  */
 void niu_tx_resume(ArcticNiuState *s)
 {
-    if (s->tx_line_wait && niu_e2e_pending(s) < s->num_lines) {
+    if (s->tx_line_wait && niu_e2e_pending(&s->e2e) < s->e2e.cfg.lines) {
         s->tx_line_wait = false;
         tx_service(s, false);
         return;
     }
-    niu_e2e_pump(s, true);
+    niu_e2e_pump(&s->e2e, true);
 }
 
 void niu_tx_enable_changed(ArcticNiuState *s)

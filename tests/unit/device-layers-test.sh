@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The device's layers: each calls only the ones
+# below it, measured as scripts/xref-count measures it.  The link
+# (niu-link*.c) and guest-memory access (niu-dma.c) are leaves; the
+# end-to-end protocol (niu-e2e.c) knows the link and nothing above it, not
+# even the device's state (arctic-niu.h).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+dev=$root/hw/net/arctic-niu
+fail=0
+say() { if [ "$1" = 0 ]; then echo "ok: $2"; else echo "FAIL: $2"; fail=1; fi; }
+
+edges=$(python3 "$root/scripts/xref-count" "$dev" | awk '$2 == "->" {print $1, $3}')
+[ -n "$edges" ]
+say $? "xref-count lists the device's edges"
+
+# callees FILE: the files FILE calls into (headers of its own name aside).
+callees() { awk -v f="$1" '$1 == f {print $2}' <<<"$edges" | sort -u | tr '\n' ' '; }
+
+only() {
+    local file=$1; shift
+    local bad="" c
+    for c in $(callees "$file"); do
+        case " $* ${file%.c}.h " in *" $c "*) ;; *) bad="$bad $c" ;; esac
+    done
+    [ -z "$bad" ]
+    say $? "$file calls only into: $* (extra:${bad:- none})"
+}
+
+only niu-e2e.c niu-link.c
+only niu-link.c
+only niu-link-chr.c niu-link.c
+only niu-link-thread.c niu-link.c
+if [ -f "$dev/niu-dma.c" ]; then
+    only niu-dma.c
+fi
+
+inc=$(grep -l '#include "arctic-niu.h"' "$dev"/niu-e2e.[ch] "$dev"/niu-link*.[ch] \
+      "$dev"/niu-dma.[ch] 2>/dev/null)
+[ -z "$inc" ]
+say $? "the protocol, the link and DMA do not include arctic-niu.h${inc:+: $inc}"
+exit "$fail"
