@@ -197,7 +197,8 @@ static void test_raw_transmit_waits_for_credit(void)
  */
 static void test_raw_transmit_full(void)
 {
-    Niu *n = niu_start_linked_props("lines=8,retry-timeout-ns=8000000000", 8, 8);
+    Niu *n = niu_start_linked_props("lines=8,retry-timeout-ns=8000000000",
+                                    8, 8);
     uint32_t route = arctic_route_entry(NIU_NODE, 2, true, false);
     uint8_t ack_now = ARCTIC_FIELD_PREP(ARCTIC_E2E_FLAGS, ACK_NOW, 1);
     uint32_t epoch = 0;

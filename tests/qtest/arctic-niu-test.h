@@ -75,8 +75,10 @@ typedef struct Niu {
     size_t ring_area_size;
     struct arctic_ring ring_in;     /* ARCTIC_RING_TO_SWITCH */
     struct arctic_ring ring_out;    /* ARCTIC_RING_TO_NIU */
-    /* Our end of the link's wake-up socket: we sleep on it, and kick the
-     * device through it. */
+    /*
+     * Our end of the link's wake-up socket: we sleep on it, and kick the
+     * device through it.
+     */
     int ring_wake_fd;
 } Niu;
 

@@ -26,9 +26,11 @@ typedef struct {
     GThread *thread;
     GMutex lock;
     bool quit;
-    /* policy: the first grant, then each grant this far past the time
+    /*
+     * policy: the first grant, then each grant this far past the time
      * reached; what to deliver before the next grant; or end the link at
-     * the next TIME_SYNC instead */
+     * the next TIME_SYNC instead
+     */
     uint64_t start_grant;
     uint64_t step;
     GQueue deliveries;
