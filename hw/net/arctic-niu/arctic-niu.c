@@ -22,10 +22,8 @@
 #include "qapi/visitor.h"
 #include "qemu/lockable.h"
 #include "qemu/main-loop.h"
-#include "qemu/rcu.h"
 #include "system/dma.h"
 #include "crypto/secret_common.h"
-#include "exec/target_page.h"
 #include "trace.h"
 
 #include "arctic-niu.h"
@@ -74,251 +72,8 @@ static const NiuBlame niu_error_blame[ARCTIC_NUM_ERRORS] = {
 
 /*
  * ------------------------------------------------------------------------
- * DMA and interrupts, from any thread that holds the device lock
+ * Interrupts, from any thread that holds the device lock
  */
-
-/*
- * Whether [@addr, @addr + @len) of the NIU's bus-master view is guest RAM
- * (writable RAM for @write) all along.
- */
-static bool niu_dma_is_ram(ArcticNiuState *s, dma_addr_t addr,
-                           dma_addr_t len, bool write)
-{
-    AddressSpace *as = pci_get_address_space(PCI_DEVICE(s));
-
-    RCU_READ_LOCK_GUARD();
-    while (len) {
-        hwaddr xlat, chunk = len;
-        MemoryRegion *mr = address_space_translate(as, addr, &xlat, &chunk,
-                                                   write,
-                                                   MEMTXATTRS_UNSPECIFIED);
-
-        if (!chunk ||
-            !memory_access_is_direct(mr, write, MEMTXATTRS_UNSPECIFIED)) {
-            return false;
-        }
-        addr += chunk;
-        len -= chunk;
-    }
-    return true;
-}
-
-/* niu_dma_is_ram(), traced when it is not. */
-static bool niu_dma_reaches_ram(ArcticNiuState *s, dma_addr_t addr,
-                                dma_addr_t len, bool write)
-{
-    if (!niu_dma_is_ram(s, addr, len, write)) {
-        trace_arctic_niu_dma_not_ram(s->node_id, addr, len, write);
-        return false;
-    }
-    return true;
-}
-
-/*
- * The guest physical address of @len bytes at @vaddr in @ep's DMA window
- * (EP_DMA_BASE_VIR_*, EP_DMA_BASE_PHY_*, EP_DMA_RANGE_MASK_*), or false
- * if they are not all in it.
- */
-bool niu_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
-                       uint64_t len, uint64_t *phys)
-{
-    uint64_t off = vaddr - ep->dma_base_vir;
-
-    /* A mask of 0 means no window was registered (the smallest is 4 MiB). */
-    if (ep->dma_range_mask == 0 || len == 0 || vaddr < ep->dma_base_vir ||
-        off > ep->dma_range_mask || len - 1 > ep->dma_range_mask - off ||
-        off + (len - 1) > UINT64_MAX - ep->dma_base_phy) {
-        /*
-         * The last check never fails for a window the registers took
-         * (they refuse one that wraps); it keeps the sum below honest.
-         */
-        return false;
-    }
-    *phys = ep->dma_base_phy + off;
-    return true;
-}
-
-/* Drop @p's mapping, if it holds one. */
-static void niu_dma_page_unmap(NiuDmaPage *p)
-{
-    if (p->mapped) {
-        address_space_cache_destroy(&p->cache);
-        p->mapped = false;
-    }
-}
-
-/* Drop every mapped page (dma_page). */
-static void niu_dma_unmap(ArcticNiuState *s)
-{
-    for (unsigned write = 0; write < ARRAY_SIZE(s->dma_page); write++) {
-        for (unsigned set = 0; set < NIU_DMA_SETS; set++) {
-            for (unsigned way = 0; way < NIU_DMA_WAYS; way++) {
-                niu_dma_page_unmap(&s->dma_page[write][set][way]);
-            }
-        }
-    }
-}
-
-/*
- * A memory map changed (any: MemoryListener.commit runs for every
- * transaction, under the BQL): a mapped page may no longer be RAM, or no
- * longer the NIU's to reach (bus mastering off).  The next access maps
- * it again, or takes the slow path that refuses it.
- */
-static void niu_dma_listener_commit(MemoryListener *listener)
-{
-    ArcticNiuState *s = container_of(listener, ArcticNiuState, dma_listener);
-    QEMU_LOCK_GUARD(&s->lock);
-
-    niu_dma_unmap(s);
-}
-
-/*
- * The page of @addr in the NIU's bus-master view, mapped for reading or
- * for @write, with @addr's @offset in it: NULL if [@addr, @addr + @len)
- * leaves the page or the page is not guest RAM (writable RAM for
- * @write); the caller then takes the slow path, which checks and
- * translates each access and refuses what is not RAM.
- */
-static MemoryRegionCache *niu_dma_map(ArcticNiuState *s, dma_addr_t addr,
-                                      dma_addr_t len, bool write,
-                                      hwaddr *offset)
-{
-    unsigned bits = qemu_target_page_bits();
-    dma_addr_t size = (dma_addr_t)1 << bits;
-    dma_addr_t base = addr & ~(size - 1);
-    unsigned set = ((base >> bits) * 0x9e3779b97f4a7c15ull) >>
-                   (64 - ctz32(NIU_DMA_SETS));
-    NiuDmaPage *ways = s->dma_page[write][set], *p;
-    uint8_t *next = &s->dma_page_next[write][set];
-
-    QEMU_BUILD_BUG_ON(NIU_DMA_SETS & (NIU_DMA_SETS - 1));
-    if (len > size - (addr - base)) {
-        return NULL;
-    }
-    for (p = ways; p < ways + NIU_DMA_WAYS; p++) {
-        if (p->mapped && p->base == base) {
-            *offset = addr - base;
-            return &p->cache;
-        }
-    }
-    /* Round robin: the way mapped longest ago goes. */
-    p = &ways[*next];
-    *next = (*next + 1) % NIU_DMA_WAYS;
-    niu_dma_page_unmap(p);
-    /* Only RAM gets a pointer (cache.ptr): anything else is refused. */
-    if (address_space_cache_init(&p->cache,
-                                 pci_get_address_space(PCI_DEVICE(s)),
-                                 base, size, write) < size ||
-        !p->cache.ptr) {
-        address_space_cache_destroy(&p->cache);
-        return NULL;
-    }
-    p->base = base;
-    p->mapped = true;
-    trace_arctic_niu_dma_map(s->node_id, base, write);
-    *offset = addr - base;
-    return &p->cache;
-}
-
-/*
- * The NIU's DMA reaches guest RAM only.  A queue, slot or DMA window over
- * anything else (the NIU's own BARs, another device's registers, nothing)
- * fails as an access error, which the callers report as ERROR_CAUSE.DMA:
- * so no delivery can run register side effects of this or another device
- * in its middle, and the link thread, which holds the device lock but not
- * the BQL, never needs the BQL that MMIO dispatch would take.  (A guest
- * that remaps its memory while the NIU's DMA runs can still slip MMIO
- * under a check made just before, or have an access that was under way
- * still reach the RAM it was mapped to; it would only hurt itself.)
- *
- * An access within one page goes through that page's mapping
- * (niu_dma_map()): a memcpy, the dirty bits and the barrier that
- * pci_dma_rw() gives each access, and no address translation.
- */
-MemTxResult niu_dma_rw(ArcticNiuState *s, dma_addr_t addr, void *buf,
-                       dma_addr_t len, DMADirection dir)
-{
-    bool write = dir == DMA_DIRECTION_FROM_DEVICE;
-    MemoryRegionCache *page;
-    hwaddr off;
-
-    if (!len) {
-        return MEMTX_OK;
-    }
-    page = niu_dma_map(s, addr, len, write, &off);
-    if (page) {
-        /* As dma_barrier() in pci_dma_rw(): ordered with the guest's view. */
-        smp_mb();
-        if (write) {
-            address_space_write_cached(page, off, buf, len);
-            address_space_cache_invalidate(page, off, len);
-        } else {
-            address_space_read_cached(page, off, buf, len);
-        }
-        return MEMTX_OK;
-    }
-    if (!niu_dma_reaches_ram(s, addr, len, write)) {
-        return MEMTX_ACCESS_ERROR;
-    }
-    return pci_dma_rw(PCI_DEVICE(s), addr, buf, len, dir,
-                      MEMTXATTRS_UNSPECIFIED);
-}
-
-/*
- * A slot's header word, loaded or stored as one 32-bit access, as a CPU
- * makes it.  The seed's handshake (§3.1) hands a slot from one side to the
- * other through that word alone, so a store of it must be single-copy
- * atomic: niu_dma_rw() copies with memcpy(), which (glibc, 4 to 7 bytes)
- * stores the word twice, and a consumer that reads and clears the header
- * between the two stores sees it come back valid (docs/guest.md, "Stale
- * receive headers").  stl_le_p(), which address_space_stl_le() and its
- * cached form use for RAM, stores it with one store.
- */
-MemTxResult niu_dma_load_header(ArcticNiuState *s, dma_addr_t addr,
-                                uint32_t *val)
-{
-    MemTxResult res = MEMTX_OK;
-    MemoryRegionCache *page;
-    hwaddr off;
-
-    page = niu_dma_map(s, addr, 4, false, &off);
-    if (page) {
-        *val = address_space_ldl_le_cached(page, off, MEMTXATTRS_UNSPECIFIED,
-                                           &res);
-        return res;
-    }
-    if (!niu_dma_reaches_ram(s, addr, 4, false)) {
-        return MEMTX_ACCESS_ERROR;
-    }
-    *val = address_space_ldl_le(pci_get_address_space(PCI_DEVICE(s)), addr,
-                                MEMTXATTRS_UNSPECIFIED, &res);
-    return res;
-}
-
-MemTxResult niu_dma_store_header(ArcticNiuState *s, dma_addr_t addr,
-                                 uint32_t val)
-{
-    MemTxResult res = MEMTX_OK;
-    MemoryRegionCache *page;
-    hwaddr off;
-
-    page = niu_dma_map(s, addr, 4, true, &off);
-    /* Whatever the slot holds must be visible before the header (§3.1). */
-    smp_wmb();
-    if (page) {
-        address_space_stl_le_cached(page, off, val, MEMTXATTRS_UNSPECIFIED,
-                                    &res);
-        address_space_cache_invalidate(page, off, 4);
-        return res;
-    }
-    if (!niu_dma_reaches_ram(s, addr, 4, true)) {
-        return MEMTX_ACCESS_ERROR;
-    }
-    address_space_stl_le(pci_get_address_space(PCI_DEVICE(s)), addr, val,
-                         MEMTXATTRS_UNSPECIFIED, &res);
-    return res;
-}
 
 /* INTx follows IRQ_STATUS when MSI-X is off.  Under the BQL. */
 static void niu_update_intx(ArcticNiuState *s)
@@ -539,12 +294,12 @@ static uint64_t niu_ep_read(ArcticNiuState *s, unsigned epn, hwaddr reg,
     case A_EP_DMA_TX_TL:        return ep->tx_tail[ARCTIC_TXQ_DMA];
     case A_EP_HI_RX_HD:         return ep->rx_head[ARCTIC_RXQ_HI];
     case A_EP_LO_RX_HD:         return ep->rx_head[ARCTIC_RXQ_LO];
-    case A_EP_DMA_BASE_PHY_LO:  return (uint32_t)ep->dma_base_phy;
-    case A_EP_DMA_BASE_PHY_HI:  return ep->dma_base_phy >> 32;
-    case A_EP_DMA_BASE_VIR_LO:  return (uint32_t)ep->dma_base_vir;
-    case A_EP_DMA_BASE_VIR_HI:  return ep->dma_base_vir >> 32;
-    case A_EP_DMA_RANGE_MASK_LO: return (uint32_t)ep->dma_range_mask;
-    case A_EP_DMA_RANGE_MASK_HI: return ep->dma_range_mask >> 32;
+    case A_EP_DMA_BASE_PHY_LO:  return (uint32_t)ep->dma.base_phy;
+    case A_EP_DMA_BASE_PHY_HI:  return ep->dma.base_phy >> 32;
+    case A_EP_DMA_BASE_VIR_LO:  return (uint32_t)ep->dma.base_vir;
+    case A_EP_DMA_BASE_VIR_HI:  return ep->dma.base_vir >> 32;
+    case A_EP_DMA_RANGE_MASK_LO: return (uint32_t)ep->dma.range_mask;
+    case A_EP_DMA_RANGE_MASK_HI: return ep->dma.range_mask >> 32;
     case A_EP_JOB:              return ep->job;
     default:
         *ok = false;
@@ -595,8 +350,8 @@ static void niu_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
 {
     uint64_t next = deposit_half(*reg, high, value);
     ArcticEndpoint *ep = &s->ep[epn];
-    uint64_t phy = reg == &ep->dma_base_phy ? next : ep->dma_base_phy;
-    uint64_t mask = is_mask ? next : ep->dma_range_mask;
+    uint64_t phy = reg == &ep->dma.base_phy ? next : ep->dma.base_phy;
+    uint64_t mask = is_mask ? next : ep->dma.range_mask;
     bool bad;
 
     if (is_mask) {
@@ -675,21 +430,21 @@ static void niu_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
     case A_EP_DMA_BASE_PHY_LO:
     case A_EP_DMA_BASE_PHY_HI:
         if (niu_check_off(s, tx_off && rx_off, addr)) {
-            niu_write_dma_reg(s, epn, addr, &ep->dma_base_phy,
+            niu_write_dma_reg(s, epn, addr, &ep->dma.base_phy,
                               reg == A_EP_DMA_BASE_PHY_HI, value, false);
         }
         break;
     case A_EP_DMA_BASE_VIR_LO:
     case A_EP_DMA_BASE_VIR_HI:
         if (niu_check_off(s, tx_off && rx_off, addr)) {
-            niu_write_dma_reg(s, epn, addr, &ep->dma_base_vir,
+            niu_write_dma_reg(s, epn, addr, &ep->dma.base_vir,
                               reg == A_EP_DMA_BASE_VIR_HI, value, false);
         }
         break;
     case A_EP_DMA_RANGE_MASK_LO:
     case A_EP_DMA_RANGE_MASK_HI:
         if (niu_check_off(s, tx_off && rx_off, addr)) {
-            niu_write_dma_reg(s, epn, addr, &ep->dma_range_mask,
+            niu_write_dma_reg(s, epn, addr, &ep->dma.range_mask,
                               reg == A_EP_DMA_RANGE_MASK_HI, value, true);
         }
         break;
@@ -1156,9 +911,9 @@ static void niu_test_dma_bh(void *opaque)
         for (i = 0; i < size / 4; i++) {
             buf[i] = cpu_to_le32(arctic_test_pattern(s->test_dma_seed, i));
         }
-        res = niu_dma_write(s, s->test_dma_addr, buf, size);
+        res = niu_dma_write(&s->dma, s->test_dma_addr, buf, size);
     } else {
-        res = niu_dma_read(s, s->test_dma_addr, buf, size);
+        res = niu_dma_read(&s->dma, s->test_dma_addr, buf, size);
         for (i = 0; res == MEMTX_OK && i < size / 4; i++) {
             if (le32_to_cpu(buf[i]) !=
                 arctic_test_pattern(s->test_dma_seed, i)) {
@@ -1311,9 +1066,9 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
             visit_u64(v, "hi-rx-hd", ep->rx_head[ARCTIC_RXQ_HI], &err);
             visit_u64(v, "lo-rx-hd", ep->rx_head[ARCTIC_RXQ_LO], &err);
             visit_u64(v, "job", ep->job, &err);
-            visit_u64(v, "dma-base-phy", ep->dma_base_phy, &err);
-            visit_u64(v, "dma-base-vir", ep->dma_base_vir, &err);
-            visit_u64(v, "dma-range-mask", ep->dma_range_mask, &err);
+            visit_u64(v, "dma-base-phy", ep->dma.base_phy, &err);
+            visit_u64(v, "dma-base-vir", ep->dma.base_vir, &err);
+            visit_u64(v, "dma-range-mask", ep->dma.range_mask, &err);
             visit_u64(v, "hi-tx-dma-packets-sent", ep->dma_progress[0], &err);
             visit_u64(v, "dma-tx-dma-packets-sent", ep->dma_progress[1], &err);
             visit_end(v, false, &err);
@@ -1751,11 +1506,7 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
                                     &DEVICE(s)->mem_reentrancy_guard);
     s->test_dma_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, niu_test_dma_bh, s);
     s->irq_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, niu_irq_bh, s);
-    s->dma_listener = (MemoryListener) {
-        .name = "arctic-niu-dma",
-        .commit = niu_dma_listener_commit,
-    };
-    memory_listener_register(&s->dma_listener, pci_get_address_space(pdev));
+    niu_dma_init(&s->dma, pdev, &s->lock, s->node_id);
     niu_tx_init(s);
     niu_e2e_init(&s->e2e, s->node_id, niu_time_on(s), &s->link, &s->lock,
                  &arctic_niu_e2e_ops);
@@ -1773,8 +1524,7 @@ static void niu_exit(PCIDevice *pdev)
     niu_time_cleanup(s);
     niu_tx_cleanup(s);
     niu_e2e_cleanup(&s->e2e);
-    memory_listener_unregister(&s->dma_listener);
-    niu_dma_unmap(s);
+    niu_dma_cleanup(&s->dma);
     qemu_bh_delete(s->test_dma_bh);
     qemu_bh_delete(s->irq_bh);
     timer_free(s->test_dma_timer);

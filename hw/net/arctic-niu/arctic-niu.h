@@ -45,6 +45,7 @@
 #include "arctic/link.h"
 #include "arctic/route.h"
 
+#include "niu-dma.h"
 #include "niu-e2e.h"
 #include "niu-link.h"
 #include "niu-time.h"
@@ -63,29 +64,6 @@ enum {
     ARCTIC_RAW_RX_PACKETS = 8,
 };
 
-/*
- * A guest page that the NIU's DMA reached, mapped once (niu_dma_map()):
- * a DMA block's 32 data packets, or a queue's slots, then translate
- * their address once per page instead of twice per 64-byte access.
- */
-typedef struct NiuDmaPage {
-    MemoryRegionCache cache;
-    dma_addr_t base;            /* bus address of the page */
-    bool mapped;
-} NiuDmaPage;
-
-enum {
-    /*
-     * Pages mapped for each direction, by a hash of their address into
-     * sets of four: the Tx scan reads the head slot of each endpoint's
-     * three queues, each queue in pages of its own, then a DMA request's
-     * block; a delivery writes a window and a queue's slot.  Some twenty
-     * pages in all, which two ways a set did not hold without thrashing.
-     */
-    NIU_DMA_SETS = 32,
-    NIU_DMA_WAYS = 4,
-};
-
 /* A requester to tell that this NIU refused some of its remote DMA. */
 typedef struct ArcticReport {
     uint16_t node;
@@ -100,9 +78,7 @@ typedef struct ArcticEndpoint {
     uint64_t rx_qbase;
     uint32_t tx_tail[ARCTIC_NUM_TX_QUEUES];   /* HiTxTl, LoTxTl, DMATxTl */
     uint32_t rx_head[ARCTIC_NUM_RX_QUEUES];   /* HiRxHd, LoRxHd: EP_RX_HD */
-    uint64_t dma_base_phy;
-    uint64_t dma_base_vir;
-    uint64_t dma_range_mask;
+    NiuDmaWindow dma;           /* EP_DMA_BASE_PHY, _VIR, _RANGE_MASK */
     uint32_t job;
     /*
      * Packets of the DMA request at the tail already built, for the two
@@ -134,16 +110,8 @@ struct ArcticNiuState {
     MemoryRegion control_bar;
     MemoryRegion user_bar;
 
-    /*
-     * Pages read and pages written by the NIU's DMA ([false] and
-     * [true]), by a hash of their address (niu_dma_map()).  Each is
-     * mapped while it is guest RAM in the memory map it was mapped in:
-     * dma_listener drops them all when any memory map changes (a BAR
-     * moves, bus mastering is turned off).
-     */
-    NiuDmaPage dma_page[2][NIU_DMA_SETS][NIU_DMA_WAYS];
-    uint8_t dma_page_next[2][NIU_DMA_SETS];   /* way to replace next */
-    MemoryListener dma_listener;
+    /* The NIU's bus-master access to guest RAM (niu-dma.c) */
+    NiuDma dma;
 
     /* properties */
     CharBackend chr;
@@ -238,30 +206,6 @@ struct ArcticNiuState {
 };
 
 /* arctic-niu.c */
-MemTxResult niu_dma_rw(ArcticNiuState *s, dma_addr_t addr, void *buf,
-                       dma_addr_t len, DMADirection dir);
-
-static inline MemTxResult niu_dma_read(ArcticNiuState *s, dma_addr_t addr,
-                                       void *buf, dma_addr_t len)
-{
-    return niu_dma_rw(s, addr, buf, len, DMA_DIRECTION_TO_DEVICE);
-}
-
-static inline MemTxResult niu_dma_write(ArcticNiuState *s, dma_addr_t addr,
-                                        const void *buf, dma_addr_t len)
-{
-    return niu_dma_rw(s, addr, (void *)buf, len, DMA_DIRECTION_FROM_DEVICE);
-}
-
-bool niu_dma_translate(const ArcticEndpoint *ep, uint64_t vaddr,
-                       uint64_t len, uint64_t *phys);
-
-/* A slot's header word, as one 32-bit access (host order). */
-MemTxResult niu_dma_load_header(ArcticNiuState *s, dma_addr_t addr,
-                                uint32_t *val);
-MemTxResult niu_dma_store_header(ArcticNiuState *s, dma_addr_t addr,
-                                 uint32_t val);
-
 void niu_error(ArcticNiuState *s, enum arctic_error cause,
                unsigned ep, unsigned queue, uint32_t detail,
                const char *fmt, ...) G_GNUC_PRINTF(6, 7);

@@ -72,7 +72,7 @@ static RxVerdict deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
     unsigned i;
 
     if (target % sizeof(data) ||
-        !niu_dma_translate(ep, target, sizeof(data), &phys)) {
+        !niu_dma_translate(&ep->dma, target, sizeof(data), &phys)) {
         /*
          * The sender named memory this endpoint never registered: no byte
          * is written, and retrying cannot help, so the packet is dropped
@@ -89,7 +89,7 @@ static RxVerdict deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
     for (i = 0; i < ARRAY_SIZE(data); i++) {
         data[i] = cpu_to_le32(arctic_get_le32(words + 16 + 4 * i));
     }
-    if (niu_dma_write(s, phys, data, sizeof(data)) != MEMTX_OK) {
+    if (niu_dma_write(&s->dma, phys, data, sizeof(data)) != MEMTX_OK) {
         niu_error(s, ARCTIC_ERR_DMA, epn, ARCTIC_RXQ_HI, 0,
                   "remote DMA to 0x%" PRIx64 " of endpoint %u failed",
                   (uint64_t)phys, epn);
@@ -128,16 +128,16 @@ static RxVerdict write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
         (dma_addr_t)idx * ARCTIC_SLOT_SIZE;
     uint32_t old;
 
-    if (niu_dma_load_header(s, addr, &old) != MEMTX_OK) {
+    if (niu_dma_load_header(&s->dma, addr, &old) != MEMTX_OK) {
         return rx_slot_dma_failed(s, epn, q, idx, addr);
     }
     if (FIELD_EX32(old, MPI_HEADER, VALID)) {
         trace_arctic_niu_rx_queue_full(s->node_id, epn, q, idx);
         return rx_refused(ARCTIC_NACK_QUEUE_FULL);
     }
-    if (niu_dma_write(s, addr + ARCTIC_SLOT_COMMAND0, body,
+    if (niu_dma_write(&s->dma, addr + ARCTIC_SLOT_COMMAND0, body,
                       4 * ARCTIC_COMMAND_WORDS) != MEMTX_OK ||
-        niu_dma_write(s, addr + ARCTIC_SLOT_PAYLOAD,
+        niu_dma_write(&s->dma, addr + ARCTIC_SLOT_PAYLOAD,
                       body + ARCTIC_COMMAND_WORDS,
                       4 * payload_words) != MEMTX_OK) {
         return rx_slot_dma_failed(s, epn, q, idx, addr);
@@ -146,7 +146,7 @@ static RxVerdict write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
     header = FIELD_DP32(header, MPI_HEADER, LAP,
                         FIELD_EX32(ep->rx_head[q], EP_RX_HD, LAP));
     header = FIELD_DP32(header, MPI_HEADER, VALID, 1);
-    if (niu_dma_store_header(s, addr, header) != MEMTX_OK) {
+    if (niu_dma_store_header(&s->dma, addr, header) != MEMTX_OK) {
         return rx_slot_dma_failed(s, epn, q, idx, addr);
     }
     /* INDEX and LAP count on together: LAP flips as INDEX wraps. */

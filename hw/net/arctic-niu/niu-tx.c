@@ -73,7 +73,7 @@ static void release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
      * One store: the program may write the slot's next header as soon as
      * it reads this one clear, and a second store of 0 would erase it.
      */
-    if (niu_dma_store_header(s, addr, 0) != MEMTX_OK) {
+    if (niu_dma_store_header(&s->dma, addr, 0) != MEMTX_OK) {
         tx_slot_dma_failed(s, epn, q, addr);
     }
     /*
@@ -151,7 +151,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
     uint32_t header, command, route;
     uint64_t target, source, phys;
 
-    if (niu_dma_read(s, addr, &req, sizeof(req)) != MEMTX_OK) {
+    if (niu_dma_read(&s->dma, addr, &req, sizeof(req)) != MEMTX_OK) {
         tx_slot_dma_failed(s, epn, q, addr);
         return false;
     }
@@ -176,7 +176,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
                    ARCTIC_DMA_ERR_ALIGN, header, command);
         return true;
     }
-    if (!niu_dma_translate(ep, source, ARCTIC_D, &phys)) {
+    if (!niu_dma_translate(&ep->dma, source, ARCTIC_D, &phys)) {
         dma_refuse(s, epn, q, addr, ARCTIC_ERR_DMA_RANGE,
                    ARCTIC_DMA_ERR_RANGE, header, command);
         return true;
@@ -200,7 +200,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
                                     R_ARCTIC_W1_TYPE_MASK);
             unsigned i;
 
-            if (niu_dma_read(s, phys + off, body + 2,
+            if (niu_dma_read(&s->dma, phys + off, body + 2,
                              4 * ARCTIC_DMA_DATA_WORDS) != MEMTX_OK) {
                 dma_refuse(s, epn, q, addr, ARCTIC_ERR_DMA,
                            ARCTIC_DMA_ERR_MEMORY, header, command);
@@ -314,7 +314,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             trace_arctic_niu_tx_lines_full(s->node_id, epn, q);
             break;
         }
-        if (niu_dma_load_header(s, addr, &header) != MEMTX_OK) {
+        if (niu_dma_load_header(&s->dma, addr, &header) != MEMTX_OK) {
             tx_slot_dma_failed(s, epn, q, addr);
             break;
         }
@@ -333,7 +333,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             uint32_t command = 0;
 
             /* Both slot layouts keep a command word at offset 4. */
-            niu_dma_read(s, addr + ARCTIC_DMA_SLOT_COMMAND,
+            niu_dma_read(&s->dma, addr + ARCTIC_DMA_SLOT_COMMAND,
                          &command, 4);
             refuse_slot(s, epn, q, addr, ARCTIC_ERR_BAD_MODE, header);
             niu_rx_local_notice(s, epn, header, le32_to_cpu(command),
@@ -371,7 +371,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             taken--;
             break;
         }
-        if (niu_dma_read(s, addr, &slot, sizeof(slot)) !=
+        if (niu_dma_read(&s->dma, addr, &slot, sizeof(slot)) !=
             MEMTX_OK) {
             tx_slot_dma_failed(s, epn, q, addr);
             break;
