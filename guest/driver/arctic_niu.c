@@ -140,21 +140,37 @@ static void niu_datapaths_start(struct arctic_niu *niu)
 			      BIT(ARCTIC_ERR_BAD_INDEX) | \
 			      BIT(ARCTIC_ERR_BAD_VALUE))
 
+/* The names of the causes in @cause (arctic_error_name()), comma-separated. */
+static void niu_error_names(u32 cause, char *buf, size_t size)
+{
+	unsigned long bits = cause;
+	unsigned int bit;
+	int len = 0;
+
+	buf[0] = '\0';
+	for_each_set_bit(bit, &bits, 32)
+		len += scnprintf(buf + len, size - len, "%s%s", len ? ", " : "",
+				 arctic_error_name(bit));
+}
+
 static int niu_check_errors(struct arctic_niu *niu, const char *when)
 {
 	u32 cause = niu_read(niu, A_NIU_ERROR_CAUSE);
 	u32 info = niu_read(niu, A_NIU_ERROR_INFO);
+	char names[160];
 
 	if (!cause)
 		return 0;
 	niu_write(niu, A_NIU_ERROR_CAUSE, cause);
+	niu_error_names(cause, names, sizeof(names));
 	if (!(cause & ARCTIC_DRIVER_ERRORS)) {
-		dev_info(&niu->pdev->dev, "%s: network error cause %#x, info %#x\n",
-			 when, cause, info);
+		dev_info(&niu->pdev->dev,
+			 "%s: network error cause %#x (%s), info %#x\n",
+			 when, cause, names, info);
 		return 0;
 	}
-	dev_err(&niu->pdev->dev, "%s: error cause %#x, info %#x\n", when,
-		cause, info);
+	dev_err(&niu->pdev->dev, "%s: error cause %#x (%s), info %#x\n", when,
+		cause, names, info);
 	return -EIO;
 }
 

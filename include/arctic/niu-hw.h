@@ -525,4 +525,32 @@ enum arctic_error {
     ARCTIC_NUM_ERRORS
 };
 
+/*
+ * What each cause means, in words: for logs (the device's warnings and
+ * trace events, the driver's messages) and tools.
+ */
+static inline const char *arctic_error_name(unsigned cause)
+{
+    static const char *const names[ARCTIC_NUM_ERRORS] = {
+        [ARCTIC_ERR_RO_WRITE] = "read-only register",
+        [ARCTIC_ERR_BAD_REGISTER] = "no such register",
+        [ARCTIC_ERR_BUSY] = "datapath must be OFF",
+        [ARCTIC_ERR_BAD_ALIGN] = "misaligned base",
+        [ARCTIC_ERR_BAD_INDEX] = "index out of range",
+        [ARCTIC_ERR_BAD_LENGTH] = "length over 20 words",
+        [ARCTIC_ERR_NO_ROUTE] = "no route to destination",
+        [ARCTIC_ERR_DMA] = "guest memory access failed",
+        [ARCTIC_ERR_BAD_MODE] = "DMA request not supported here",
+        [ARCTIC_ERR_LINK_REJECTED] = "switch rejected the link",
+        [ARCTIC_ERR_LINK_PROTOCOL] = "link protocol violation",
+        [ARCTIC_ERR_BAD_PACKET] = "malformed packet from the network",
+        [ARCTIC_ERR_DMA_RANGE] = "DMA outside the window",
+        [ARCTIC_ERR_BAD_VALUE] = "invalid value",
+        [ARCTIC_ERR_PEER_DEAD] = "peer did not answer",
+    };
+
+    return cause < ARCTIC_NUM_ERRORS && names[cause] ? names[cause]
+                                                     : "unknown";
+}
+
 #endif /* ARCTIC_NIU_HW_H */

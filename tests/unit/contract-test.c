@@ -562,6 +562,26 @@ static void test_counter_names(void)
     g_assert_cmpstr(arctic_counter_name(ARCTIC_NUM_COUNTERS), ==, "unknown");
 }
 
+/* Every error cause has a name of its own, for logs and the driver. */
+static void test_error_names(void)
+{
+    unsigned c, d;
+
+    for (c = 0; c < ARCTIC_NUM_ERRORS; c++) {
+        const char *name = arctic_error_name(c);
+
+        g_assert_nonnull(name);
+        g_assert_cmpstr(name, !=, "unknown");
+        g_assert_cmpint(strlen(name), >, 0);
+        for (d = 0; d < c; d++) {
+            g_assert_cmpstr(name, !=, arctic_error_name(d));
+        }
+    }
+    g_assert_cmpstr(arctic_error_name(ARCTIC_NUM_ERRORS), ==, "unknown");
+    /* ERROR_CAUSE is a 32-bit mask of them */
+    g_assert_cmpint(ARCTIC_NUM_ERRORS, <=, 32);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -581,5 +601,6 @@ int main(int argc, char **argv)
     g_test_add_func("/contract/reject-text", test_reject_text_escaped);
     g_test_add_func("/contract/slots", test_slot_layout);
     g_test_add_func("/contract/counter-names", test_counter_names);
+    g_test_add_func("/contract/error-names", test_error_names);
     return g_test_run();
 }

@@ -33,24 +33,6 @@
  * Errors and counters
  */
 
-static const char *const niu_error_names[ARCTIC_NUM_ERRORS] = {
-    [ARCTIC_ERR_RO_WRITE] = "read-only register",
-    [ARCTIC_ERR_BAD_REGISTER] = "no such register",
-    [ARCTIC_ERR_BUSY] = "datapath must be OFF",
-    [ARCTIC_ERR_BAD_ALIGN] = "misaligned base",
-    [ARCTIC_ERR_BAD_INDEX] = "index out of range",
-    [ARCTIC_ERR_BAD_LENGTH] = "length over 20 words",
-    [ARCTIC_ERR_NO_ROUTE] = "no route to destination",
-    [ARCTIC_ERR_DMA] = "guest memory access failed",
-    [ARCTIC_ERR_BAD_MODE] = "DMA request not supported here",
-    [ARCTIC_ERR_LINK_REJECTED] = "switch rejected the link",
-    [ARCTIC_ERR_LINK_PROTOCOL] = "link protocol violation",
-    [ARCTIC_ERR_BAD_PACKET] = "malformed packet from the network",
-    [ARCTIC_ERR_DMA_RANGE] = "DMA outside the window",
-    [ARCTIC_ERR_BAD_VALUE] = "invalid value",
-    [ARCTIC_ERR_PEER_DEAD] = "peer did not answer",
-};
-
 /*
  * Whose fault each cause is, which decides how it is logged: the guest's
  * mistakes go to '-d guest_errors'; the network's and the switch's to a
@@ -212,7 +194,7 @@ void niu_verror(ArcticNiuState *s, enum arctic_error cause,
     s->error_info = FIELD_DP32(s->error_info, NIU_ERROR_INFO, ENDPOINT, ep);
     s->error_info = FIELD_DP32(s->error_info, NIU_ERROR_INFO, QUEUE, queue);
     s->error_info = FIELD_DP32(s->error_info, NIU_ERROR_INFO, DETAIL, detail);
-    trace_arctic_niu_error(s->node_id, niu_error_names[cause], ep, queue,
+    trace_arctic_niu_error(s->node_id, arctic_error_name(cause), ep, queue,
                            detail);
     if (new_cause) {
         niu_irq_event(s, R_NIU_IRQ_ERROR_MASK);
@@ -1035,8 +1017,8 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_u64(v, "vmask", s->vmask, &err);
     visit_u64(v, "error-cause", s->error_cause, &err);
     visit_str(v, "last-error",
-              s->error_cause ? niu_error_names[FIELD_EX32(
-                  s->error_info, NIU_ERROR_INFO, CAUSE)] : "none", &err);
+              s->error_cause ? arctic_error_name(FIELD_EX32(
+                  s->error_info, NIU_ERROR_INFO, CAUSE)) : "none", &err);
     visit_u64(v, "error-info", s->error_info, &err);
     visit_u64(v, "irq-status", s->irq_status, &err);
     if (!err && visit_start_struct(v, "counters", NULL, 0, &err)) {
