@@ -111,7 +111,7 @@ static uint64_t main_thread_cpu_ns(pid_t pid)
  * the step runs the timers itself: a pending poll must not make the main
  * loop poll with a timeout of poll-min-ns on a clock that stands still
  * (it then spun, a whole host core for as long as a test waited on a
- * socket; scripts/qemu-overlay.patch, util/qemu-timer.c).  Checked as the
+ * socket; scripts/qemu-patches/0003-util-qemu-timer-*.patch).  Checked as the
  * main thread's CPU time over a quarter of a second of waiting: nearly
  * all of it when it spins, well under a millisecond when it sleeps; the
  * bound, a tenth, holds on a loaded host either way.
