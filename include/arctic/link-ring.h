@@ -90,7 +90,7 @@ enum {
  * Per-CPU wake-ups (link 1.2; since 1.3 through the area).  Waking a
  * sleeping thread on another CPU costs the waker an inter-processor
  * interrupt, which on a virtual machine is an exit to the hypervisor
- * (docs/performance.md §14); waking one bound to the waker's own CPU
+ * (docs/datapath.md §3.3); waking one bound to the waker's own CPU
  * costs a local enqueue.  So a switch may run one wake-up thread per
  * CPU, bound to it.  To an NIU that offered rings and says minor version
  * 3 or more, its WELCOME then says CPU_WAKE: the NIU kicks the thread of

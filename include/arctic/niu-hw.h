@@ -464,7 +464,7 @@ REG32(USER_DOORBELL, 0x000)
     FIELD(USER_DOORBELL, DMA_TX, 2, 1)
 /*
  * A stream of doorbells: after this many, each within the device's
- * doorbell-coalesce-ns of the one before, the next one's pass waits that
+ * x-doorbell-coalesce-ns of the one before, the next one's pass waits that
  * long and takes every slot written meanwhile (programming guide §10.1).
  */
 enum { ARCTIC_DOORBELL_STREAK = 8 };

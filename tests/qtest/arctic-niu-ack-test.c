@@ -8,7 +8,7 @@
 #include "arctic-niu-test.h"
 
 /*
- * ack-delay-ns: the ack of a request waits for the reply and leaves in
+ * x-ack-delay-ns: the ack of a request waits for the reply and leaves in
  * the same write, just before it; with no reply it goes when the delay
  * runs out; ARCTIC_ACK_EVERY (4) deliveries are acked at once, and so is
  * a packet whose sender asks (ACK_NOW: it is short of lines).
@@ -24,7 +24,7 @@ static void test_ack_waits_for_reply(void)
     unsigned i;
 
     n = niu_start_linked_props("retry-timeout-ns=8000000000,"
-                               "ack-delay-ns=2000000000", 8, 8);
+                               "x-ack-delay-ns=2000000000", 8, 8);
     mark_rx_slots(n);
 
     size = peer_data(n, wire, PEER, hi, n->peer_epoch, 0, 3, 1, 2, &v, 1);
@@ -657,14 +657,14 @@ static void test_peer_dead(void)
 }
 
 /*
- * doorbell-coalesce-ns: the first ARCTIC_DOORBELL_STREAK doorbells of a
+ * x-doorbell-coalesce-ns: the first ARCTIC_DOORBELL_STREAK doorbells of a
  * quick run each send at once, and the next one's pass is held.  The
  * window (1 s) outlasts link_expect_silence().  Returns the NIU with
  * message ARCTIC_DOORBELL_STREAK (payload @p[that]) queued and held.
  */
 static Niu *start_held_doorbell(uint32_t *p, unsigned count)
 {
-    Niu *n = niu_start_linked_props("doorbell-coalesce-ns=1000000000,"
+    Niu *n = niu_start_linked_props("x-doorbell-coalesce-ns=1000000000,"
                                     "retry-timeout-ns=4000000000", 8, 8);
     unsigned i, held = ARCTIC_DOORBELL_STREAK;
 

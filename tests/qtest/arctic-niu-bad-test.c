@@ -340,8 +340,8 @@ static void test_bad_properties(void)
 {
     const char *qemu = g_getenv("QTEST_QEMU_BINARY");
     const char *bad[] = { "node-id=256", "rx-credits=0",
-                          "poll-min-ns=10,poll-max-ns=5", "lines=7",
-                          "lines=256", "ack-delay-ns=600000",
+                          "x-poll-min-ns=10,x-poll-max-ns=5", "lines=7",
+                          "lines=256", "x-ack-delay-ns=600000",
                           /* one link, not two */
                           "chardev=c,link-socket=/nonexistent/switch.sock",
                           /* TCP wants HOST:PORT */

@@ -59,7 +59,7 @@ static void test_link_busy_poll(void)
     guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
     g_assert_cmpint(counter(n, ARCTIC_CNT_RX_HI_PACKETS), ==, 1);
     /*
-     * Its ack waited ack-delay-ns for company; with the thread asleep,
+     * Its ack waited x-ack-delay-ns for company; with the thread asleep,
      * the next poll after that sends it.
      */
     g_usleep(10 * 1000);
@@ -331,7 +331,7 @@ static void ring_switch_sleeps(Niu *n)
  * does not.  The state view counts the kicks and the yields.  With
  * from_poll a packet from the peer waits in the ring and a read of
  * USER_LINK_POLL (here from the qtest, the main loop) delivers it and
- * sends its ack at once (ack-delay-ns=0) to this switch, asleep on its
+ * sends its ack at once (x-ack-delay-ns=0) to this switch, asleep on its
  * ring; without, polling runs (60 s after a read) and a doorbell sends.
  */
 typedef struct {
@@ -343,7 +343,7 @@ static void rings_kick_yield(const void *data)
 {
     const KickYieldCase *c = data;
     g_autofree char *all = g_strdup_printf("x-link-busy-poll-ns=60000000000,"
-                                           "ack-delay-ns=0%s%s",
+                                           "x-ack-delay-ns=0%s%s",
                                            *c->props ? "," : "", c->props);
     const uint8_t hi = ARCTIC_PRIORITY_HIGH;
     uint32_t v = 0x7e1d, val = 0;

@@ -60,7 +60,7 @@ static void test_tx_polled_without_doorbell(void)
     qtest_clock_step(n->qts, 50 * 1000 * 1000);   /* idle: back-off grows */
     guest_send(n, ARCTIC_TXQ_LO, 2, 9, 10, 11, payload, 3);
     link_expect_silence(n);         /* virtual time stands still */
-    qtest_clock_step(n->qts, 1000 * 1000);        /* poll-max-ns */
+    qtest_clock_step(n->qts, 1000 * 1000);        /* x-poll-max-ns */
     epoch = expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 9, 10, 11, payload, 3);
     peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 0, 0);
     link_expect_silence(n);
@@ -70,7 +70,7 @@ static void test_tx_polled_without_doorbell(void)
 /*
  * A doorbell serves the queues itself and leaves the poll interval as it
  * was: a guest that rings will ring again.  (Polling fast after every
- * doorbell woke the main loop every poll-min-ns while a ringing guest
+ * doorbell woke the main loop every x-poll-min-ns while a ringing guest
  * talked, taking the core from its vCPU.)  A slot written after the
  * doorbell, without one, still goes out at the next idle poll.
  */
@@ -80,7 +80,7 @@ static void test_tx_doorbell_keeps_poll_interval(void)
     uint32_t v = 1;
     uint32_t epoch;
 
-    n = niu_start_linked_props("poll-max-ns=100000000", 8, 8);   /* 100 ms */
+    n = niu_start_linked_props("x-poll-max-ns=100000000", 8, 8);   /* 100 ms */
     qtest_clock_step(n->qts, 1000ull * 1000 * 1000);  /* idle: at max */
     guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v, 1);
     doorbell(n);
@@ -88,9 +88,9 @@ static void test_tx_doorbell_keeps_poll_interval(void)
     peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 0, 0);
     v = 2;
     guest_send(n, ARCTIC_TXQ_LO, 2, 2, 0, 0, &v, 1);  /* no doorbell */
-    qtest_clock_step(n->qts, 1000 * 1000);        /* 500x poll-min-ns */
+    qtest_clock_step(n->qts, 1000 * 1000);        /* 500x x-poll-min-ns */
     link_expect_silence(n);
-    qtest_clock_step(n->qts, 100 * 1000 * 1000);  /* poll-max-ns */
+    qtest_clock_step(n->qts, 100 * 1000 * 1000);  /* x-poll-max-ns */
     expect_data(n, 2, ARCTIC_PRIORITY_LOW, 1, 2, 0, 0, &v, 1);
     niu_stop(n);
 }
@@ -109,7 +109,7 @@ static uint64_t main_thread_cpu_ns(pid_t pid)
 /*
  * Under qtest the virtual clock moves only when the test steps it, and
  * the step runs the timers itself: a pending poll must not make the main
- * loop poll with a timeout of poll-min-ns on a clock that stands still
+ * loop poll with a timeout of x-poll-min-ns on a clock that stands still
  * (it then spun, a whole host core for as long as a test waited on a
  * socket; scripts/qemu-patches/0003-util-qemu-timer-*.patch).  Checked as the
  * main thread's CPU time over a quarter of a second of waiting: nearly
@@ -123,7 +123,7 @@ static void test_tx_pending_poll_sleeps(void)
     uint64_t before, used;
 
     guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v, 1);
-    doorbell(n);    /* its pass arms the poll, poll-min-ns ahead */
+    doorbell(n);    /* its pass arms the poll, x-poll-min-ns ahead */
     expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 0, 0, &v, 1);
     before = main_thread_cpu_ns(qtest_pid(n->qts));
     g_usleep(250 * 1000);
@@ -132,7 +132,7 @@ static void test_tx_pending_poll_sleeps(void)
     /* The poll still runs when the clock is stepped. */
     v = 8;
     guest_send(n, ARCTIC_TXQ_LO, 2, 2, 0, 0, &v, 1);     /* no doorbell */
-    qtest_clock_step(n->qts, 1000 * 1000);        /* poll-max-ns */
+    qtest_clock_step(n->qts, 1000 * 1000);        /* x-poll-max-ns */
     expect_data(n, 2, ARCTIC_PRIORITY_LOW, 1, 2, 0, 0, &v, 1);
     niu_stop(n);
 }
@@ -167,7 +167,7 @@ static void test_tx_poll_announced_work(void)
     uint32_t epoch;
 
     /* Polls every 100 ms at most; no retransmission in a 100 ms step. */
-    n = niu_start_linked_props("poll-max-ns=100000000,"
+    n = niu_start_linked_props("x-poll-max-ns=100000000,"
                                "retry-timeout-ns=1000000000", 8, 8);
     qtest_clock_step(n->qts, 1000ull * 1000 * 1000);  /* idle: at max */
     guest_send(n, ARCTIC_TXQ_LO, 2, 0, 0, 0, &v[0], 1);
@@ -181,7 +181,7 @@ static void test_tx_poll_announced_work(void)
     peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 1, 0);
     /* So the poll after it is no faster than before. */
     guest_send(n, ARCTIC_TXQ_LO, 2, 2, 0, 0, &v[2], 1);
-    qtest_clock_step(n->qts, 1000 * 1000);        /* 500x poll-min-ns */
+    qtest_clock_step(n->qts, 1000 * 1000);        /* 500x x-poll-min-ns */
     link_expect_silence(n);
     qtest_clock_step(n->qts, 100 * 1000 * 1000);
     expect_data(n, 2, ARCTIC_PRIORITY_LOW, 2, 2, 0, 0, &v[2], 1);
@@ -202,7 +202,7 @@ static void test_tx_doorbell_posted(void)
     unsigned i;
     Niu *n;
 
-    n = niu_start_linked_props("x-doorbell-posted=on,poll-max-ns=100000000",
+    n = niu_start_linked_props("x-doorbell-posted=on,x-poll-max-ns=100000000",
                                8, 8);
     qtest_clock_step(n->qts, 1000ull * 1000 * 1000);  /* polls are rare */
     for (i = 0; i < 3; i++) {

@@ -1318,16 +1318,16 @@ static bool niu_link_secret(ArcticNiuState *s, Error **errp)
     g_autofree uint8_t *key = NULL;
     size_t len;
 
-    if (!s->link_secret) {
+    if (!s->link_cfg.secret) {
         return true;
     }
-    if (qcrypto_secret_lookup(s->link_secret, &key, &len, errp) < 0) {
-        error_prepend(errp, "arctic-niu: link-secret=%s: ", s->link_secret);
+    if (qcrypto_secret_lookup(s->link_cfg.secret, &key, &len, errp) < 0) {
+        error_prepend(errp, "arctic-niu: link-secret=%s: ", s->link_cfg.secret);
         return false;
     }
     if (len < ARCTIC_AUTH_KEY_MIN || len > ARCTIC_AUTH_KEY_MAX) {
         error_setg(errp, "arctic-niu: link-secret=%s holds %zu bytes: the "
-                   "key wants %d..%d", s->link_secret, len,
+                   "key wants %d..%d", s->link_cfg.secret, len,
                    ARCTIC_AUTH_KEY_MIN, ARCTIC_AUTH_KEY_MAX);
         return false;
     }
@@ -1363,13 +1363,13 @@ static bool niu_link_wait_timed(ArcticNiuState *s, Error **errp)
         if (rejected) {
             error_setg(errp, "arctic-niu: timed=on: the switch at %s "
                        "refused node %u (see the warning above)",
-                       s->link_socket, s->node_id);
+                       s->link_cfg.socket, s->node_id);
             return false;
         }
         if (get_clock() > deadline) {
             error_setg(errp, "arctic-niu: timed=on: no switch welcomed "
                        "node %u at %s within %d s", s->node_id,
-                       s->link_socket, NIU_TIME_CONNECT_S);
+                       s->link_cfg.socket, NIU_TIME_CONNECT_S);
             return false;
         }
         g_usleep(10 * 1000);
@@ -1384,21 +1384,23 @@ static bool niu_link_setup(ArcticNiuState *s, Error **errp)
      * to save).
      */
     niu_link_init(&s->link, &arctic_niu_link_ops, s, &s->lock, s->node_id,
-                  s->rx_credits, s->time.enabled ? 0 : s->ack_delay_ns);
+                  s->link_cfg.rx_credits,
+                  s->time.enabled ? 0 : s->link_cfg.ack_delay_ns);
     if (!niu_link_secret(s, errp) || !niu_time_init(s, errp)) {
         return false;
     }
-    if (s->link_socket && qemu_chr_fe_backend_connected(&s->chr)) {
+    if (s->link_cfg.socket && qemu_chr_fe_backend_connected(&s->chr)) {
         error_setg(errp, "arctic-niu: give chardev= or link-socket=, "
                    "not both");
         return false;
     }
-    if (s->link_socket) {
-        return niu_link_init_thread(&s->link, s->link_socket,
-                                    s->link_reconnect_ms,
-                                    s->time.enabled ? 0 : s->link_busy_poll_ns,
-                                    s->link_rings, s->link_kick_yield,
-                                    s->link_cpu_wake, errp) &&
+    if (s->link_cfg.socket) {
+        return niu_link_init_thread(&s->link, s->link_cfg.socket,
+                                    s->link_cfg.reconnect_ms,
+                                    s->time.enabled ? 0
+                                        : s->link_cfg.busy_poll_ns,
+                                    s->link_cfg.rings, s->link_cfg.kick_yield,
+                                    s->link_cfg.cpu_wake, errp) &&
                niu_link_wait_timed(s, errp);
     }
     if (qemu_chr_fe_backend_connected(&s->chr)) {
@@ -1422,13 +1424,15 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
                    s->node_id, ARCTIC_S - 1);
         return;
     }
-    if (s->rx_credits == 0 || s->rx_credits > ARCTIC_LINK_MAX_CREDITS) {
+    if (s->link_cfg.rx_credits == 0 ||
+        s->link_cfg.rx_credits > ARCTIC_LINK_MAX_CREDITS) {
         error_setg(errp, "arctic-niu: rx-credits must be 1..%d",
                    ARCTIC_LINK_MAX_CREDITS);
         return;
     }
-    if (s->poll_min_ns == 0 || s->poll_max_ns < s->poll_min_ns) {
-        error_setg(errp, "arctic-niu: need 0 < poll-min-ns <= poll-max-ns");
+    if (s->tx.cfg.poll_min_ns == 0 ||
+        s->tx.cfg.poll_max_ns < s->tx.cfg.poll_min_ns) {
+        error_setg(errp, "arctic-niu: need 0 < x-poll-min-ns <= x-poll-max-ns");
         return;
     }
     if (!niu_e2e_check(&s->e2e.cfg, errp)) {
@@ -1440,17 +1444,17 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
          * host-time devices that save wake-ups of a loaded host have no
          * place in virtual time (docs/timed-mode.md).
          */
-        s->doorbell_coalesce_ns = 0;
-        s->doorbell_posted = false;
+        s->tx.cfg.doorbell_coalesce_ns = 0;
+        s->tx.cfg.doorbell_posted = false;
     }
-    if (s->doorbell_coalesce_ns > s->e2e.cfg.retry_timeout_ns / 4) {
-        error_setg(errp, "arctic-niu: doorbell-coalesce-ns must be at most "
+    if (s->tx.cfg.doorbell_coalesce_ns > s->e2e.cfg.retry_timeout_ns / 4) {
+        error_setg(errp, "arctic-niu: x-doorbell-coalesce-ns must be at most "
                    "a quarter of retry-timeout-ns (%" PRIu64 ")",
                    s->e2e.cfg.retry_timeout_ns / 4);
         return;
     }
-    if (s->ack_delay_ns > s->e2e.cfg.retry_timeout_ns / 4) {
-        error_setg(errp, "arctic-niu: ack-delay-ns must be at most a "
+    if (s->link_cfg.ack_delay_ns > s->e2e.cfg.retry_timeout_ns / 4) {
+        error_setg(errp, "arctic-niu: x-ack-delay-ns must be at most a "
                    "quarter of retry-timeout-ns (%" PRIu64 ")",
                    s->e2e.cfg.retry_timeout_ns / 4);
         return;
@@ -1516,41 +1520,36 @@ static void niu_exit(PCIDevice *pdev)
     migrate_del_blocker(&s->migration_blocker);
 }
 
+/*
+ * Properties (docs/programming-guide.md §14).  Those a user of the model
+ * sets: the node, the link, the retransmit buffer and the protocol's
+ * timeouts, timed mode's costs.  Those marked x- tune how the emulation
+ * uses the host (its polls, wake-ups and batching): they change how fast
+ * the model runs on a given host, never what a guest can observe of the
+ * NIU, and may change or go without notice.
+ */
 static const Property arctic_niu_properties[] = {
-    DEFINE_PROP_CHR("chardev", ArcticNiuState, chr),
-    DEFINE_PROP_STRING("link-socket", ArcticNiuState, link_socket),
-    DEFINE_PROP_UINT32("link-reconnect-ms", ArcticNiuState, link_reconnect_ms,
-                       200),
-    DEFINE_PROP_BOOL("link-rings", ArcticNiuState, link_rings, true),
-    DEFINE_PROP_STRING("link-secret", ArcticNiuState, link_secret),
     DEFINE_PROP_UINT32("node-id", ArcticNiuState, node_id, 0),
+    /* the link to arctic-switch (niu-link.h) */
+    DEFINE_PROP_CHR("chardev", ArcticNiuState, chr),
+    DEFINE_PROP_STRING("link-socket", ArcticNiuState, link_cfg.socket),
+    DEFINE_PROP_UINT32("link-reconnect-ms", ArcticNiuState,
+                       link_cfg.reconnect_ms, 200),
+    DEFINE_PROP_BOOL("link-rings", ArcticNiuState, link_cfg.rings, true),
+    DEFINE_PROP_STRING("link-secret", ArcticNiuState, link_cfg.secret),
+    DEFINE_PROP_UINT32("rx-credits", ArcticNiuState, link_cfg.rx_credits,
+                       ARCTIC_LINK_DEFAULT_CREDITS),
+    /* the end-to-end protocol (niu-e2e.h) */
     DEFINE_PROP_UINT32("lines", ArcticNiuState, e2e.cfg.lines,
                        ARCTIC_DEFAULT_LINES),
-    DEFINE_PROP_UINT32("rx-credits", ArcticNiuState, rx_credits,
-                       ARCTIC_LINK_DEFAULT_CREDITS),
-    DEFINE_PROP_UINT64("poll-min-ns", ArcticNiuState, poll_min_ns, 2000),
-    DEFINE_PROP_UINT64("poll-max-ns", ArcticNiuState, poll_max_ns, 1000000),
     DEFINE_PROP_UINT64("retry-timeout-ns", ArcticNiuState,
-                       e2e.cfg.retry_timeout_ns,
-                       2000000),
+                       e2e.cfg.retry_timeout_ns, 2000000),
     DEFINE_PROP_UINT32("peer-timeout-ms", ArcticNiuState,
-                       e2e.cfg.peer_timeout_ms,
-                       10000),
+                       e2e.cfg.peer_timeout_ms, 10000),
     DEFINE_PROP_UINT32("refused-timeout-ms", ArcticNiuState,
                        e2e.cfg.refused_timeout_ms, 2000),
     DEFINE_PROP_UINT64("nack-backoff-ns", ArcticNiuState,
-                       e2e.cfg.nack_backoff_ns,
-                       10000),
-    DEFINE_PROP_UINT64("ack-delay-ns", ArcticNiuState, ack_delay_ns, 250000),
-    DEFINE_PROP_BOOL("x-doorbell-posted", ArcticNiuState, doorbell_posted,
-                     false),
-    DEFINE_PROP_UINT64("doorbell-coalesce-ns", ArcticNiuState,
-                       doorbell_coalesce_ns, 30000),
-    DEFINE_PROP_UINT64("x-link-busy-poll-ns", ArcticNiuState,
-                       link_busy_poll_ns, 200000),
-    DEFINE_PROP_BOOL("x-link-kick-yield", ArcticNiuState, link_kick_yield,
-                     true),
-    DEFINE_PROP_BOOL("x-link-cpu-wake", ArcticNiuState, link_cpu_wake, true),
+                       e2e.cfg.nack_backoff_ns, 10000),
     /* timed mode (docs/timed-mode.md; the defaults' sources: timing.h) */
     DEFINE_PROP_BOOL("timed", ArcticNiuState, time.enabled, false),
     DEFINE_PROP_UINT32("time-tx-ns", ArcticNiuState, time.tx_ns,
@@ -1561,6 +1560,23 @@ static const Property arctic_niu_properties[] = {
                        1000000 / ARCTIC_TIME_PCI_PS_PER_BYTE),
     DEFINE_PROP_UINT32("time-irq-ns", ArcticNiuState, time.irq_ns,
                        ARCTIC_TIME_IRQ_NS),
+    /* tuning: the host, not the model */
+    DEFINE_PROP_UINT64("x-poll-min-ns", ArcticNiuState, tx.cfg.poll_min_ns,
+                       2000),
+    DEFINE_PROP_UINT64("x-poll-max-ns", ArcticNiuState, tx.cfg.poll_max_ns,
+                       1000000),
+    DEFINE_PROP_UINT64("x-doorbell-coalesce-ns", ArcticNiuState,
+                       tx.cfg.doorbell_coalesce_ns, 30000),
+    DEFINE_PROP_BOOL("x-doorbell-posted", ArcticNiuState,
+                     tx.cfg.doorbell_posted, false),
+    DEFINE_PROP_UINT64("x-ack-delay-ns", ArcticNiuState,
+                       link_cfg.ack_delay_ns, 250000),
+    DEFINE_PROP_UINT64("x-link-busy-poll-ns", ArcticNiuState,
+                       link_cfg.busy_poll_ns, 200000),
+    DEFINE_PROP_BOOL("x-link-kick-yield", ArcticNiuState,
+                     link_cfg.kick_yield, true),
+    DEFINE_PROP_BOOL("x-link-cpu-wake", ArcticNiuState, link_cfg.cpu_wake,
+                     true),
 };
 
 static void niu_class_init(ObjectClass *klass, void *data)

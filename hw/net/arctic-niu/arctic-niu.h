@@ -88,6 +88,62 @@ typedef struct ArcticEndpoint {
     uint32_t dma_progress[2];
 } ArcticEndpoint;
 
+/*
+ * The transmit side of the queue engine (niu-tx.c): MPFSM, which takes
+ * slots from the Tx queues, and DMAFSM, which turns DMA requests into
+ * data packets; with the poll and the doorbells that start them.
+ */
+typedef struct NiuMpfsm {
+    /* properties */
+    struct {
+        uint64_t poll_min_ns;       /* the Tx poll's interval, adaptive */
+        uint64_t poll_max_ns;
+        bool doorbell_posted;       /* the link thread serves doorbells */
+        uint64_t doorbell_coalesce_ns;  /* a stream's doorbells share a pass */
+    } cfg;
+
+    QEMUTimer *poll_timer;
+    uint64_t poll_interval_ns;
+    QEMUBH *bh;
+    QEMUTimer *kick_timer;      /* timed mode: bh on the virtual clock */
+    unsigned count;             /* Appendix A COUNT */
+    unsigned refused;           /* slots refused in this Tx service pass */
+    uint32_t rung;              /* rang since the last poll, or left work */
+    bool poll_parked;           /* idle: no poll until a vCPU can store */
+    Notifier main_loop_notifier;
+    bool line_wait;             /* work found no free line */
+    int64_t doorbell_ns;        /* host time of the last doorbell */
+    unsigned doorbell_streak;   /* doorbells, each close to the last */
+    int64_t held_until;         /* host time a held doorbell's pass runs */
+} NiuMpfsm;
+
+/* dMPI raw mode's FIFOs (niu-raw.c), indexed by priority. */
+typedef struct NiuRawFifos {
+    uint32_t tx[ARCTIC_NUM_PRIORITIES][ARCTIC_MAX_PACKET_WORDS];
+    unsigned tx_len[ARCTIC_NUM_PRIORITIES];
+    bool tx_ready[ARCTIC_NUM_PRIORITIES];       /* whole, waits a line */
+    bool tx_overrun[ARCTIC_NUM_PRIORITIES];     /* discarding to *Last */
+    struct {
+        uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+        uint16_t size;
+    } rx[ARCTIC_NUM_PRIORITIES][ARCTIC_RAW_RX_PACKETS];
+    unsigned rx_head[ARCTIC_NUM_PRIORITIES];
+    unsigned rx_count[ARCTIC_NUM_PRIORITIES];
+    unsigned rx_word[ARCTIC_NUM_PRIORITIES];    /* next word of the head */
+} NiuRawFifos;
+
+/* The receive side of the queue engine (niu-rx.c): RCVFSM. */
+typedef struct NiuRcvfsm {
+    /*
+     * Per source: endpoints whose DMA data from it was refused since
+     * their last notification from it (which then says so).
+     */
+    uint8_t dma_failed[ARCTIC_S];
+    /* Reports owed to requesters (FIFO; sent by niu-tx.c) */
+    ArcticReport reports[16];
+    unsigned report_head, report_count;
+} NiuRcvfsm;
+
 struct ArcticNiuState {
     PCIDevice parent_obj;
 
@@ -116,12 +172,6 @@ struct ArcticNiuState {
     /* properties */
     CharBackend chr;
     uint32_t node_id;
-    uint32_t rx_credits;        /* granted to the switch per priority */
-    uint64_t poll_min_ns;
-    uint64_t poll_max_ns;
-    uint64_t ack_delay_ns;      /* acks and credits wait for company */
-    bool doorbell_posted;       /* the link thread serves doorbells */
-    uint64_t doorbell_coalesce_ns;  /* a stream's doorbells share a pass */
 
     /* register file */
     bool tx_enabled;            /* TxCtrl ON written */
@@ -148,43 +198,12 @@ struct ArcticNiuState {
     uint32_t route_table[2][ARCTIC_S];
     ArcticEndpoint ep[ARCTIC_ENDPOINTS];
 
-    /* MPFSM */
-    QEMUTimer *tx_poll_timer;
-    uint64_t tx_poll_interval_ns;
-    QEMUBH *tx_bh;
-    QEMUTimer *tx_kick_timer;   /* timed mode: tx_bh on the virtual clock */
-    unsigned tx_count;          /* Appendix A COUNT */
-    unsigned tx_refused;        /* slots refused in this Tx service pass */
-    uint32_t tx_rung;           /* rang since the last poll, or left work */
-    bool tx_poll_parked;        /* idle: no poll until a vCPU can store */
-    Notifier tx_main_loop_notifier;
-    bool tx_line_wait;          /* work found no free line */
-    int64_t tx_doorbell_ns;     /* host time of the last doorbell */
-    unsigned tx_doorbell_streak;    /* doorbells, each close to the last */
-    int64_t tx_held_until;      /* host time a held doorbell's pass runs */
-
-    /* dMPI raw mode (niu-raw.c), indexed by priority */
-    uint32_t raw_tx[ARCTIC_NUM_PRIORITIES][ARCTIC_MAX_PACKET_WORDS];
-    unsigned raw_tx_len[ARCTIC_NUM_PRIORITIES];
-    bool raw_tx_ready[ARCTIC_NUM_PRIORITIES];     /* whole, waits a line */
-    bool raw_tx_overrun[ARCTIC_NUM_PRIORITIES];   /* discarding to *Last */
-    struct {
-        uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
-        uint16_t size;
-    } raw_rx[ARCTIC_NUM_PRIORITIES][ARCTIC_RAW_RX_PACKETS];
-    unsigned raw_rx_head[ARCTIC_NUM_PRIORITIES];
-    unsigned raw_rx_count[ARCTIC_NUM_PRIORITIES];
-    unsigned raw_rx_word[ARCTIC_NUM_PRIORITIES];  /* next word of the head */
-
-    /* RCVFSM */
-    /*
-     * Per source: endpoints whose DMA data from it was refused since
-     * their last notification from it (which then says so).
-     */
-    uint8_t rx_dma_failed[ARCTIC_S];
-    /* Reports owed to requesters (FIFO; sent by niu-tx.c) */
-    ArcticReport reports[16];
-    unsigned report_head, report_count;
+    /* MPFSM and DMAFSM (niu-tx.c) */
+    NiuMpfsm tx;
+    /* dMPI raw mode (niu-raw.c) */
+    NiuRawFifos raw;
+    /* RCVFSM (niu-rx.c) */
+    NiuRcvfsm rx;
 
     /* the end-to-end protocol (niu-e2e.c) */
     NiuE2E e2e;
@@ -194,13 +213,7 @@ struct ArcticNiuState {
 
     /* link (niu-link.h) */
     NiuLink link;
-    char *link_socket;          /* served by the link thread */
-    char *link_secret;          /* id of the secret object: the key */
-    uint32_t link_reconnect_ms;
-    uint64_t link_busy_poll_ns; /* the thread leaves input to a polling vCPU */
-    bool link_rings;            /* offer the switch shared-memory rings */
-    bool link_kick_yield;       /* give the CPU to a switch just kicked */
-    bool link_cpu_wake;         /* kick the switch's thread of our CPU */
+    NiuLinkConfig link_cfg;     /* its properties */
 
     Error *migration_blocker;
 };

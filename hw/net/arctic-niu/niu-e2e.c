@@ -137,7 +137,7 @@ ArcticLine *niu_e2e_line_alloc(NiuE2E *e, uint8_t prio)
  * Whether a packet of @prio (DMA data if @dma) about to take its line
  * leaves fewer than ARCTIC_ACK_EVERY for its kind: it then asks for its
  * ack at once (ACK_NOW), since a sender short of lines must not wait for
- * acks that wait for replies (ack-delay-ns) -- a sender spread over many
+ * acks that wait for replies (x-ack-delay-ns) -- a sender spread over many
  * receivers, each holding fewer deliveries than ARCTIC_ACK_EVERY.
  */
 static bool lines_short(NiuE2E *e, uint8_t prio, bool dma)
@@ -758,7 +758,7 @@ static bool data_ready(NiuE2E *e)
 }
 
 /*
- * Acks may wait (up to the link's ack-delay-ns) for data going the same
+ * Acks may wait (up to the link's x-ack-delay-ns) for data going the same
  * way, so that a request's ack travels in one write with its reply
  * instead of waking the switch and the sender once more on its own.
  * They go at once when data goes anyway, when a nack is owed, when

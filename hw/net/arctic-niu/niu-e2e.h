@@ -54,7 +54,7 @@ enum {
      */
     ARCTIC_SENDQ_SIZE = 4 * ARCTIC_MAX_LINES,
     /*
-     * Deliveries whose acks may wait for data going back (ack-delay-ns)
+     * Deliveries whose acks may wait for data going back (x-ack-delay-ns)
      * before they go at once; and a sender with fewer lines than this
      * left for a packet's kind asks for its ack at once (ACK_NOW).
      */

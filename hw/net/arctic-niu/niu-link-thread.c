@@ -411,7 +411,7 @@ static ssize_t rings_send_offer(NiuLinkThread *t, const uint8_t *buf,
  * its CPU away at once (x-link-kick-yield): the switch is on the path of
  * every packet, and on a host whose cores the spinning vCPUs hold, a
  * woken switch otherwise waits for the scheduler to preempt one of them
- * (docs/performance.md §10 and §12).  Not otherwise: the yield is not
+ * (docs/datapath.md §3.6).  Not otherwise: the yield is not
  * directed, and a vCPU that computes would hand its slice to another
  * guest's vCPU rather than to the switch (more nodes than cores); after a
  * doorbell, a switch woken late lets the messages that follow gather into

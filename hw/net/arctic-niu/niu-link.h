@@ -165,6 +165,22 @@ typedef struct NiuTransportOps {
     void (*cleanup)(NiuLink *link);
 } NiuTransportOps;
 
+/*
+ * The link's settings: the device's properties (docs/programming-guide.md
+ * §14), handed to niu_link_init() and niu_link_init_thread().
+ */
+typedef struct NiuLinkConfig {
+    char *socket;               /* link-socket: served by the link thread */
+    char *secret;               /* link-secret: id of the key's object */
+    uint32_t reconnect_ms;
+    uint64_t busy_poll_ns;      /* the thread leaves input to a polling vCPU */
+    bool rings;                 /* offer the switch shared-memory rings */
+    bool kick_yield;            /* give the CPU to a switch just kicked */
+    bool cpu_wake;              /* kick the switch's thread of our CPU */
+    uint32_t rx_credits;        /* granted to the switch per priority */
+    uint64_t ack_delay_ns;      /* acks and credits wait for company */
+} NiuLinkConfig;
+
 struct NiuLink {
     const NiuLinkOps *ops;
     void *opaque;                       /* the owner's */

@@ -25,12 +25,12 @@
 
 void niu_raw_reset(ArcticNiuState *s)
 {
-    memset(s->raw_tx_len, 0, sizeof(s->raw_tx_len));
-    memset(s->raw_tx_ready, 0, sizeof(s->raw_tx_ready));
-    memset(s->raw_tx_overrun, 0, sizeof(s->raw_tx_overrun));
-    memset(s->raw_rx_head, 0, sizeof(s->raw_rx_head));
-    memset(s->raw_rx_count, 0, sizeof(s->raw_rx_count));
-    memset(s->raw_rx_word, 0, sizeof(s->raw_rx_word));
+    memset(s->raw.tx_len, 0, sizeof(s->raw.tx_len));
+    memset(s->raw.tx_ready, 0, sizeof(s->raw.tx_ready));
+    memset(s->raw.tx_overrun, 0, sizeof(s->raw.tx_overrun));
+    memset(s->raw.rx_head, 0, sizeof(s->raw.rx_head));
+    memset(s->raw.rx_count, 0, sizeof(s->raw.rx_count));
+    memset(s->raw.rx_word, 0, sizeof(s->raw.rx_word));
 }
 
 bool niu_raw_rx_push(ArcticNiuState *s, uint8_t prio, const uint8_t *pkt,
@@ -38,28 +38,28 @@ bool niu_raw_rx_push(ArcticNiuState *s, uint8_t prio, const uint8_t *pkt,
 {
     unsigned tail;
 
-    if (s->raw_rx_count[prio] == ARCTIC_RAW_RX_PACKETS) {
+    if (s->raw.rx_count[prio] == ARCTIC_RAW_RX_PACKETS) {
         return false;
     }
-    tail = (s->raw_rx_head[prio] + s->raw_rx_count[prio]) %
+    tail = (s->raw.rx_head[prio] + s->raw.rx_count[prio]) %
            ARCTIC_RAW_RX_PACKETS;
-    memcpy(s->raw_rx[prio][tail].wire, pkt, size);
-    s->raw_rx[prio][tail].size = size;
-    s->raw_rx_count[prio]++;
-    trace_arctic_niu_raw_rx(s->node_id, prio, s->raw_rx_count[prio]);
+    memcpy(s->raw.rx[prio][tail].wire, pkt, size);
+    s->raw.rx[prio][tail].size = size;
+    s->raw.rx_count[prio]++;
+    trace_arctic_niu_raw_rx(s->node_id, prio, s->raw.rx_count[prio]);
     return true;
 }
 
 /* Pop the next word of the packet at the head of a receive FIFO. */
 static uint32_t raw_rx_pop(ArcticNiuState *s, uint8_t prio)
 {
-    unsigned head = s->raw_rx_head[prio];
-    const uint8_t *wire = s->raw_rx[prio][head].wire;
-    unsigned words = (s->raw_rx[prio][head].size -
+    unsigned head = s->raw.rx_head[prio];
+    const uint8_t *wire = s->raw.rx[prio][head].wire;
+    unsigned words = (s->raw.rx[prio][head].size -
                       ARCTIC_WIRE_WORDS_OFFSET) / 4;    /* with the CRC */
     uint32_t val;
 
-    if (s->raw_rx_count[prio] == 0) {
+    if (s->raw.rx_count[prio] == 0) {
         niu_error(s, ARCTIC_ERR_BAD_VALUE, 0,
                   prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_RXQ_HI
                                                       : ARCTIC_RXQ_LO,
@@ -67,11 +67,11 @@ static uint32_t raw_rx_pop(ArcticNiuState *s, uint8_t prio)
         return 0;
     }
     val = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET +
-                          4 * s->raw_rx_word[prio]);
-    if (++s->raw_rx_word[prio] == words) {
-        s->raw_rx_word[prio] = 0;
-        s->raw_rx_head[prio] = (head + 1) % ARCTIC_RAW_RX_PACKETS;
-        s->raw_rx_count[prio]--;
+                          4 * s->raw.rx_word[prio]);
+    if (++s->raw.rx_word[prio] == words) {
+        s->raw.rx_word[prio] = 0;
+        s->raw.rx_head[prio] = (head + 1) % ARCTIC_RAW_RX_PACKETS;
+        s->raw.rx_count[prio]--;
     }
     return val;
 }
@@ -79,14 +79,14 @@ static uint32_t raw_rx_pop(ArcticNiuState *s, uint8_t prio)
 /* Check a whole raw packet and hand it to the transmit side. */
 static void raw_tx_commit(ArcticNiuState *s, uint8_t prio)
 {
-    const uint32_t *w = s->raw_tx[prio];
-    unsigned count = s->raw_tx_len[prio];
+    const uint32_t *w = s->raw.tx[prio];
+    unsigned count = s->raw.tx_len[prio];
 
     if (niu_tx_send_raw(s, prio, w, count)) {
-        s->raw_tx_len[prio] = 0;
-        s->raw_tx_ready[prio] = false;
+        s->raw.tx_len[prio] = 0;
+        s->raw.tx_ready[prio] = false;
     } else {
-        s->raw_tx_ready[prio] = true;   /* TxStatus shows it full */
+        s->raw.tx_ready[prio] = true;   /* TxStatus shows it full */
     }
 }
 
@@ -95,7 +95,7 @@ void niu_raw_tx_flush(ArcticNiuState *s)
     unsigned p;
 
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
-        if (s->raw_tx_ready[p]) {
+        if (s->raw.tx_ready[p]) {
             raw_tx_commit(s, p);
         }
     }
@@ -110,29 +110,29 @@ static bool raw_tx_push(ArcticNiuState *s, uint8_t prio, uint32_t val,
                   "raw transmit while the transmit datapath is on");
         return true;
     }
-    if (s->raw_tx_ready[prio]) {
+    if (s->raw.tx_ready[prio]) {
         /* TxStatus said full: the word is refused, and says so. */
         niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
                   "raw transmit FIFO written while full");
         return true;
     }
-    if (s->raw_tx_overrun[prio] ||
-        s->raw_tx_len[prio] == ARCTIC_MAX_PACKET_WORDS) {
+    if (s->raw.tx_overrun[prio] ||
+        s->raw.tx_len[prio] == ARCTIC_MAX_PACKET_WORDS) {
         /*
          * Longer than any packet: the whole packet is discarded, up to
          * and including its *Last word, so the next one starts clean.
          */
-        if (!s->raw_tx_overrun[prio]) {
+        if (!s->raw.tx_overrun[prio]) {
             niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
                       "raw packet longer than %d words discarded",
                       ARCTIC_MAX_PACKET_WORDS);
             niu_count(s, ARCTIC_CNT_TX_ERRORS);
         }
-        s->raw_tx_overrun[prio] = !last;
-        s->raw_tx_len[prio] = 0;
+        s->raw.tx_overrun[prio] = !last;
+        s->raw.tx_len[prio] = 0;
         return true;
     }
-    s->raw_tx[prio][s->raw_tx_len[prio]++] = val;
+    s->raw.tx[prio][s->raw.tx_len[prio]++] = val;
     if (last) {
         raw_tx_commit(s, prio);
     }
@@ -168,18 +168,18 @@ bool niu_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
             return false;
         }
         *val = FIELD_DP32(0, USER_RX_STATUS, HI_EMPTY,
-                          !s->raw_rx_count[ARCTIC_PRIORITY_HIGH]);
+                          !s->raw.rx_count[ARCTIC_PRIORITY_HIGH]);
         *val = FIELD_DP32(*val, USER_RX_STATUS, LO_EMPTY,
-                          !s->raw_rx_count[ARCTIC_PRIORITY_LOW]);
+                          !s->raw.rx_count[ARCTIC_PRIORITY_LOW]);
         return true;
     case A_USER_TX_STATUS:
         if (write) {
             return false;
         }
         *val = FIELD_DP32(0, USER_TX_STATUS, HI_FULL,
-                          s->raw_tx_ready[ARCTIC_PRIORITY_HIGH]);
+                          s->raw.tx_ready[ARCTIC_PRIORITY_HIGH]);
         *val = FIELD_DP32(*val, USER_TX_STATUS, LO_FULL,
-                          s->raw_tx_ready[ARCTIC_PRIORITY_LOW]);
+                          s->raw.tx_ready[ARCTIC_PRIORITY_LOW]);
         return true;
     default:
         return false;

@@ -28,9 +28,9 @@ static RxVerdict rx_refused(uint8_t reason)
 
 void niu_rx_reset(ArcticNiuState *s)
 {
-    memset(s->rx_dma_failed, 0, sizeof(s->rx_dma_failed));
-    s->report_head = 0;
-    s->report_count = 0;
+    memset(s->rx.dma_failed, 0, sizeof(s->rx.dma_failed));
+    s->rx.report_head = 0;
+    s->rx.report_count = 0;
 }
 
 /*
@@ -41,22 +41,22 @@ void niu_rx_reset(ArcticNiuState *s)
 static void owe_report(ArcticNiuState *s, uint16_t src, uint8_t flags,
                        uint16_t job, uint32_t w1, uint32_t command)
 {
-    unsigned n = ARRAY_SIZE(s->reports);
+    unsigned n = ARRAY_SIZE(s->rx.reports);
     ArcticReport *r;
 
-    if (s->report_count == n) {
+    if (s->rx.report_count == n) {
         trace_arctic_niu_report_lost(s->node_id,
-                                     s->reports[s->report_head].node);
-        s->report_head = (s->report_head + 1) % n;
-        s->report_count--;
+                                     s->rx.reports[s->rx.report_head].node);
+        s->rx.report_head = (s->rx.report_head + 1) % n;
+        s->rx.report_count--;
     }
-    r = &s->reports[(s->report_head + s->report_count) % n];
+    r = &s->rx.reports[(s->rx.report_head + s->rx.report_count) % n];
     r->node = src;
     r->endpoint = FIELD_EX32(flags, ARCTIC_E2E_FLAGS, SOURCE_ENDPOINT);
     r->type = FIELD_EX32(w1, ARCTIC_W1, TYPE);
     r->job = job;
     r->command = command;
-    s->report_count++;
+    s->rx.report_count++;
     trace_arctic_niu_report(s->node_id, src, r->endpoint, command);
     niu_tx_kick(s);
 }
@@ -83,7 +83,7 @@ static RxVerdict deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
                   "endpoint %u refused DMA to 0x%" PRIx64
                   " outside its window", epn, target);
         niu_count(s, ARCTIC_CNT_BAD_PACKETS);
-        s->rx_dma_failed[src] |= 1u << epn;
+        s->rx.dma_failed[src] |= 1u << epn;
         return rx_dropped;
     }
     for (i = 0; i < ARRAY_SIZE(data); i++) {
@@ -218,7 +218,7 @@ RxVerdict niu_rx_deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     header = FIELD_DP32(header, MPI_HEADER, LENGTH, len);
     header = FIELD_DP32(header, MPI_HEADER, DEST, src);
     failed = FIELD_EX32(flags, ARCTIC_E2E_FLAGS, NOTIFY) &&
-             (s->rx_dma_failed[src] & (1u << epn));
+             (s->rx.dma_failed[src] & (1u << epn));
     if (failed || FIELD_EX32(flags, ARCTIC_E2E_FLAGS, NOTICE)) {
         /*
          * The notification of a transfer whose data this NIU refused
@@ -229,7 +229,7 @@ RxVerdict niu_rx_deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     }
     verdict = write_rx_slot(s, epn, q, header, body, len);
     if (verdict.outcome == RX_DELIVERED && failed) {
-        s->rx_dma_failed[src] &= ~(1u << epn);
+        s->rx.dma_failed[src] &= ~(1u << epn);
         owe_report(s, src, flags, job, w1, le32_to_cpu(body[0]));
     }
     if (verdict.outcome == RX_DELIVERED) {

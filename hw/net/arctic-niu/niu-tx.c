@@ -39,7 +39,7 @@ static ArcticLine *tx_line(ArcticNiuState *s, uint8_t prio)
     ArcticLine *line = niu_e2e_line_alloc(&s->e2e, prio);
 
     if (!line) {
-        s->tx_line_wait = true;
+        s->tx.line_wait = true;
     }
     return line;
 }
@@ -97,7 +97,7 @@ static void refuse_slot(ArcticNiuState *s, unsigned epn, unsigned q,
               "endpoint %u queue %u slot %u header 0x%08x refused",
               epn, q, s->ep[epn].tx_tail[q], header);
     niu_count(s, ARCTIC_CNT_TX_ERRORS);
-    s->tx_refused++;
+    s->tx.refused++;
     release_slot(s, epn, q, addr);
 }
 
@@ -189,7 +189,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
 
         line = niu_e2e_dma_line_alloc(&s->e2e);
         if (!line) {
-            s->tx_line_wait = true;
+            s->tx.line_wait = true;
             trace_arctic_niu_tx_lines_full(s->node_id, epn, q);
             return false;
         }
@@ -395,8 +395,8 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
  */
 static void send_reports(ArcticNiuState *s)
 {
-    while (s->report_count) {
-        ArcticReport *r = &s->reports[s->report_head];
+    while (s->rx.report_count) {
+        ArcticReport *r = &s->rx.reports[s->rx.report_head];
         uint32_t route = s->route_table[ARCTIC_ROUTE_TABLE_HIGH][r->node];
         uint32_t body[ARCTIC_COMMAND_WORDS] = {
             r->command, ARCTIC_DMA_ERR_TARGET
@@ -420,8 +420,8 @@ static void send_reports(ArcticNiuState *s)
                       "no route to node %u for a DMA report",
                       r->node);
         }
-        s->report_head = (s->report_head + 1) % ARRAY_SIZE(s->reports);
-        s->report_count--;
+        s->rx.report_head = (s->rx.report_head + 1) % ARRAY_SIZE(s->rx.reports);
+        s->rx.report_count--;
     }
 }
 
@@ -431,13 +431,13 @@ static unsigned served_endpoints(ArcticNiuState *s, unsigned *order)
     unsigned c, n = 0, seen = 0;
 
     for (c = 0; c < ARCTIC_ENDPOINTS; c++) {
-        unsigned epn = (s->tx_count + c) & s->vmask;
+        unsigned epn = (s->tx.count + c) & s->vmask;
         if (!(seen & (1u << epn))) {
             seen |= 1u << epn;
             order[n++] = epn;
         }
     }
-    s->tx_count++;
+    s->tx.count++;
     return n;
 }
 
@@ -459,7 +459,7 @@ static unsigned serve_queues(ArcticNiuState *s, const unsigned *order,
 
         *more |= t == ARCTIC_TX_BATCH;
         taken += t;
-        if (!(s->tx_rung & (1u << order[i]))) {
+        if (!(s->tx.rung & (1u << order[i]))) {
             *unannounced += t;
         }
         if (left) {
@@ -476,18 +476,18 @@ static unsigned serve_queues(ArcticNiuState *s, const unsigned *order,
 static void tx_schedule(ArcticNiuState *s)
 {
     if (niu_time_on(s)) {
-        timer_mod(s->tx_kick_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
+        timer_mod(s->tx.kick_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
     } else {
-        qemu_bh_schedule(s->tx_bh);
+        qemu_bh_schedule(s->tx.bh);
     }
 }
 
 /* The next poll in one poll interval. */
 static void tx_poll_arm(ArcticNiuState *s)
 {
-    s->tx_poll_parked = false;
-    timer_mod(s->tx_poll_timer,
-              qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + s->tx_poll_interval_ns);
+    s->tx.poll_parked = false;
+    timer_mod(s->tx.poll_timer,
+              qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + s->tx.poll_interval_ns);
 }
 
 /*
@@ -499,18 +499,18 @@ static void tx_poll_arm(ArcticNiuState *s)
  * tx_main_loop_poll() unparks on the next iteration), in another vCPU
  * (then not every vCPU was idle), or in this device (niu_tx_unpark()
  * from its interrupts).  So a slot a guest writes without a doorbell
- * still waits at most poll-max-ns, idle or not.
+ * still waits at most x-poll-max-ns, idle or not.
  */
 static void tx_poll_park(ArcticNiuState *s)
 {
-    timer_del(s->tx_poll_timer);
-    s->tx_poll_parked = true;
+    timer_del(s->tx.poll_timer);
+    s->tx.poll_parked = true;
     trace_arctic_niu_tx_poll_park(s->node_id);
 }
 
 void niu_tx_unpark(ArcticNiuState *s)
 {
-    if (s->tx_poll_parked && s->tx_enabled) {
+    if (s->tx.poll_parked && s->tx_enabled) {
         trace_arctic_niu_tx_poll_unpark(s->node_id);
         tx_poll_arm(s);
     }
@@ -520,7 +520,7 @@ void niu_tx_unpark(ArcticNiuState *s)
 static void tx_main_loop_poll(Notifier *notifier, void *data)
 {
     ArcticNiuState *s = container_of(notifier, ArcticNiuState,
-                                     tx_main_loop_notifier);
+                                     tx.main_loop_notifier);
     MainLoopPoll *mlpoll = data;
 
     /*
@@ -530,7 +530,7 @@ static void tx_main_loop_poll(Notifier *notifier, void *data)
      * packet, is taken only when there is something to do.
      */
     if (mlpoll->state != MAIN_LOOP_POLL_FILL ||
-        !qatomic_read(&s->tx_poll_parked) || all_cpu_threads_idle() ||
+        !qatomic_read(&s->tx.poll_parked) || all_cpu_threads_idle() ||
         niu_time_on(s)) {
         return;
     }
@@ -543,11 +543,11 @@ static void tx_main_loop_poll(Notifier *notifier, void *data)
  * bottom half asked, and the poll interval adapts to what the pass found.
  * A doorbell's pass leaves the interval alone: a guest that rings will
  * ring again, and polling fast after each of its doorbells would wake the
- * main loop every poll-min-ns for nothing (on a 2-core host that wake-up
+ * main loop every x-poll-min-ns for nothing (on a 2-core host that wake-up
  * takes the core from the vCPU that rang).  For the same reason only work
  * the doorbells did not announce makes the poll fast again: a poll that
  * finds the slot a guest wrote just before ringing for it would otherwise
- * keep itself at poll-min-ns for as long as that guest streams (a trace of
+ * keep itself at x-poll-min-ns for as long as that guest streams (a trace of
  * niu-bw: some 6000 main-loop wake-ups a second, each taking the BQL from
  * the vCPU and the link thread).  Polling stays armed for the guests that
  * only write slots (seed 002).
@@ -571,11 +571,11 @@ static void tx_service(ArcticNiuState *s, bool polled)
      * pass that parks has found everything written before the halt.
      */
     smp_mb();
-    s->tx_held_until = 0;    /* this pass takes a held doorbell's slots */
+    s->tx.held_until = 0;    /* this pass takes a held doorbell's slots */
     niu_raw_tx_flush(s);     /* lines may have come free */
     if (s->tx_enabled) {
         send_reports(s);
-        s->tx_refused = 0;
+        s->tx.refused = 0;
         n = served_endpoints(s, order);
         /*
          * High before low across every endpoint, so low-priority work of
@@ -596,27 +596,27 @@ static void tx_service(ArcticNiuState *s, bool polled)
          * virtual time stays bounded whatever the guest programs.
          */
         if (!polled) {
-            if (!timer_pending(s->tx_poll_timer)) {
+            if (!timer_pending(s->tx.poll_timer)) {
                 tx_poll_arm(s);
             }
         } else {
-            if (unannounced && taken > s->tx_refused) {
-                s->tx_poll_interval_ns = s->poll_min_ns;
+            if (unannounced && taken > s->tx.refused) {
+                s->tx.poll_interval_ns = s->tx.cfg.poll_min_ns;
             } else {
-                s->tx_poll_interval_ns = MIN(s->tx_poll_interval_ns * 2,
-                                             s->poll_max_ns);
+                s->tx.poll_interval_ns = MIN(s->tx.poll_interval_ns * 2,
+                                             s->tx.cfg.poll_max_ns);
             }
             trace_arctic_niu_tx_poll(s->node_id, taken, unannounced,
-                                     s->tx_poll_interval_ns);
+                                     s->tx.poll_interval_ns);
             /* Work a doorbell announced stays announced until taken. */
-            s->tx_rung &= waiting;
+            s->tx.rung &= waiting;
             if (cpus_idle && !taken && !waiting && !more) {
                 tx_poll_park(s);
             } else {
                 tx_poll_arm(s);
             }
         }
-        if (more && taken > s->tx_refused) {
+        if (more && taken > s->tx.refused) {
             tx_schedule(s);
         }
     }
@@ -641,8 +641,8 @@ static void tx_bh_cb(void *opaque)
 
 void niu_tx_kick(ArcticNiuState *s)
 {
-    s->tx_poll_interval_ns = s->poll_min_ns;
-    s->tx_poll_parked = false;
+    s->tx.poll_interval_ns = s->tx.cfg.poll_min_ns;
+    s->tx.poll_parked = false;
     tx_schedule(s);
 }
 
@@ -652,9 +652,9 @@ void niu_tx_kick(ArcticNiuState *s)
  * (libniu rings only when the slot before was taken), and a pass per
  * doorbell sends one or two packets per write: the switch is woken and
  * the receiver acks per few messages, so the sender never runs short of
- * lines, which is what would batch it (docs/performance.md §10-11).  From
+ * lines, which is what would batch it (docs/datapath.md §3.9).  From
  * the ARCTIC_DOORBELL_STREAK'th doorbell that follows the one before
- * within doorbell-coalesce-ns, the pass waits that long for the slots
+ * within x-doorbell-coalesce-ns, the pass waits that long for the slots
  * written meanwhile (libniu rings for none of them: their predecessor is
  * not taken).  A lone message, a round trip or a short burst never waits.
  */
@@ -662,27 +662,28 @@ static bool tx_doorbell_held(ArcticNiuState *s)
 {
     int64_t now;
 
-    if (!s->doorbell_coalesce_ns) {
+    if (!s->tx.cfg.doorbell_coalesce_ns) {
         return false;
     }
     now = get_clock();
-    if (s->tx_held_until) {
+    if (s->tx.held_until) {
         /* A pass is due: it takes this slot too, or runs now if late. */
-        return now < s->tx_held_until;
+        return now < s->tx.held_until;
     }
-    if (now - s->tx_doorbell_ns < s->doorbell_coalesce_ns) {
-        s->tx_doorbell_streak = MIN(s->tx_doorbell_streak + 1,
+    if (now - s->tx.doorbell_ns < s->tx.cfg.doorbell_coalesce_ns) {
+        s->tx.doorbell_streak = MIN(s->tx.doorbell_streak + 1,
                                     ARCTIC_DOORBELL_STREAK);
     } else {
-        s->tx_doorbell_streak = 0;
+        s->tx.doorbell_streak = 0;
     }
-    s->tx_doorbell_ns = now;
-    if (s->tx_doorbell_streak < ARCTIC_DOORBELL_STREAK ||
-        !niu_link_wake_at(&s->link, s->doorbell_coalesce_ns)) {
+    s->tx.doorbell_ns = now;
+    if (s->tx.doorbell_streak < ARCTIC_DOORBELL_STREAK ||
+        !niu_link_wake_at(&s->link, s->tx.cfg.doorbell_coalesce_ns)) {
         return false;
     }
-    s->tx_held_until = now + s->doorbell_coalesce_ns;
-    trace_arctic_niu_tx_doorbell_held(s->node_id, s->doorbell_coalesce_ns);
+    s->tx.held_until = now + s->tx.cfg.doorbell_coalesce_ns;
+    trace_arctic_niu_tx_doorbell_held(s->node_id,
+                                      s->tx.cfg.doorbell_coalesce_ns);
     return true;
 }
 
@@ -695,8 +696,8 @@ static bool tx_doorbell_held(ArcticNiuState *s)
  */
 void niu_tx_doorbell(ArcticNiuState *s, uint32_t endpoints)
 {
-    s->tx_rung |= endpoints;
-    if (s->doorbell_posted && niu_link_post(&s->link)) {
+    s->tx.rung |= endpoints;
+    if (s->tx.cfg.doorbell_posted && niu_link_post(&s->link)) {
         return;
     }
     if (tx_doorbell_held(s)) {
@@ -712,7 +713,7 @@ void niu_tx_doorbell(ArcticNiuState *s, uint32_t endpoints)
  */
 void niu_tx_release_held(ArcticNiuState *s)
 {
-    if (s->tx_held_until) {
+    if (s->tx.held_until) {
         tx_service(s, false);
     }
 }
@@ -725,19 +726,19 @@ void niu_tx_wake(ArcticNiuState *s)
 {
     int64_t now;
 
-    if (!s->tx_held_until) {
+    if (!s->tx.held_until) {
         return;
     }
     now = get_clock();
-    if (now < s->tx_held_until &&
-        niu_link_wake_at(&s->link, s->tx_held_until - now)) {
+    if (now < s->tx.held_until &&
+        niu_link_wake_at(&s->link, s->tx.held_until - now)) {
         return;
     }
-    s->tx_held_until = 0;
+    s->tx.held_until = 0;
     tx_service(s, false);
 }
 
-/* A doorbell handed to the link thread (doorbell=posted). */
+/* A doorbell handed to the link thread (x-doorbell-posted). */
 void niu_tx_posted(ArcticNiuState *s)
 {
     tx_service(s, false);
@@ -751,8 +752,8 @@ void niu_tx_posted(ArcticNiuState *s)
  */
 void niu_tx_resume(ArcticNiuState *s)
 {
-    if (s->tx_line_wait && niu_e2e_pending(&s->e2e) < s->e2e.cfg.lines) {
-        s->tx_line_wait = false;
+    if (s->tx.line_wait && niu_e2e_pending(&s->e2e) < s->e2e.cfg.lines) {
+        s->tx.line_wait = false;
         tx_service(s, false);
         return;
     }
@@ -764,8 +765,8 @@ void niu_tx_enable_changed(ArcticNiuState *s)
     if (s->tx_enabled) {
         niu_tx_kick(s);
     } else {
-        timer_del(s->tx_poll_timer);
-        s->tx_poll_parked = false;
+        timer_del(s->tx.poll_timer);
+        s->tx.poll_parked = false;
     }
 }
 
@@ -776,32 +777,32 @@ void niu_tx_enable_changed(ArcticNiuState *s)
 
 void niu_tx_init(ArcticNiuState *s)
 {
-    s->tx_poll_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_poll_timer_cb, s);
-    s->tx_bh = qemu_bh_new_guarded(tx_bh_cb, s,
+    s->tx.poll_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_poll_timer_cb, s);
+    s->tx.bh = qemu_bh_new_guarded(tx_bh_cb, s,
                                    &DEVICE(s)->mem_reentrancy_guard);
-    s->tx_kick_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_bh_cb, s);
-    s->tx_main_loop_notifier.notify = tx_main_loop_poll;
-    main_loop_poll_add_notifier(&s->tx_main_loop_notifier);
+    s->tx.kick_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_bh_cb, s);
+    s->tx.main_loop_notifier.notify = tx_main_loop_poll;
+    main_loop_poll_add_notifier(&s->tx.main_loop_notifier);
 }
 
 void niu_tx_cleanup(ArcticNiuState *s)
 {
-    main_loop_poll_remove_notifier(&s->tx_main_loop_notifier);
-    timer_free(s->tx_poll_timer);
-    timer_free(s->tx_kick_timer);
-    qemu_bh_delete(s->tx_bh);
+    main_loop_poll_remove_notifier(&s->tx.main_loop_notifier);
+    timer_free(s->tx.poll_timer);
+    timer_free(s->tx.kick_timer);
+    qemu_bh_delete(s->tx.bh);
 }
 
 void niu_tx_reset(ArcticNiuState *s)
 {
-    timer_del(s->tx_poll_timer);
-    timer_del(s->tx_kick_timer);
-    s->tx_count = 0;
-    s->tx_line_wait = false;
-    s->tx_poll_interval_ns = s->poll_min_ns;
-    s->tx_poll_parked = false;
-    s->tx_rung = 0;
-    s->tx_doorbell_ns = 0;
-    s->tx_doorbell_streak = 0;
-    s->tx_held_until = 0;
+    timer_del(s->tx.poll_timer);
+    timer_del(s->tx.kick_timer);
+    s->tx.count = 0;
+    s->tx.line_wait = false;
+    s->tx.poll_interval_ns = s->tx.cfg.poll_min_ns;
+    s->tx.poll_parked = false;
+    s->tx.rung = 0;
+    s->tx.doorbell_ns = 0;
+    s->tx.doorbell_streak = 0;
+    s->tx.held_until = 0;
 }
