@@ -234,7 +234,7 @@ void sw_loop_cpu_wait_on(ArcticSwitch *sw, unsigned cpu, uint32_t *const *words,
  * Kicks and the model lock.  A kicked thread does not sleep on the lock
  * while another thread holds it: a waiter on another CPU would cost the
  * holder an inter-processor interrupt at every hand-over (some 9 400 a
- * second in a DMA stream, docs/performance.md §15).  It says a kick
+ * second in a DMA stream, docs/datapath.md §3.4).  It says a kick
  * waits (kick_pending), then tries the lock; whoever lets go of the lock
  * looks at kick_pending after that (sw_kick_release()).  So every kick is
  * served, by the thread kicked or by the one that held the lock, and the

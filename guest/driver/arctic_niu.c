@@ -1052,7 +1052,7 @@ static irqreturn_t arctic_niu_irq(int irq, void *data)
  * An endpoint's receive vector (MSI-X): the vector is the cause, and it
  * fires on every armed event whatever IRQ_STATUS holds, so nothing is
  * read or cleared.  Under TCG each register access is a trip through
- * QEMU; a message used to pay two here (docs/performance.md §8).  The
+ * QEMU (docs/datapath.md §3.13).  The
  * reset in remove clears the status bits left set.
  */
 static irqreturn_t arctic_niu_rx_vector(int irq, void *data)

@@ -22,7 +22,7 @@
  * thread on another CPU takes an inter-processor interrupt, which on a
  * virtual machine is an exit to the hypervisor; the switch's per-CPU
  * wake-up threads (docs/link-protocol.md §6.5) exist because of the
- * difference this measures (docs/performance.md §14).
+ * difference this measures (docs/datapath.md §3.3).
  *
  * Build:  meson builds it (tests/proto/meson.build), or
  *         cc -O2 -o wake-proto wake-proto.c

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The device's layers: each calls only the ones
+# The device's layers (docs/device-internals.md §1): each calls only the ones
 # below it, measured as scripts/xref-count measures it.  The link
 # (niu-link*.c) and guest-memory access (niu-dma.c) are leaves; the
 # end-to-end protocol (niu-e2e.c) knows the link and nothing above it, not

@@ -3,7 +3,7 @@
 # Every cross-reference of the form "NAME.md §N" or "NAME.md §N.M" anywhere
 # in the tree (docs, code comments, scripts, tests) names a document in
 # docs/ (or the README) that has a heading numbered N or N.M, and every
-# "docs/NAME.md" names a file that exists.  A document that is split,
+# "docs/<name>.md" names a file that exists.  A document that is split,
 # renumbered or removed cannot leave a reference behind it.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
