@@ -13,8 +13,15 @@
  * Beside it, one wake-up thread per CPU, bound to it, sleeps on the kick
  * counters that NIUs running on that CPU raise in their rings' areas
  * (link 1.3, arctic/link-ring.h): woken there, it serves every ring as the
- * loop does after a batch.  The loop thread holds the model lock except while it
- * sleeps; a wake-up thread holds it while it serves.
+ * loop does after a batch.  The loop thread holds the model lock except
+ * while it sleeps; a wake-up thread holds it while it serves.
+ *
+ * Atomics: GCC's __atomic builtins with the order each access needs
+ * written out, as arctic/link-ring.h uses them for the words shared with
+ * the NIUs; the flags the threads share among themselves (a kick
+ * pending, a CPU's thread left the lock, the loop about to sleep) are
+ * sequentially consistent, since each pairs a store with a load of
+ * another flag (a store-buffering pattern that weaker orders break).
  */
 #include <errno.h>
 #include <poll.h>
@@ -230,6 +237,15 @@ void sw_loop_cpu_wait_on(ArcticSwitch *sw, unsigned cpu, uint32_t *const *words,
     }
 }
 
+/* Take a flag that is 1: true if this caller turned it to 0. */
+static bool sw_atomic_claim(int *flag)
+{
+    int one = 1;
+
+    return __atomic_compare_exchange_n(flag, &one, 0, false,
+                                       __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
 /*
  * Kicks and the model lock.  A kicked thread does not sleep on the lock
  * while another thread holds it: a waiter on another CPU would cost the
@@ -243,9 +259,9 @@ void sw_loop_cpu_wait_on(ArcticSwitch *sw, unsigned cpu, uint32_t *const *words,
  */
 static bool kick_pending_take(struct sw_loop *loop)
 {
-    if (g_atomic_int_get(&loop->kick_pending) &&
+    if (__atomic_load_n(&loop->kick_pending, __ATOMIC_SEQ_CST) &&
         g_mutex_trylock(&loop->model_lock)) {
-        g_atomic_int_set(&loop->kick_pending, 0);
+        __atomic_store_n(&loop->kick_pending, 0, __ATOMIC_SEQ_CST);
         return true;
     }
     return false;
@@ -255,7 +271,7 @@ static bool kick_pending_take(struct sw_loop *loop)
  * was left to the thread holding the lock. */
 bool sw_kick_claim(struct sw_loop *loop)
 {
-    g_atomic_int_set(&loop->kick_pending, 1);
+    __atomic_store_n(&loop->kick_pending, 1, __ATOMIC_SEQ_CST);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (kick_pending_take(loop)) {
         return true;
@@ -288,7 +304,7 @@ void sw_loop_serve_kick(ArcticSwitch *sw, int self_cpu)
 
     for (cpu = 0; cpu < loop->cpu_wakers; cpu++) {
         if ((int)cpu == self_cpu ||
-            g_atomic_int_compare_and_exchange(&loop->cpu_left[cpu], 1, 0)) {
+            sw_atomic_claim(&loop->cpu_left[cpu])) {
             loop->on_cpu_wait(sw, cpu);
         }
     }
@@ -309,15 +325,15 @@ static void cpu_wake_serve(ArcticSwitch *sw, unsigned cpu)
     struct sw_loop *loop = &sw->loop;
 
     /* Before the claim: a holder that serves the kick retakes our set. */
-    g_atomic_int_set(&loop->cpu_left[cpu], 1);
+    __atomic_store_n(&loop->cpu_left[cpu], 1, __ATOMIC_SEQ_CST);
     if (!sw_kick_claim(loop)) {
         return;
     }
-    g_atomic_int_set(&loop->cpu_left[cpu], 0);
+    __atomic_store_n(&loop->cpu_left[cpu], 0, __ATOMIC_SEQ_CST);
     do {
         do {
             sw_loop_serve_kick(sw, cpu);
-            if (g_atomic_int_get(&loop->loop_waiting)) {
+            if (__atomic_load_n(&loop->loop_waiting, __ATOMIC_SEQ_CST)) {
                 g_mutex_unlock(&loop->model_lock);
                 return;
             }
@@ -356,7 +372,7 @@ static gpointer cpu_wake_thread(gpointer opaque)
         sw_log(sw, "wake-up thread of CPU %u not bound: %s", cw->cpu,
                g_strerror(err));
     }
-    while (!g_atomic_int_get(&loop->cpu_stop)) {
+    while (!__atomic_load_n(&loop->cpu_stop, __ATOMIC_SEQ_CST)) {
         uint32_t control = __atomic_load_n(&w->control, __ATOMIC_ACQUIRE);
 
         g_mutex_lock(&w->lock);
@@ -365,7 +381,7 @@ static gpointer cpu_wake_thread(gpointer opaque)
         g_mutex_unlock(&w->lock);
         vec[0].val = control;
         woken = futex_waitv(vec, n);
-        if (g_atomic_int_get(&loop->cpu_stop)) {
+        if (__atomic_load_n(&loop->cpu_stop, __ATOMIC_SEQ_CST)) {
             break;
         }
         if (woken == 0 || (woken < 0 && errno != EAGAIN)) {
@@ -378,14 +394,14 @@ static gpointer cpu_wake_thread(gpointer opaque)
         }
         __atomic_fetch_add(&loop->cpu_wakeups[cw->cpu], 1, __ATOMIC_RELAXED);
         cpu_wake_serve(sw, cw->cpu);
-        if (g_atomic_int_get(&loop->cpu_left[cw->cpu])) {
+        if (__atomic_load_n(&loop->cpu_left[cw->cpu], __ATOMIC_SEQ_CST)) {
             /*
              * Left to the lock's holder, which takes our counters again
              * and changes the control word: until then the old set
              * would wake us at once.
              */
-            while (g_atomic_int_get(&loop->cpu_left[cw->cpu]) &&
-                   !g_atomic_int_get(&loop->cpu_stop)) {
+            while (__atomic_load_n(&loop->cpu_left[cw->cpu], __ATOMIC_SEQ_CST) &&
+                   !__atomic_load_n(&loop->cpu_stop, __ATOMIC_SEQ_CST)) {
                 syscall(SYS_futex, &w->control,
                         FUTEX_WAIT | FUTEX_PRIVATE_FLAG, control, NULL,
                         NULL, 0);
@@ -420,7 +436,7 @@ static void cpu_wake_stop(ArcticSwitch *sw)
     if (!loop->cpu_wakers) {
         return;
     }
-    g_atomic_int_set(&loop->cpu_stop, 1);
+    __atomic_store_n(&loop->cpu_stop, 1, __ATOMIC_SEQ_CST);
     for (i = 0; i < loop->cpu_wakers; i++) {
         __atomic_fetch_add(&loop->cpu[i].control, 1, __ATOMIC_RELEASE);
         futex_wake(&loop->cpu[i].control, true);
@@ -566,9 +582,9 @@ void arctic_switch_run(ArcticSwitch *sw)
         n = epoll_wait(loop->epoll_fd, events, G_N_ELEMENTS(events),
                        sleep ? -1 : 0);
         /* A wake-up thread serving a flood lets go after its pass. */
-        g_atomic_int_set(&loop->loop_waiting, 1);
+        __atomic_store_n(&loop->loop_waiting, 1, __ATOMIC_SEQ_CST);
         g_mutex_lock(&loop->model_lock);
-        g_atomic_int_set(&loop->loop_waiting, 0);
+        __atomic_store_n(&loop->loop_waiting, 0, __ATOMIC_SEQ_CST);
 
         if (n < 0) {
             if (errno == EINTR) {
