@@ -3,8 +3,10 @@
  * libniu: endpoint set-up through the arctic_niu driver, the send and
  * receive protocol of seed 002 section 3.2 with the doorbell fast path, a
  * side buffer for messages that arrive while the library waits for its own,
- * a dissemination barrier, collectives built on one all-to-all exchange,
- * and JAM-style active messages.  niu.h documents the interface.
+ * the waits, and a dissemination barrier.  Collectives (niu-coll.c),
+ * active messages (niu-am.c), remote DMA (niu-dma.c) and raw mode
+ * (niu-raw.c) are built on what niu-internal.h shares.  niu.h documents
+ * the interface.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,23 +24,8 @@
 
 #include "niu.h"
 #include "uapi/arctic_niu.h"
+#include "niu-internal.h"
 
-enum {
-	NIU_TYPE_BARRIER = NIU_TYPE_LIBRARY_MIN,
-	NIU_TYPE_COLLECTIVE,	/* command0: collective number, 1: offset */
-	NIU_TYPE_AM_XFER,	/* command0: segment, 1: word offset */
-	NIU_TYPE_PEER_DOWN,	/* command0: the node that stopped answering */
-	NIU_TYPE_PROBE,		/* nothing: something in flight to a peer */
-	NIU_QUEUES_VIEW_SIZE = ARCTIC_NIU_MMAP_DMA_TX +
-			       ARCTIC_NIU_MMAP_DMA_TX_SIZE,
-	/* Spins on an empty queue before yielding the CPU once. */
-	NIU_SPINS_BEFORE_YIELD = 256,
-	/* A wait this long probes every other node, then again this often. */
-	NIU_PROBE_AFTER_MS = 1000,
-	NIU_PROBE_EVERY_MS = 5000,
-	/* The longest sleep of a wait for a message (see idle()). */
-	NIU_RX_SLEEP_MAX_MS = 100,
-};
 
 static const uint32_t queue_view_offset[2][NIU_NUM_PRIORITIES] = {
 	{ ARCTIC_MMAP_HI_TX, ARCTIC_MMAP_LO_TX },	/* tx */
@@ -47,8 +34,6 @@ static const uint32_t queue_view_offset[2][NIU_NUM_PRIORITIES] = {
 
 static void send_probes(struct niu_endpoint *ep);
 
-/* What a wait waits for: the receive interrupt ends a sleep for a message. */
-enum niu_wait { NIU_WAIT_RX, NIU_WAIT_TX };
 
 /*
  * How long an idle wait sleeps in poll(): for a free Tx slot, which no
@@ -88,7 +73,7 @@ static int sleep_ms(const struct niu_endpoint *ep, enum niu_wait what,
  * cost 41 % of a host core, without them 23 %, with the long sleep for
  * a message 1 %; docs/scale.md).
  */
-static void idle(struct niu_endpoint *ep, unsigned int *spins,
+void niu_lib_idle(struct niu_endpoint *ep, unsigned int *spins,
 		 enum niu_wait what)
 {
 	struct pollfd pfd = { .fd = ep->fd, .events = POLLIN };
@@ -252,11 +237,8 @@ void niu_close(struct niu_endpoint *ep)
 	ep->fd = -1;
 }
 
-static int take_slot(struct niu_endpoint *ep, enum niu_priority prio,
-		     struct niu_msg *msg);
-static int stash_put(struct niu_stash *stash, const struct niu_msg *msg);
 
-static bool tx_slot_free(struct niu_endpoint *ep, enum niu_priority prio)
+bool niu_lib_tx_slot_free(struct niu_endpoint *ep, enum niu_priority prio)
 {
 	return !(ep->tx[prio][ep->tx_head[prio]].header & ARCTIC_MPI_VALID);
 }
@@ -266,8 +248,8 @@ static void keep_queue(struct niu_endpoint *ep, enum niu_priority prio)
 {
 	struct niu_msg msg;
 
-	while (take_slot(ep, prio, &msg)) {
-		if (stash_put(&ep->stash[prio], &msg))
+	while (niu_lib_take_slot(ep, prio, &msg)) {
+		if (niu_lib_stash_put(&ep->stash[prio], &msg))
 			abort();	/* a million unread messages */
 	}
 }
@@ -276,7 +258,7 @@ static void keep_queue(struct niu_endpoint *ep, enum niu_priority prio)
  * Take whatever has arrived at both priorities and keep it aside, so that
  * a peer blocked sending to us can go on while we wait for the NIU.
  */
-static void keep_incoming(struct niu_endpoint *ep)
+void niu_lib_keep_incoming(struct niu_endpoint *ep)
 {
 	int p;
 
@@ -294,7 +276,7 @@ static void keep_incoming(struct niu_endpoint *ep)
  * buffers from the low-priority packets the collective waited for
  * (docs/scale.md).  Every reader of a priority looks in its stash first.
  */
-static void keep_other(struct niu_endpoint *ep, enum niu_priority reading)
+void niu_lib_keep_other(struct niu_endpoint *ep, enum niu_priority reading)
 {
 	keep_queue(ep, reading == NIU_HI ? NIU_LO : NIU_HI);
 }
@@ -310,17 +292,17 @@ static void wait_tx_slot(struct niu_endpoint *ep, enum niu_priority prio)
 {
 	unsigned int spins = 0;
 
-	while (!tx_slot_free(ep, prio)) {
+	while (!niu_lib_tx_slot_free(ep, prio)) {
 		if (prio == NIU_LO && ep->am_handler_count && !ep->am_depth)
 			niu_am_poll(ep);
 		else
-			keep_incoming(ep);
-		idle(ep, &spins, NIU_WAIT_TX);
+			niu_lib_keep_incoming(ep);
+		niu_lib_idle(ep, &spins, NIU_WAIT_TX);
 	}
 }
 
 /* The slot before the one just filled, @head having moved past that one. */
-static uint32_t slot_before_filled(uint32_t head)
+uint32_t niu_lib_slot_before_filled(uint32_t head)
 {
 	return (head + ARCTIC_N - 2) % ARCTIC_N;
 }
@@ -336,7 +318,7 @@ static uint32_t slot_before_filled(uint32_t head)
  * stored a header, and (full barrier) read the one before: one of the
  * two sees the other's store (programming guide section 10.1).
  */
-static void ring_doorbell(struct niu_endpoint *ep,
+void niu_lib_ring_doorbell(struct niu_endpoint *ep,
 			  volatile uint32_t *prev_header, uint32_t queues)
 {
 	atomic_thread_fence(memory_order_seq_cst);
@@ -348,7 +330,7 @@ static void ring_doorbell(struct niu_endpoint *ep,
 }
 
 /* Seed 002 section 3.2.1, TransmitHi/TransmitLo. */
-static void send_slot(struct niu_endpoint *ep, enum niu_priority prio,
+void niu_lib_send_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		      uint32_t header, uint32_t command0, uint32_t command1,
 		      const uint32_t *payload, unsigned int length)
 {
@@ -367,13 +349,13 @@ static void send_slot(struct niu_endpoint *ep, enum niu_priority prio,
 	slot->header = header;					/* step 5 */
 	ep->tx_head[prio] = (ep->tx_head[prio] + 1) % ARCTIC_N;	/* step 6 */
 
-	prev = slot_before_filled(ep->tx_head[prio]);
-	ring_doorbell(ep, &ep->tx[prio][prev].header,
+	prev = niu_lib_slot_before_filled(ep->tx_head[prio]);
+	niu_lib_ring_doorbell(ep, &ep->tx[prio][prev].header,
 		      prio == NIU_HI ? R_USER_DOORBELL_HI_TX_MASK :
 				       R_USER_DOORBELL_LO_TX_MASK);
 }
 
-static int send_any_type(struct niu_endpoint *ep, enum niu_priority prio,
+int niu_lib_send_any_type(struct niu_endpoint *ep, enum niu_priority prio,
 			 uint32_t dest, uint32_t dest_endpoint, uint32_t type,
 			 uint32_t command0, uint32_t command1,
 			 const uint32_t *payload, unsigned int length)
@@ -390,7 +372,7 @@ static int send_any_type(struct niu_endpoint *ep, enum niu_priority prio,
 		 ARCTIC_FIELD_PREP(MPI_HEADER, TYPE, type) |
 		 ARCTIC_FIELD_PREP(MPI_HEADER, MODE, ARCTIC_MODE_MPI) |
 		 ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, length);
-	send_slot(ep, prio, header, command0, command1, payload, length);
+	niu_lib_send_slot(ep, prio, header, command0, command1, payload, length);
 	return 0;
 }
 
@@ -400,7 +382,7 @@ int niu_send(struct niu_endpoint *ep, enum niu_priority prio, uint32_t dest,
 {
 	if (type >= NIU_TYPE_LIBRARY_MIN)
 		return -EINVAL;
-	return send_any_type(ep, prio, dest, dest_endpoint, type, command0,
+	return niu_lib_send_any_type(ep, prio, dest, dest_endpoint, type, command0,
 			     command1, payload, length);
 }
 
@@ -451,7 +433,7 @@ static void note_peer_down(struct niu_endpoint *ep, uint32_t node,
 	ep->abort_sent = true;		/* the sends below may take slots */
 	for (p = 0; p < ep->num_nodes; p++)
 		if (p != ep->node && p != node)
-			send_any_type(ep, NIU_HI, p, ep->endpoint,
+			niu_lib_send_any_type(ep, NIU_HI, p, ep->endpoint,
 				      NIU_TYPE_PEER_DOWN, node, 0, NULL, 0);
 }
 
@@ -468,7 +450,7 @@ static void send_probes(struct niu_endpoint *ep)
 	ep->probing = true;	/* the sends below may wait, and idle */
 	for (p = 0; p < ep->num_nodes && !ep->peer_down; p++)
 		if (p != ep->node)
-			send_any_type(ep, NIU_HI, p, ep->endpoint,
+			niu_lib_send_any_type(ep, NIU_HI, p, ep->endpoint,
 				      NIU_TYPE_PROBE, 0, 0, NULL, 0);
 	ep->probing = false;
 }
@@ -498,8 +480,8 @@ int niu_peer_down(struct niu_endpoint *ep)
 }
 
 /* Seed 002 section 3.2.2, ReceiveHi/ReceiveLo, without waiting. */
-static int take_slot(struct niu_endpoint *ep, enum niu_priority prio,
-		     struct niu_msg *msg)
+int niu_lib_take_slot(struct niu_endpoint *ep, enum niu_priority prio,
+		      struct niu_msg *msg)
 {
 	volatile struct arctic_mpi_slot *slot = &ep->rx[prio][ep->rx_tail[prio]];
 	uint32_t header = slot->header;
@@ -541,10 +523,10 @@ static int take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 	if (node >= 0) {
 		/* Not a message for the program: it learns from the error. */
 		note_peer_down(ep, (uint32_t)node, from_niu);
-		return take_slot(ep, prio, msg);
+		return niu_lib_take_slot(ep, prio, msg);
 	}
 	if (!from_niu && msg->type == NIU_TYPE_PROBE)
-		return take_slot(ep, prio, msg);	/* its job is done */
+		return niu_lib_take_slot(ep, prio, msg);	/* its job is done */
 	return 1;
 }
 
@@ -569,7 +551,7 @@ static int stash_grow(struct niu_stash *stash)
 	return 0;
 }
 
-static int stash_put(struct niu_stash *stash, const struct niu_msg *msg)
+int niu_lib_stash_put(struct niu_stash *stash, const struct niu_msg *msg)
 {
 	if (stash->count == stash->capacity && stash_grow(stash))
 		return -ENOSPC;
@@ -582,7 +564,7 @@ static int stash_put(struct niu_stash *stash, const struct niu_msg *msg)
  * Remove and return the oldest stashed message that @match accepts.
  * Later messages move up one place so the order is kept.
  */
-static int stash_take(struct niu_stash *stash,
+int niu_lib_stash_take(struct niu_stash *stash,
 		      int (*match)(const struct niu_msg *, const void *),
 		      const void *arg, struct niu_msg *msg)
 {
@@ -607,10 +589,10 @@ static int stash_take(struct niu_stash *stash,
 /*
  * Hand every stashed message that @match accepts to @consume, oldest
  * first, and close up the rest in one pass; @consume must not touch the
- * stash.  stash_take() would be quadratic in the thousands of messages a
+ * stash.  niu_lib_stash_take() would be quadratic in the thousands of messages a
  * fast peer can send for the next collective.
  */
-static void stash_drain(struct niu_stash *stash,
+void niu_lib_stash_drain(struct niu_stash *stash,
 			int (*match)(const struct niu_msg *, const void *),
 			void (*consume)(const struct niu_msg *, void *),
 			void *arg)
@@ -639,13 +621,13 @@ static int is_user_msg(const struct niu_msg *msg, const void *unused)
 int niu_try_recv(struct niu_endpoint *ep, enum niu_priority prio,
 		 struct niu_msg *msg)
 {
-	if (stash_take(&ep->stash[prio], is_user_msg, NULL, msg))
+	if (niu_lib_stash_take(&ep->stash[prio], is_user_msg, NULL, msg))
 		return 1;
-	while (take_slot(ep, prio, msg)) {
+	while (niu_lib_take_slot(ep, prio, msg)) {
 		if (is_user_msg(msg, NULL))
 			return 1;
 		/* A library message for a later barrier: keep it. */
-		if (stash_put(&ep->stash[prio], msg))
+		if (niu_lib_stash_put(&ep->stash[prio], msg))
 			abort();
 	}
 	return 0;
@@ -659,8 +641,8 @@ int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
 	while (!niu_try_recv(ep, prio, msg)) {
 		if (ep->peer_down)
 			return -EHOSTDOWN;
-		keep_other(ep, prio);
-		idle(ep, &spins, NIU_WAIT_RX);
+		niu_lib_keep_other(ep, prio);
+		niu_lib_idle(ep, &spins, NIU_WAIT_RX);
 	}
 	return 0;
 }
@@ -681,7 +663,7 @@ int niu_recv_any(struct niu_endpoint *ep, struct niu_msg *msg,
 		}
 		if (ep->peer_down)
 			return -EHOSTDOWN;
-		idle(ep, &spins, NIU_WAIT_RX);
+		niu_lib_idle(ep, &spins, NIU_WAIT_RX);
 	}
 }
 
@@ -706,19 +688,19 @@ static int barrier_wait(struct niu_endpoint *ep,
 	unsigned int spins = 0;
 	struct niu_msg msg;
 
-	if (stash_take(stash, is_barrier_msg, want, &msg))
+	if (niu_lib_stash_take(stash, is_barrier_msg, want, &msg))
 		return 0;
 	for (;;) {
-		keep_other(ep, NIU_HI);
-		while (take_slot(ep, NIU_HI, &msg)) {
+		niu_lib_keep_other(ep, NIU_HI);
+		while (niu_lib_take_slot(ep, NIU_HI, &msg)) {
 			if (is_barrier_msg(&msg, want))
 				return 0;
-			if (stash_put(stash, &msg))
+			if (niu_lib_stash_put(stash, &msg))
 				return -ENOSPC;
 		}
 		if (ep->peer_down)
 			return -EHOSTDOWN;
-		idle(ep, &spins, NIU_WAIT_RX);
+		niu_lib_idle(ep, &spins, NIU_WAIT_RX);
 	}
 }
 
@@ -732,7 +714,7 @@ int niu_barrier(struct niu_endpoint *ep)
 		return 0;
 	ep->barrier_epoch++;
 	for (distance = 1; distance < n; distance *= 2, round++) {
-		ret = send_any_type(ep, NIU_HI, (me + distance) % n,
+		ret = niu_lib_send_any_type(ep, NIU_HI, (me + distance) % n,
 				    ep->endpoint, NIU_TYPE_BARRIER,
 				    ep->barrier_epoch, round, NULL, 0);
 		if (ret)
@@ -747,579 +729,3 @@ int niu_barrier(struct niu_endpoint *ep)
 	return 0;
 }
 
-/* --- collectives ------------------------------------------------------ */
-
-/* One niu_alltoallv() call as its incoming messages see it. */
-struct exchange {
-	uint32_t epoch, num_nodes;
-	uint32_t *const *recv;
-	const size_t *recv_words;
-	size_t *received;		/* words so far, per source */
-	size_t remaining;		/* words still expected in all */
-	int errors;
-};
-
-static int is_exchange_msg(const struct niu_msg *msg, const void *arg)
-{
-	const struct exchange *x = arg;
-
-	return msg->type == NIU_TYPE_COLLECTIVE && msg->command[0] == x->epoch;
-}
-
-static void exchange_take(const struct niu_msg *msg, void *arg)
-{
-	struct exchange *x = arg;
-	uint32_t source = msg->source, offset = msg->command[1];
-
-	if (source >= x->num_nodes || offset > x->recv_words[source] ||
-	    msg->length > x->recv_words[source] - offset ||
-	    msg->length > x->recv_words[source] - x->received[source]) {
-		x->errors++;
-		return;
-	}
-	memcpy(x->recv[source] + offset, msg->payload,
-	       msg->length * sizeof(uint32_t));
-	x->received[source] += msg->length;
-	x->remaining -= msg->length;
-}
-
-static int check_counts(const void *const bufs[], const size_t words[],
-			uint32_t n)
-{
-	uint32_t p;
-
-	for (p = 0; p < n; p++) {
-		if (words[p] && !bufs[p])
-			return -EINVAL;
-	}
-	return 0;
-}
-
-/*
- * The exchange of one collective, @epoch (ep->collective_epoch when it
- * began): send[p] to each node p, recv[p] from each, checked by the
- * caller.  A collective may run several exchanges under one epoch
- * (niu_bcast()'s steps down its tree).
- */
-static int exchange(struct niu_endpoint *ep, uint32_t epoch,
-		    const uint32_t *const send[], const size_t send_words[],
-		    uint32_t *const recv[], const size_t recv_words[])
-{
-	uint32_t n = ep->num_nodes, me = ep->node, p, cursor, header;
-	struct exchange x = { .num_nodes = n, .recv = recv,
-			      .recv_words = recv_words, .epoch = epoch };
-	size_t *sent, unsent = 0, length;
-	unsigned int spins = 0;
-	struct niu_msg msg;
-	bool progress;
-
-	sent = calloc(2 * (size_t)n, sizeof(size_t));
-	if (!sent)
-		return -ENOMEM;
-	x.received = sent + n;
-	for (p = 0; p < n; p++) {
-		if (p == me)
-			continue;
-		unsent += send_words[p];
-		x.remaining += recv_words[p];
-	}
-	if (send_words[me] && recv[me] != send[me])
-		memcpy(recv[me], send[me], send_words[me] * sizeof(uint32_t));
-
-	stash_drain(&ep->stash[NIU_LO], is_exchange_msg, exchange_take, &x);
-	cursor = (me + 1) % n;
-	while (unsent || x.remaining) {
-		progress = false;
-		/* One message to the next peer with words left, if room. */
-		for (p = 0; unsent && p < n && tx_slot_free(ep, NIU_LO); p++) {
-			uint32_t to = (cursor + p) % n;
-
-			if (to == me || sent[to] == send_words[to])
-				continue;
-			length = send_words[to] - sent[to];
-			if (length > NIU_MAX_PAYLOAD)
-				length = NIU_MAX_PAYLOAD;
-			header = ARCTIC_MPI_VALID |
-				 ARCTIC_FIELD_PREP(MPI_HEADER, DEST, to) |
-				 ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT,
-						   ep->endpoint) |
-				 ARCTIC_FIELD_PREP(MPI_HEADER, TYPE,
-						   NIU_TYPE_COLLECTIVE) |
-				 ARCTIC_FIELD_PREP(MPI_HEADER, MODE,
-						   ARCTIC_MODE_MPI) |
-				 ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, length);
-			send_slot(ep, NIU_LO, header, x.epoch,
-				  (uint32_t)sent[to], send[to] + sent[to],
-				  (unsigned int)length);
-			sent[to] += length;
-			unsent -= length;
-			cursor = (to + 1) % n;
-			progress = true;
-			break;
-		}
-		keep_other(ep, NIU_LO);
-		while (take_slot(ep, NIU_LO, &msg)) {
-			progress = true;
-			if (is_exchange_msg(&msg, &x))
-				exchange_take(&msg, &x);
-			else if (stash_put(&ep->stash[NIU_LO], &msg))
-				abort();	/* a million unread messages */
-		}
-		if (!progress && ep->peer_down)
-			break;
-		if (!progress)
-			idle(ep, &spins, NIU_WAIT_RX);
-	}
-	free(sent);
-	if (unsent || x.remaining)
-		return -EHOSTDOWN;
-	return x.errors ? -EPROTO : 0;
-}
-
-int niu_alltoallv(struct niu_endpoint *ep, const uint32_t *const send[],
-		  const size_t send_words[], uint32_t *const recv[],
-		  const size_t recv_words[])
-{
-	uint32_t n = ep->num_nodes, me = ep->node;
-
-	if (!send || !send_words || !recv || !recv_words ||
-	    check_counts((const void *const *)send, send_words, n) ||
-	    check_counts((const void *const *)recv, recv_words, n) ||
-	    send_words[me] != recv_words[me])
-		return -EINVAL;
-	return exchange(ep, ++ep->collective_epoch, send, send_words, recv,
-			recv_words);
-}
-
-/* The four per-node arrays of an alltoallv call, all zero. */
-struct exchange_plan {
-	const uint32_t **send;
-	uint32_t **recv;
-	size_t *send_words, *recv_words;
-};
-
-/* @root: the collective's root, checked here; num_nodes - 1 if none. */
-static int plan_alloc(struct exchange_plan *plan, uint32_t n, uint32_t root)
-{
-	if (root >= n)
-		return -EINVAL;
-	plan->send = calloc(n, sizeof(*plan->send));
-	plan->recv = calloc(n, sizeof(*plan->recv));
-	plan->send_words = calloc(n, sizeof(size_t));
-	plan->recv_words = calloc(n, sizeof(size_t));
-	if (plan->send && plan->recv && plan->send_words && plan->recv_words)
-		return 0;
-	free(plan->send);
-	free(plan->recv);
-	free(plan->send_words);
-	free(plan->recv_words);
-	return -ENOMEM;
-}
-
-static void plan_free(struct exchange_plan *plan)
-{
-	free(plan->send);
-	free(plan->recv);
-	free(plan->send_words);
-	free(plan->recv_words);
-}
-
-static int plan_run(struct niu_endpoint *ep, struct exchange_plan *plan)
-{
-	int ret = niu_alltoallv(ep, plan->send, plan->send_words, plan->recv,
-				plan->recv_words);
-
-	plan_free(plan);
-	return ret;
-}
-
-int niu_alltoall(struct niu_endpoint *ep, const uint32_t *send,
-		 uint32_t *recv, size_t words)
-{
-	struct exchange_plan plan;
-	uint32_t p;
-
-	if (plan_alloc(&plan, ep->num_nodes, ep->num_nodes - 1))
-		return -ENOMEM;
-	for (p = 0; p < ep->num_nodes; p++) {
-		plan.send[p] = send + p * words;
-		plan.recv[p] = recv + p * words;
-		plan.send_words[p] = plan.recv_words[p] = words;
-	}
-	return plan_run(ep, &plan);
-}
-
-/* One step of niu_bcast(): @words of @buf from @peer, or to it (@send). */
-static int bcast_step(struct niu_endpoint *ep, uint32_t epoch,
-		      struct exchange_plan *plan, uint32_t peer, uint32_t *buf,
-		      size_t words, bool send)
-{
-	int ret;
-
-	if (send) {
-		plan->send[peer] = buf;
-		plan->send_words[peer] = words;
-	} else {
-		plan->recv[peer] = buf;
-		plan->recv_words[peer] = words;
-	}
-	ret = exchange(ep, epoch, plan->send, plan->send_words, plan->recv,
-		       plan->recv_words);
-	plan->send[peer] = NULL;
-	plan->recv[peer] = NULL;
-	plan->send_words[peer] = plan->recv_words[peer] = 0;
-	return ret;
-}
-
-/*
- * A binomial tree rooted at @root, in ranks relative to it: rank r takes
- * the words from r minus its lowest set bit, then hands them on to r + m
- * for each power of two m below that bit, the largest subtree first, one
- * child after the other (each child starts handing on while the next is
- * served).  Every step of the tree runs under the one epoch.  At 16 nodes
- * the root sends 4 copies instead of 15, and the last node has the words
- * after 4 copies' time instead of 15.
- */
-int niu_bcast(struct niu_endpoint *ep, uint32_t root, uint32_t *buf,
-	      size_t words)
-{
-	uint32_t n = ep->num_nodes, me = ep->node, rel, mask, m, epoch;
-	struct exchange_plan plan;
-	int ret = plan_alloc(&plan, n, root);
-
-	if (ret)
-		return ret;
-	if (words && !buf) {
-		plan_free(&plan);
-		return -EINVAL;
-	}
-	epoch = ++ep->collective_epoch;
-	rel = (me + n - root) % n;
-	for (mask = 1; mask < n && !(rel & mask); mask <<= 1)
-		;
-	if (rel)
-		ret = bcast_step(ep, epoch, &plan, (me + n - mask) % n, buf,
-				 words, false);
-	for (m = mask >> 1; !ret && m; m >>= 1) {
-		if (rel + m < n)
-			ret = bcast_step(ep, epoch, &plan, (me + m) % n, buf,
-					 words, true);
-	}
-	plan_free(&plan);
-	return ret;
-}
-
-int niu_gather(struct niu_endpoint *ep, uint32_t root, const uint32_t *send,
-	       uint32_t *recv, size_t words)
-{
-	struct exchange_plan plan;
-	uint32_t p;
-	int ret = plan_alloc(&plan, ep->num_nodes, root);
-
-	if (ret)
-		return ret;
-	plan.send[root] = send;
-	plan.send_words[root] = words;
-	if (ep->node == root) {
-		for (p = 0; p < ep->num_nodes; p++) {
-			plan.recv[p] = recv + p * words;
-			plan.recv_words[p] = words;
-		}
-	}
-	return plan_run(ep, &plan);
-}
-
-/* @into[i] = @into[i] op @from[i] for @count elements of 8 bytes. */
-static void combine(enum niu_reduce_op op, void *into, const void *from,
-		    size_t count)
-{
-	size_t i;
-
-	for (i = 0; i < count; i++) {
-		double d, e;
-		int64_t a, b;
-
-		switch (op) {
-		case NIU_SUM_F64:
-		case NIU_MAX_F64:
-			memcpy(&d, (char *)into + 8 * i, 8);
-			memcpy(&e, (const char *)from + 8 * i, 8);
-			d = op == NIU_SUM_F64 ? d + e : (e > d ? e : d);
-			memcpy((char *)into + 8 * i, &d, 8);
-			break;
-		case NIU_SUM_I64:
-		case NIU_MAX_I64:
-			memcpy(&a, (char *)into + 8 * i, 8);
-			memcpy(&b, (const char *)from + 8 * i, 8);
-			/* Wrap like the hardware would, not undefined. */
-			a = op == NIU_SUM_I64 ?
-			    (int64_t)((uint64_t)a + (uint64_t)b) :
-			    (b > a ? b : a);
-			memcpy((char *)into + 8 * i, &a, 8);
-			break;
-		}
-	}
-}
-
-int niu_reduce(struct niu_endpoint *ep, uint32_t root, enum niu_reduce_op op,
-	       void *buf, size_t count)
-{
-	size_t words = 2 * count;
-	uint32_t *all = NULL, p;
-	int ret;
-
-	if (root >= ep->num_nodes || (unsigned int)op > NIU_MAX_I64)
-		return -EINVAL;
-	if (ep->node == root) {
-		all = malloc(ep->num_nodes * words * sizeof(uint32_t) + 1);
-		if (!all)
-			return -ENOMEM;
-	}
-	ret = niu_gather(ep, root, buf, all, words);
-	if (!ret && all) {
-		/* Node order, so a sum of doubles is reproducible. */
-		memcpy(buf, all, words * sizeof(uint32_t));
-		for (p = 1; p < ep->num_nodes; p++)
-			combine(op, buf, all + p * words, count);
-	}
-	free(all);
-	return ret;
-}
-
-int niu_allreduce(struct niu_endpoint *ep, enum niu_reduce_op op, void *buf,
-		  size_t count)
-{
-	int ret = niu_reduce(ep, 0, op, buf, count);
-
-	return ret ? ret : niu_bcast(ep, 0, buf, 2 * count);
-}
-
-/* --- active messages -------------------------------------------------- */
-
-int niu_am_register(struct niu_endpoint *ep, uint32_t type,
-		    niu_am_handler handler)
-{
-	if (type >= NIU_TYPE_LIBRARY_MIN)
-		return -EINVAL;
-	ep->am_handler_count += (handler != NULL) -
-				(ep->am_handlers[type] != NULL);
-	ep->am_handlers[type] = handler;
-	return 0;
-}
-
-int niu_am_request(struct niu_endpoint *ep, uint32_t dest, uint32_t type,
-		   const uint32_t *args, unsigned int nargs)
-{
-	if (type >= NIU_TYPE_LIBRARY_MIN)
-		return -EINVAL;
-	return send_any_type(ep, NIU_LO, dest, ep->endpoint, type,
-			     ep->endpoint, 0, args, nargs);
-}
-
-int niu_am_reply(struct niu_endpoint *ep, const struct niu_msg *to,
-		 uint32_t type, const uint32_t *args, unsigned int nargs)
-{
-	if (type >= NIU_TYPE_LIBRARY_MIN)
-		return -EINVAL;
-	return send_any_type(ep, NIU_HI, to->source, to->command[0], type,
-			     ep->endpoint, 0, args, nargs);
-}
-
-int niu_am_segment_open(struct niu_endpoint *ep, unsigned int segment,
-			uint32_t *base, uint32_t words,
-			niu_am_segment_handler done, void *arg)
-{
-	struct niu_am_segment *seg;
-
-	if (segment >= NIU_AM_SEGMENTS || !base)
-		return -EINVAL;
-	seg = &ep->am_segments[segment];
-	if (!seg->base)
-		ep->am_handler_count++;
-	seg->base = base;
-	seg->words = seg->remaining = words;
-	seg->done = done;
-	seg->arg = arg;
-	return 0;
-}
-
-void niu_am_segment_close(struct niu_endpoint *ep, unsigned int segment)
-{
-	if (segment >= NIU_AM_SEGMENTS || !ep->am_segments[segment].base)
-		return;
-	memset(&ep->am_segments[segment], 0, sizeof(ep->am_segments[0]));
-	ep->am_handler_count--;
-}
-
-int niu_am_xfer(struct niu_endpoint *ep, enum niu_priority prio,
-		uint32_t dest, unsigned int segment, uint32_t offset,
-		const uint32_t *src, size_t words)
-{
-	size_t done, length;
-	int ret;
-
-	if (segment >= NIU_AM_SEGMENTS || (words && !src))
-		return -EINVAL;
-	for (done = 0; done < words; done += length) {
-		length = words - done;
-		if (length > NIU_MAX_PAYLOAD)
-			length = NIU_MAX_PAYLOAD;
-		ret = send_any_type(ep, prio, dest, ep->endpoint,
-				    NIU_TYPE_AM_XFER, segment,
-				    offset + (uint32_t)done, src + done,
-				    (unsigned int)length);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-static int is_am_msg(const struct niu_msg *msg, const void *arg)
-{
-	const struct niu_endpoint *ep = arg;
-
-	return msg->type == NIU_TYPE_AM_XFER ||
-	       (msg->type < NIU_TYPE_LIBRARY_MIN && ep->am_handlers[msg->type]);
-}
-
-/* Copy one transfer into its segment; a full segment runs its handler. */
-static void am_xfer_take(struct niu_endpoint *ep, const struct niu_msg *msg)
-{
-	uint32_t segment = msg->command[0], offset = msg->command[1];
-	struct niu_am_segment *seg;
-
-	seg = segment < NIU_AM_SEGMENTS ? &ep->am_segments[segment] : NULL;
-	if (!seg || !seg->base || offset > seg->words ||
-	    msg->length > seg->words - offset ||
-	    msg->length > seg->remaining) {
-		ep->am_errors++;
-		return;
-	}
-	memcpy(seg->base + offset, msg->payload,
-	       msg->length * sizeof(uint32_t));
-	seg->remaining -= msg->length;
-	if (!seg->remaining && seg->done)
-		seg->done(ep, segment, seg->arg);
-}
-
-static void am_run(struct niu_endpoint *ep, const struct niu_msg *msg)
-{
-	ep->am_depth++;
-	if (msg->type == NIU_TYPE_AM_XFER)
-		am_xfer_take(ep, msg);
-	else
-		ep->am_handlers[msg->type](ep, msg);
-	ep->am_depth--;
-}
-
-int niu_am_poll(struct niu_endpoint *ep)
-{
-	struct niu_msg msg;
-	int ran = 0, p;
-
-	for (p = NIU_HI; p < NIU_NUM_PRIORITIES; p++) {
-		/* Handlers may stash (a blocked reply), so one at a time. */
-		while (stash_take(&ep->stash[p], is_am_msg, ep, &msg)) {
-			am_run(ep, &msg);
-			ran++;
-		}
-		while (take_slot(ep, p, &msg)) {
-			if (is_am_msg(&msg, ep)) {
-				am_run(ep, &msg);
-				ran++;
-			} else if (stash_put(&ep->stash[p], &msg)) {
-				abort();	/* a million unread messages */
-			}
-		}
-	}
-	return ran;
-}
-
-/* --- remote DMA -------------------------------------------------------- */
-
-int niu_dma_window(struct niu_endpoint *ep)
-{
-	const size_t size = ARCTIC_NIU_DMA_WINDOW_SIZE;
-	struct arctic_niu_dma_window window = { .size = size };
-	char *reserved, *aligned;
-	void *mapped;
-	int err;
-
-	if (ep->dma_window)
-		return -EBUSY;
-	/*
-	 * The NIU wants the window's virtual base 4 MiB aligned; map it at
-	 * such an address so that pointers into it are its DMA addresses.
-	 */
-	reserved = mmap(NULL, 2 * size, PROT_NONE,
-			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (reserved == MAP_FAILED)
-		return -errno;
-	aligned = (char *)(((uintptr_t)reserved + size - 1) & ~(size - 1));
-	window.base_vir = (uintptr_t)aligned;
-	if (ioctl(ep->fd, ARCTIC_NIU_IOC_DMA_WINDOW, &window) < 0) {
-		err = -errno;
-		munmap(reserved, 2 * size);
-		return err;
-	}
-	mapped = mmap(aligned, size, PROT_READ | PROT_WRITE,
-		      MAP_SHARED | MAP_FIXED, ep->fd,
-		      (off_t)window.mmap_offset);
-	if (mapped == MAP_FAILED) {
-		err = -errno;
-		munmap(reserved, 2 * size);
-		return err;
-	}
-	if (aligned > reserved)
-		munmap(reserved, aligned - reserved);
-	if (aligned + size < reserved + 2 * size)
-		munmap(aligned + size, reserved + 2 * size - (aligned + size));
-	ep->dma_window = mapped;
-	return 0;
-}
-
-static int is_in_window(const struct niu_endpoint *ep, const void *p)
-{
-	const char *base = ep->dma_window;
-
-	return base && (const char *)p >= base &&
-	       (const char *)p + ARCTIC_D <= base + ARCTIC_NIU_DMA_WINDOW_SIZE;
-}
-
-int niu_dma_send(struct niu_endpoint *ep, uint32_t dest,
-		 uint32_t dest_endpoint, uint32_t type, uint32_t command,
-		 uint64_t target, const void *source,
-		 const uint32_t *payload, unsigned int length)
-{
-	volatile struct arctic_dma_request *slot;
-	unsigned int i, spins = 0;
-
-	if (dest >= ARCTIC_S || dest_endpoint >= ARCTIC_ENDPOINTS ||
-	    type >= NIU_TYPE_LIBRARY_MIN || length > NIU_MAX_PAYLOAD ||
-	    (length && !payload) || target % ARCTIC_D ||
-	    (uintptr_t)source % ARCTIC_D || !is_in_window(ep, source))
-		return -EINVAL;
-	slot = &ep->dma_tx[ep->dma_tx_head];
-	while (slot->header & ARCTIC_MPI_VALID) {
-		keep_incoming(ep);
-		idle(ep, &spins, NIU_WAIT_TX);
-	}
-	atomic_thread_fence(memory_order_acquire);
-	slot->command = command;
-	slot->target = target;
-	slot->source = (uintptr_t)source;
-	for (i = 0; i < length; i++)
-		slot->payload[i] = payload[i];
-	atomic_thread_fence(memory_order_release);
-	slot->header = ARCTIC_MPI_VALID |
-		       ARCTIC_FIELD_PREP(MPI_HEADER, DEST, dest) |
-		       ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT, dest_endpoint) |
-		       ARCTIC_FIELD_PREP(MPI_HEADER, TYPE, type) |
-		       ARCTIC_FIELD_PREP(MPI_HEADER, MODE, ARCTIC_MODE_DMA) |
-		       ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, length);
-	ep->dma_tx_head = (ep->dma_tx_head + 1) % ARCTIC_N;
-	ring_doorbell(ep,
-		      &ep->dma_tx[slot_before_filled(ep->dma_tx_head)].header,
-		      R_USER_DOORBELL_DMA_TX_MASK);
-	return 0;
-}

@@ -16,6 +16,9 @@
 #include <stdlib.h>
 
 #include "niu.c"
+#include "niu-coll.c"
+#include "niu-am.c"
+#include "niu-dma.c"
 
 static uint32_t doorbell_word;
 static int failures;
@@ -259,9 +262,9 @@ static void test_stale_header_skipped(void)
 	CHECK(clear_stale_header(&ep.rx[NIU_LO][2].header, old));
 	CHECK(ep.rx[NIU_LO][2].header == 0);
 
-	/* Through the stash path too: keep_incoming() skips it alike. */
+	/* Through the stash path too: niu_lib_keep_incoming() skips it alike. */
 	ep.rx[NIU_LO][1].header = old;
-	keep_incoming(&ep);
+	niu_lib_keep_incoming(&ep);
 	CHECK(ep.stash[NIU_LO].count == 0 && ep.stale_headers == 2);
 }
 
@@ -299,7 +302,7 @@ static void test_stash_grows_in_order(void)
 	/* More than the first allocation, arriving while a barrier waits. */
 	for (i = 0; i < 3 * NIU_STASH_SLOTS; i++) {
 		deliver(&ep, NIU_HI, &head, 1, 5, i, 0, 0);
-		keep_incoming(&ep);
+		niu_lib_keep_incoming(&ep);
 	}
 	CHECK(ep.stash[NIU_HI].count == 3 * NIU_STASH_SLOTS);
 	CHECK(ep.stash[NIU_HI].capacity == 4 * NIU_STASH_SLOTS);
@@ -606,7 +609,7 @@ static void test_probes(void)
 	ep.probe_after_ns = 1;
 	ep.probe_every_ns = 1000000000000ull;
 	for (i = 0; i < 2 * NIU_SPINS_BEFORE_YIELD; i++)
-		idle(&ep, &spins, NIU_WAIT_RX);
+		niu_lib_idle(&ep, &spins, NIU_WAIT_RX);
 	for (p = 0; p < 3; p++) {
 		uint32_t header = ep.tx[NIU_HI][p].header;
 
@@ -626,7 +629,7 @@ static void test_probes(void)
 	niu_set_probes(&ep, false);
 	spins = 0;
 	for (i = 0; i < 4 * NIU_SPINS_BEFORE_YIELD; i++)
-		idle(&ep, &spins, NIU_WAIT_RX);
+		niu_lib_idle(&ep, &spins, NIU_WAIT_RX);
 	CHECK(ep.tx[NIU_HI][0].header == 0);
 }
 

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libniu: JAM-style active messages: handlers by message type, and
+ * transfers into registered segments (niu.h documents the interface; niu-internal.h the
+ * endpoint's internals that the library's files share).
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "niu-internal.h"
+
+/* --- active messages -------------------------------------------------- */
+
+int niu_am_register(struct niu_endpoint *ep, uint32_t type,
+		    niu_am_handler handler)
+{
+	if (type >= NIU_TYPE_LIBRARY_MIN)
+		return -EINVAL;
+	ep->am_handler_count += (handler != NULL) -
+				(ep->am_handlers[type] != NULL);
+	ep->am_handlers[type] = handler;
+	return 0;
+}
+
+int niu_am_request(struct niu_endpoint *ep, uint32_t dest, uint32_t type,
+		   const uint32_t *args, unsigned int nargs)
+{
+	if (type >= NIU_TYPE_LIBRARY_MIN)
+		return -EINVAL;
+	return niu_lib_send_any_type(ep, NIU_LO, dest, ep->endpoint, type,
+			     ep->endpoint, 0, args, nargs);
+}
+
+int niu_am_reply(struct niu_endpoint *ep, const struct niu_msg *to,
+		 uint32_t type, const uint32_t *args, unsigned int nargs)
+{
+	if (type >= NIU_TYPE_LIBRARY_MIN)
+		return -EINVAL;
+	return niu_lib_send_any_type(ep, NIU_HI, to->source, to->command[0], type,
+			     ep->endpoint, 0, args, nargs);
+}
+
+int niu_am_segment_open(struct niu_endpoint *ep, unsigned int segment,
+			uint32_t *base, uint32_t words,
+			niu_am_segment_handler done, void *arg)
+{
+	struct niu_am_segment *seg;
+
+	if (segment >= NIU_AM_SEGMENTS || !base)
+		return -EINVAL;
+	seg = &ep->am_segments[segment];
+	if (!seg->base)
+		ep->am_handler_count++;
+	seg->base = base;
+	seg->words = seg->remaining = words;
+	seg->done = done;
+	seg->arg = arg;
+	return 0;
+}
+
+void niu_am_segment_close(struct niu_endpoint *ep, unsigned int segment)
+{
+	if (segment >= NIU_AM_SEGMENTS || !ep->am_segments[segment].base)
+		return;
+	memset(&ep->am_segments[segment], 0, sizeof(ep->am_segments[0]));
+	ep->am_handler_count--;
+}
+
+int niu_am_xfer(struct niu_endpoint *ep, enum niu_priority prio,
+		uint32_t dest, unsigned int segment, uint32_t offset,
+		const uint32_t *src, size_t words)
+{
+	size_t done, length;
+	int ret;
+
+	if (segment >= NIU_AM_SEGMENTS || (words && !src))
+		return -EINVAL;
+	for (done = 0; done < words; done += length) {
+		length = words - done;
+		if (length > NIU_MAX_PAYLOAD)
+			length = NIU_MAX_PAYLOAD;
+		ret = niu_lib_send_any_type(ep, prio, dest, ep->endpoint,
+				    NIU_TYPE_AM_XFER, segment,
+				    offset + (uint32_t)done, src + done,
+				    (unsigned int)length);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int is_am_msg(const struct niu_msg *msg, const void *arg)
+{
+	const struct niu_endpoint *ep = arg;
+
+	return msg->type == NIU_TYPE_AM_XFER ||
+	       (msg->type < NIU_TYPE_LIBRARY_MIN && ep->am_handlers[msg->type]);
+}
+
+/* Copy one transfer into its segment; a full segment runs its handler. */
+static void am_xfer_take(struct niu_endpoint *ep, const struct niu_msg *msg)
+{
+	uint32_t segment = msg->command[0], offset = msg->command[1];
+	struct niu_am_segment *seg;
+
+	seg = segment < NIU_AM_SEGMENTS ? &ep->am_segments[segment] : NULL;
+	if (!seg || !seg->base || offset > seg->words ||
+	    msg->length > seg->words - offset ||
+	    msg->length > seg->remaining) {
+		ep->am_errors++;
+		return;
+	}
+	memcpy(seg->base + offset, msg->payload,
+	       msg->length * sizeof(uint32_t));
+	seg->remaining -= msg->length;
+	if (!seg->remaining && seg->done)
+		seg->done(ep, segment, seg->arg);
+}
+
+static void am_run(struct niu_endpoint *ep, const struct niu_msg *msg)
+{
+	ep->am_depth++;
+	if (msg->type == NIU_TYPE_AM_XFER)
+		am_xfer_take(ep, msg);
+	else
+		ep->am_handlers[msg->type](ep, msg);
+	ep->am_depth--;
+}
+
+int niu_am_poll(struct niu_endpoint *ep)
+{
+	struct niu_msg msg;
+	int ran = 0, p;
+
+	for (p = NIU_HI; p < NIU_NUM_PRIORITIES; p++) {
+		/* Handlers may stash (a blocked reply), so one at a time. */
+		while (niu_lib_stash_take(&ep->stash[p], is_am_msg, ep, &msg)) {
+			am_run(ep, &msg);
+			ran++;
+		}
+		while (niu_lib_take_slot(ep, p, &msg)) {
+			if (is_am_msg(&msg, ep)) {
+				am_run(ep, &msg);
+				ran++;
+			} else if (niu_lib_stash_put(&ep->stash[p], &msg)) {
+				abort();	/* a million unread messages */
+			}
+		}
+	}
+	return ran;
+}
+
