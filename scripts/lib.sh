@@ -59,6 +59,53 @@ arctic_qemu_paths() {
     ARCTIC_FIRMWARE_DIR="$ARCTIC_CACHE/firmware"
 }
 
+# Build (when $1 is yes) what a cluster needs, or find it: this checkout's
+# QEMU (arctic_qemu_paths), arctic-switch unless $ARCTIC_SWITCH names one
+# (with the project's meson targets given after $1), and the guest image.
+# Sets switch_bin and guest; dies naming the script to run for anything
+# missing.  Shared by niu-cluster and niu-bench.
+arctic_cluster_prepare() {
+    local build=$1
+    shift
+    switch_bin=${ARCTIC_SWITCH:-$ARCTIC_ROOT/build/switch/arctic-switch}
+    guest="$ARCTIC_GUEST_DIR"
+    if [ "$build" = yes ]; then
+        "$ARCTIC_ROOT/scripts/setup-deps"
+        log "QEMU with the arctic-niu device"
+        "$ARCTIC_ROOT/scripts/build-qemu" >/dev/null
+        arctic_qemu_paths
+        if [ -z "${ARCTIC_SWITCH:-}" ]; then
+            if [ ! -f "$ARCTIC_ROOT/build/build.ninja" ]; then
+                log "configuring the project in $ARCTIC_ROOT/build"
+                meson setup "$ARCTIC_ROOT/build" "$ARCTIC_ROOT" \
+                    "-Dqemu_build=$ARCTIC_QEMU_BUILD" >/dev/null
+            fi
+            log "building arctic-switch${1:+ and the host helpers}"
+            run_logged "$ARCTIC_CACHE/niu-cluster-switch.log" \
+                meson compile -C "$ARCTIC_ROOT/build" switch/arctic-switch "$@"
+        fi
+        log "guest image"
+        "$ARCTIC_ROOT/scripts/build-guest" >/dev/null
+    else
+        arctic_qemu_paths
+    fi
+    [ -x "$ARCTIC_QEMU_BIN" ] || die "no QEMU at $ARCTIC_QEMU_BIN (run scripts/build-qemu)"
+    [ -x "$switch_bin" ] || die "no arctic-switch at $switch_bin (run meson compile -C build)"
+    [ -r "$guest/vmlinuz" ] && [ -r "$guest/initramfs.cpio.gz" ] ||
+        die "no guest image in $guest (run scripts/build-guest)"
+}
+
+# Stop the child processes given: a TERM to each, then wait for each.
+arctic_stop_children() {
+    local pid
+    for pid in "$@"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "$@"; do
+        wait "$pid" 2>/dev/null || true
+    done
+}
+
 # Set link_args (QEMU options before -device) and link_prop (the
 # arctic-niu property) for link transport $1 to the switch at $2: its UNIX
 # socket's path, or tcp:HOST:PORT.  Transports: thread (the NIU's link

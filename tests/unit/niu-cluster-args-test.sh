@@ -6,7 +6,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
-guest=${ARCTIC_CACHE:-/var/cache/arctic-niu}/guest
+guest=$ARCTIC_GUEST_DIR
 fail=0
 
 # $1: what; $2: the error wanted; the rest: niu-cluster's arguments.
