@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * niu-bw: one-way message-passing bandwidth from node 0 to node 1 (or
- * from -k senders at once into the node of -r) against message size,
+ * from -k senders at once into the node of -r, or pairs at once with
+ * -x MASK: node n to n ^ MASK) against message size,
  * through libniu (doorbell fast path, polled receive).  For each payload
  * size each sender streams a train of messages to the receiver as fast
  * as its Tx queue takes them; the receiver checks every word and answers
@@ -51,17 +52,22 @@ static uint32_t dma_pattern(unsigned int block, unsigned int i)
  */
 struct roles {
 	unsigned int receiver, senders;
+	int pair_sender;	/* -x: this pair's one sender, else -1 */
 };
 
 static int sender_index(const struct roles *r, unsigned int node)
 {
 	unsigned int index = node - (node > r->receiver);
 
+	if (r->pair_sender >= 0)
+		return node == (unsigned int)r->pair_sender ? 0 : -1;
 	return node != r->receiver && index < r->senders ? (int)index : -1;
 }
 
 static unsigned int sender_node(const struct roles *r, unsigned int index)
 {
+	if (r->pair_sender >= 0)
+		return (unsigned int)r->pair_sender;
 	return index + (index >= r->receiver);
 }
 
@@ -148,12 +154,15 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"Usage: niu-bw [-n MESSAGES] [-b BLOCKS] [-r NODE] [-k SENDERS] "
-		"[-H] [-s USEC] [-d DEVICE]\n"
+		"[-x MASK] [-H] [-s USEC] [-d DEVICE]\n"
 		"  -n  messages per size (default 2000; 0: no message trains)\n"
 		"  -b  remote-DMA blocks of 2048 bytes (default 256; 0: none)\n"
 		"  -r  the receiving node (default 1)\n"
 		"  -k  senders, the lowest-numbered other nodes, all at once\n"
 		"      into the receiver (default 1: node 0)\n"
+		"  -x  pairs instead, all at once: node n sends to n ^ MASK\n"
+		"      for every n without MASK (a power of two; with -x 1\n"
+		"      on 4 nodes, 0 -> 1 and 2 -> 3)\n"
 		"  -H  high priority (default low)\n"
 		"  -s  sleep up to USEC in poll() when a wait finds nothing;\n"
 		"      -s 0 spins (default: NIU_IDLE_SLEEP_US, which\n"
@@ -169,7 +178,8 @@ int main(int argc, char **argv)
 	unsigned int wrong = 0;
 	int sleep_us = -1;		/* -1: the launcher's (libniu's) */
 	enum niu_priority prio = NIU_LO;
-	struct roles roles = { .receiver = 1, .senders = 1 };
+	struct roles roles = { .receiver = 1, .senders = 1, .pair_sender = -1 };
+	unsigned int mask = 0;
 	uint32_t payload[NIU_MAX_PAYLOAD];
 	const char *device = NULL;
 	struct niu_endpoint ep;
@@ -177,7 +187,7 @@ int main(int argc, char **argv)
 	uint64_t start, ns;
 	int opt, ret, me;
 
-	while ((opt = getopt(argc, argv, "n:b:r:k:Hs:d:h")) != -1) {
+	while ((opt = getopt(argc, argv, "n:b:r:k:x:Hs:d:h")) != -1) {
 		switch (opt) {
 		case 's':
 			sleep_us = atoi(optarg);
@@ -196,6 +206,11 @@ int main(int argc, char **argv)
 		case 'k':
 			roles.senders = (unsigned int)atoi(optarg);
 			break;
+		case 'x':
+			mask = (unsigned int)strtoul(optarg, NULL, 0);
+			if (!mask || (mask & (mask - 1)) || mask > 0x80)
+				usage();
+			break;
 		case 'H':
 			prio = NIU_HI;
 			break;
@@ -210,6 +225,16 @@ int main(int argc, char **argv)
 	if (ret) {
 		fprintf(stderr, "niu-bw: open: %s\n", strerror(-ret));
 		return 1;
+	}
+	if (mask) {
+		/* Pairs: node n sends to n ^ mask, for every n without it. */
+		if (ep.num_nodes % (2 * mask)) {
+			fprintf(stderr, "niu-bw: -x %u pairs %u nodes unevenly\n",
+				mask, ep.num_nodes);
+			return 1;
+		}
+		roles.receiver = ep.node | mask;
+		roles.pair_sender = (int)(ep.node & ~mask);
 	}
 	if (roles.senders < 1 || roles.receiver >= ep.num_nodes ||
 	    roles.senders + 1 > ep.num_nodes) {

@@ -81,6 +81,33 @@ static const char *const check_name[NUM_CHECKS] = {
 	"active messages", "block transfer", "failed calls",
 };
 
+static int compare_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * What a round of every collective took on node 0 (its clock, from the
+ * round's first call to its closing barrier): median, mean, p99, max.
+ */
+static void print_round_times(uint64_t *ns, unsigned int rounds)
+{
+	uint64_t sum = 0;
+	unsigned int i;
+
+	if (!rounds)
+		return;
+	for (i = 0; i < rounds; i++)
+		sum += ns[i];
+	qsort(ns, rounds, sizeof(*ns), compare_u64);
+	printf("niu-coll-test: round ms: median %.3f mean %.3f p99 %.3f "
+	       "max %.3f over %u rounds\n", ns[rounds / 2] / 1e6,
+	       sum / 1e6 / rounds, ns[(rounds * 99 + 99) / 100 - 1] / 1e6,
+	       ns[rounds - 1] / 1e6, rounds);
+}
+
 int main(int argc, char **argv)
 {
 	unsigned int rounds = 3, round, i;
@@ -88,6 +115,7 @@ int main(int argc, char **argv)
 	const char *device = NULL;
 	struct niu_endpoint ep;
 	uint32_t n, me, p, words = 50, *send, *recv, *seg;
+	uint64_t *round_ns, round_start;
 	int opt, ret;
 
 	while ((opt = getopt(argc, argv, "r:w:d:h")) != -1) {
@@ -117,7 +145,8 @@ int main(int argc, char **argv)
 	send = calloc((size_t)n * words + 1, sizeof(uint32_t));
 	recv = calloc((size_t)n * words + 1, sizeof(uint32_t));
 	seg = calloc(XFER_WORDS, sizeof(uint32_t));
-	if (!send || !recv || !seg)
+	round_ns = calloc(rounds + 1, sizeof(*round_ns));
+	if (!send || !recv || !seg || !round_ns)
 		return 1;
 	niu_am_register(&ep, AM_PING, ping_handler);
 	niu_am_register(&ep, AM_PONG, pong_handler);
@@ -129,8 +158,11 @@ int main(int argc, char **argv)
 
 	for (round = 0; round < rounds; round++) {
 		double d[3];
+		uint64_t now;
 		int64_t v[2];
 		uint32_t args[NIU_MAX_PAYLOAD];
+
+		round_start = niu_now_ns();
 
 		for (p = 0; p < n; p++)
 			for (i = 0; i < words; i++)
@@ -209,6 +241,8 @@ int main(int argc, char **argv)
 						       round, i);
 		wrong[CALLS] += niu_barrier(&ep) != 0;
 		stop_if_peer_down(&ep);
+		now = niu_now_ns();
+		round_ns[round] = now - round_start;
 	}
 	wrong[ACTIVE] = pong_wrong + (pongs != rounds);
 	wrong[XFER] += ep.am_errors + (xfer_done != rounds);
@@ -222,6 +256,7 @@ int main(int argc, char **argv)
 			       check_name[i], (long long)wrong[i]);
 			ret |= wrong[i] != 0;
 		}
+		print_round_times(round_ns, rounds);
 		printf("niu-coll-test: %s\n", ret ? "FAIL" : "PASS");
 	}
 	niu_close(&ep);
