@@ -33,6 +33,12 @@ ARCTIC_QEMU_SERIES=10.0
 # second for nothing; an idle node cost 1.6 % of a host core with it and
 # 0.4 % without (docs/scale.md).  The guests keep the TSC as clocksource.
 ARCTIC_MACHINE=q35,hpet=off
+# The seed-sized retransmit buffer and link credits (ARCTIC_SEED_LINES in
+# include/arctic/niu-hw.h, ARCTIC_LINK_SEED_CREDITS in
+# include/arctic/link.h; tests/unit/niu-cluster-args-test.sh checks they
+# agree): timed mode's, and niu-cluster --seed-buffers'.
+ARCTIC_SEED_LINES=16
+ARCTIC_SEED_CREDITS=8
 
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

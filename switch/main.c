@@ -126,7 +126,7 @@ int main(int argc, char **argv)
           "Router levels of the fat tree (default: the fewest that fit)",
           "L" },
         { "credits", 0, 0, G_OPTION_ARG_INT, &o.credits,
-          "Credits granted to each NIU per priority (default 8)", "N" },
+          "Credits granted to each NIU per priority (default 64)", "N" },
         { "buffers", 'b', 0, G_OPTION_ARG_INT, &o.buffers,
           "Packet buffers per router input, the last one kept for high "
           "priority (default 4)", "N" },

@@ -60,9 +60,13 @@ enum {
     ARCTIC_LINK_MAX_NODES = 256,        /* S of seed 002 */
     /*
      * Credits an NIU grants the switch and the switch grants an NIU, per
-     * priority, unless configured otherwise.
+     * priority, unless configured otherwise: sized for the host, so that
+     * remote DMA is not bound by the credit loop through the switch
+     * (docs/datapath.md §3.15).  ARCTIC_LINK_SEED_CREDITS is the small
+     * buffer of the seeds' NIU, which timed mode keeps.
      */
-    ARCTIC_LINK_DEFAULT_CREDITS = 8,
+    ARCTIC_LINK_DEFAULT_CREDITS = 64,
+    ARCTIC_LINK_SEED_CREDITS = 8,
     /*
      * The most credits one side may hold for one priority; granting more
      * (in HELLO, WELCOME or CREDIT) ends the connection.

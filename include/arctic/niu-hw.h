@@ -226,6 +226,16 @@ REG32(NIU_CAPS, 0x008)
     FIELD(NIU_CAPS, LOG2_N, 8, 8)        /* slots per queue */
     FIELD(NIU_CAPS, LINES, 16, 8)        /* retransmit buffer lines */
     FIELD(NIU_CAPS, HI_LINES, 24, 8)     /* of which kept for high prio */
+/*
+ * CAPS.LINES unless the device's "lines" property says otherwise: sized
+ * for the host (docs/datapath.md §3.15).  The seeds call the retransmit
+ * buffer "small" without a size; ARCTIC_SEED_LINES is the small one that
+ * timed mode keeps.
+ */
+enum {
+    ARCTIC_DEFAULT_LINES = 128,
+    ARCTIC_SEED_LINES = 16,
+};
 REG32(NIU_NODE_ID, 0x00c)            /* this NIU's node (device property) */
 REG32(NIU_NUM_NODES, 0x010)          /* from the switch; 0 before link up */
 REG32(NIU_NET_LEVELS, 0x014)         /* fat tree levels, from the switch */

@@ -65,7 +65,8 @@ static void make_capture(struct capture *cap)
     size = test_build_packet(pkt, 0, 2, false, false, 14, 1);
     g_assert_true(test_client_send_packet(a, pkt, size, 2000));
     /* Every credit back: the switch has handled all five. */
-    while (a->send_credits[0] < 8 || a->send_credits[1] < 8) {
+    while (a->send_credits[0] < config.credits ||
+           a->send_credits[1] < config.credits) {
         g_assert_true(test_client_poll(a, 2000));
     }
     test_client_free(a);

@@ -251,12 +251,13 @@ static void test_bad_packets(Fixture *f, gconstpointer data)
         test_client_return_credits(f->rx, 1, 0);
     }
     bystander_ok(f);
-    /* Every credit came back. */
-    while (c->send_credits[0] < 8 || c->send_credits[1] < 8) {
+    /* Every credit the switch granted (its default) came back. */
+    while (c->send_credits[0] < ARCTIC_LINK_DEFAULT_CREDITS ||
+           c->send_credits[1] < ARCTIC_LINK_DEFAULT_CREDITS) {
         g_assert_true(test_client_poll(c, 2000));
     }
-    g_assert_cmpuint(c->send_credits[0], ==, 8);
-    g_assert_cmpuint(c->send_credits[1], ==, 8);
+    g_assert_cmpuint(c->send_credits[0], ==, ARCTIC_LINK_DEFAULT_CREDITS);
+    g_assert_cmpuint(c->send_credits[1], ==, ARCTIC_LINK_DEFAULT_CREDITS);
 
     st = test_switch_stats(f->ts);
     q = &st->port[VICTIM].prio[ARCTIC_PRIORITY_LOW];
@@ -300,7 +301,8 @@ static void check_disconnect(Fixture *f, const void *bytes, size_t len,
 
 static void test_bad_frames(Fixture *f, gconstpointer data)
 {
-    uint8_t buf[64 * (ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE)];
+    enum { OVERRUN = ARCTIC_LINK_DEFAULT_CREDITS + 8 };
+    uint8_t buf[OVERRUN * (ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE)];
     uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
     size_t off = 0, size;
     unsigned i;
@@ -330,9 +332,11 @@ static void test_bad_frames(Fixture *f, gconstpointer data)
     check_disconnect(f, buf, 8 + ARCTIC_WELCOME_SIZE,
                      ARCTIC_DISCONNECT_UNEXPECTED_FRAME, 8);
 
-    /* 64 packets in one write against 8 credits (sent to itself, so no
-     * other port sees them). */
-    for (i = 0; i < 64; i++) {
+    /*
+     * More packets in one write than the switch's credits (sent to itself,
+     * so no other port sees them).
+     */
+    for (i = 0; i < OVERRUN; i++) {
         size = test_build_packet(pkt, VICTIM, VICTIM, false, false, i, 20);
         arctic_frame_header_encode(buf + off, ARCTIC_FRAME_PACKET, size);
         memcpy(buf + off + 8, pkt, size);
@@ -403,7 +407,7 @@ static void test_reconnect(Fixture *f, gconstpointer data)
         g_assert_true(test_client_send_packet(f->tx, pkt, size, 2000));
     }
     test_client_free(c);
-    while (f->tx->send_credits[0] < 8) {
+    while (f->tx->send_credits[0] < ARCTIC_LINK_DEFAULT_CREDITS) {
         g_assert_true(test_client_poll(f->tx, 2000));
     }
     /* Down: a packet to it is dropped as port_down. */

@@ -150,7 +150,12 @@ case "$case_name" in
 ping-2)
     # Launched with an idle sleep (-I): spinning (-s 0), then sleeping in
     # poll() between messages (-s 1000), then the launcher's (no -s).
-    run_cluster -n 2 -I 700 -- "niu-ping -n 100 -s 0 && niu-ping -n 100 -s 1000 && niu-ping -n 20"
+    # And without -L/-C, fast mode's buffers are the device's and the
+    # switch's defaults, sized for the host (no --credits, 128 lines).
+    lines=/sys/bus/pci/drivers/arctic_niu/0*/lines
+    run_cluster -n 2 -I 700 -- "echo lines=\$(cat $lines) && niu-ping -n 100 -s 0 && niu-ping -n 100 -s 1000 && niu-ping -n 20"
+    expect "fast mode leaves the switch its default credits" '^==> starting arctic-switch \(.* --credits [0-9]+.*\)$' 0
+    expect "both NIUs have the default 128 lines (sysfs)" '^\[node [01]\] lines=128$' 2
     expect "node 0 pings, node 1 echoes, three times" '^\[node 0\] niu-ping: node 0 of 2, pinging|^\[node 1\] niu-ping: node 1 of 2, echoing' 6
     expect "-s 0 spins, -s 1000 sleeps, no -s keeps the launcher's 700" '^\[node 0\] niu-ping: node 0 of 2, pinging, (100 round trips per size, high priority, idle sleep (0|1000)|20 round trips per size, high priority, idle sleep 700) us$' 3
     expect "a latency row per size (median, p99, min, mean), three times" '^\[node 0\] +(0|1|2|4|8|16|20) +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3}$' 21
@@ -513,8 +518,11 @@ SCRIPT
     expect "the switch carried its packets" '"rx_packets" : [1-9]'
     ;;
 timed-2)
+    lines=/sys/bus/pci/drivers/arctic_niu/0*/lines
     run_cluster -n 2 --timed -- \
-        "niu-ping -n 50 -s 1000000 && niu-bw -n 200 -b 32"
+        "echo lines=\$(cat $lines) && niu-ping -n 50 -s 1000000 && niu-bw -n 200 -b 32"
+    expect "timed mode takes the seed's 8 credits" '^==> starting arctic-switch \(.* --credits 8( .*)?\)$'
+    expect "and the seed's 16 lines (sysfs)" '^\[node [01]\] lines=16$' 2
     expect "the cluster's clock started on both nodes" '^\[node [01]\] ARCTIC: node [01] running: ' 2
     expect "every reply right" '^\[node 0\] niu-ping: 350 replies checked, 0 wrong: PASS$'
     expect "every message and block right" '^\[node [01]\] niu-bw: node [01]: 0 wrong: PASS$' 2

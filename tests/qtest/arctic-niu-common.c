@@ -964,9 +964,16 @@ Niu *niu_start_linked_props(const char *props, uint16_t hi_credits,
     return n;
 }
 
+/*
+ * Linked, with the seed-sized retransmit buffer (ARCTIC_SEED_LINES): the
+ * tests that stall the engine on its lines are written for it.  A test of
+ * the device's default starts with niu_start_linked_props("", ...).
+ */
 Niu *niu_start_linked(uint16_t hi_credits, uint16_t lo_credits)
 {
-    return niu_start_linked_props("", hi_credits, lo_credits);
+    g_autofree char *props = g_strdup_printf("lines=%d", ARCTIC_SEED_LINES);
+
+    return niu_start_linked_props(props, hi_credits, lo_credits);
 }
 
 void niu_stop(Niu *n)

@@ -176,6 +176,11 @@ static void test_dma_share_leaves_mpi_lines(void)
  */
 static void test_dma_in_hitx_blocks_hitx(void)
 {
+    /*
+     * The seed-sized buffer (niu_start_linked()): 8 lines for DMA data,
+     * so that the request cannot be taken whole while the switch holds
+     * its credits.
+     */
     Niu *n = niu_start_linked(8, 8);
     uint32_t block[ARCTIC_D / 4];
     uint32_t v = 0x55, w = 0x66;

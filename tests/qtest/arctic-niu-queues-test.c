@@ -577,7 +577,7 @@ static void check_high_lines_reserved(const char *props, unsigned lines)
 
 static void test_tx_high_lines_reserved(void)
 {
-    check_high_lines_reserved("", 16);
+    check_high_lines_reserved("", ARCTIC_DEFAULT_LINES);
 }
 
 /* The "lines" property sizes the retransmit buffer. */

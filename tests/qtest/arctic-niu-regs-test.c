@@ -23,7 +23,8 @@ static void test_identity_and_reset_values(void)
     g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, ENDPOINTS), ==,
                     ARCTIC_ENDPOINTS);
     g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, LOG2_N), ==, ARCTIC_LOG2_N);
-    g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, LINES), ==, 16);
+    g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, LINES), ==,
+                    ARCTIC_DEFAULT_LINES);
     g_assert_cmpint(FIELD_EX32(caps, NIU_CAPS, HI_LINES), ==, 4);
     g_assert_cmpint(reg_r(n, A_NIU_NODE_ID), ==, NIU_NODE);
     g_assert_cmpint(reg_r(n, A_NIU_NUM_NODES), ==, 0);

@@ -34,7 +34,7 @@
 #define NACK_NS         10000ull    /* device default nack-backoff-ns */
 #define WAIT_MS         5000        /* for frames the device must send */
 #define QUIET_MS        300         /* to check the device sends nothing */
-#define LINES_DEFAULT   16          /* device default lines */
+#define LINES_DEFAULT   ARCTIC_DEFAULT_LINES    /* device default lines */
 #define HI_LINES        4           /* NIU_CAPS.HI_LINES */
 /* A DMA window (EP_WIN_*): guest physical and virtual base, mask */
 #define WIN_PHYS        0x2000000ull    /* 4 MiB aligned, inside 64 MiB */

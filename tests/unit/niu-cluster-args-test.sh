@@ -24,6 +24,19 @@ refused() {
     fi
 }
 
+# The launcher's seed-sized buffers are the C constants'.
+seed_lines=$(sed -n 's/^ *ARCTIC_SEED_LINES = \([0-9]*\),.*/\1/p' \
+             "$root/include/arctic/niu-hw.h")
+seed_credits=$(sed -n 's/^ *ARCTIC_LINK_SEED_CREDITS = \([0-9]*\),.*/\1/p' \
+               "$root/include/arctic/link.h")
+if [ "$seed_lines" = "$ARCTIC_SEED_LINES" ] &&
+   [ "$seed_credits" = "$ARCTIC_SEED_CREDITS" ]; then
+    echo "ok: lib.sh's seed buffers are niu-hw.h's and link.h's ($seed_lines, $seed_credits)"
+else
+    echo "FAIL: lib.sh's seed buffers ($ARCTIC_SEED_LINES, $ARCTIC_SEED_CREDITS) are not niu-hw.h's and link.h's ('$seed_lines', '$seed_credits')"
+    fail=1
+fi
+
 refused "64 MB is too little" "the guest wants at least 128 MB" -m 64 -- niu-ping
 refused "memory in words" "--memory wants megabytes" -m lots -- niu-ping
 if [ -r "$guest/initramfs.cpio.gz" ]; then

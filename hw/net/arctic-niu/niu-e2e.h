@@ -36,14 +36,14 @@
  * Retransmit buffer: lines hold packets until acknowledged (seed 003
  * §3.2.2); some lines are kept for high priority so low-priority traffic
  * can never take them all.  The seeds call it "small" without a size:
- * the "lines" property picks it (NIU_CAPS.LINES tells the driver).
+ * the "lines" property picks it (NIU_CAPS.LINES tells the driver;
+ * ARCTIC_DEFAULT_LINES, niu-hw.h, is its default).
  * Remote-DMA data leaves MPI messages at least ARCTIC_MPI_MIN_LINES or
  * an eighth of them, so MPI messages of both priorities pass a long DMA
  * operation (seed 002 §2.2.2) while DMA gets the window it needs: the
  * lines bound its bandwidth (niu_dma_lines()).
  */
 enum {
-    ARCTIC_DEFAULT_LINES = 16,
     ARCTIC_MAX_LINES = R_NIU_CAPS_LINES_MASK >> R_NIU_CAPS_LINES_SHIFT,
     ARCTIC_HI_RESERVED_LINES = 4,
     ARCTIC_MIN_LINES = 2 * ARCTIC_HI_RESERVED_LINES,
