@@ -659,13 +659,16 @@ static void test_peer_dead(void)
 /*
  * x-doorbell-coalesce-ns: the first ARCTIC_DOORBELL_STREAK doorbells of a
  * quick run each send at once, and the next one's pass is held.  The
- * window (1 s) outlasts link_expect_silence().  Returns the NIU with
- * message ARCTIC_DOORBELL_STREAK (payload @p[that]) queued and held.
+ * window is host time: 3 s, so that it outlasts link_expect_silence()
+ * (QUIET_MS) and the test's stores after it even on a loaded host (with
+ * 1 s the test failed once, in a suite run beside other clusters).
+ * Returns the NIU with message ARCTIC_DOORBELL_STREAK (payload @p[that])
+ * queued and held.
  */
 static Niu *start_held_doorbell(uint32_t *p, unsigned count)
 {
-    Niu *n = niu_start_linked_props("x-doorbell-coalesce-ns=1000000000,"
-                                    "retry-timeout-ns=4000000000", 8, 8);
+    Niu *n = niu_start_linked_props("x-doorbell-coalesce-ns=3000000000,"
+                                    "retry-timeout-ns=12000000000", 8, 8);
     unsigned i, held = ARCTIC_DOORBELL_STREAK;
 
     for (i = 0; i < count; i++) {
