@@ -7,7 +7,9 @@
  *                 file (MMIO), reset, the state view, and the glue that
  *                 hands what the layers below report (niu_on_link_*,
  *                 niu_on_e2e_*) to the ones that act on it
- *   the queue engine, the only code that reads or writes guest memory:
+ *   the queue engine, the only code that reads or writes guest memory
+ *   (through niu-dma.c), in three structures of ArcticNiuState (tx, rx,
+ *   raw):
  *   niu-tx.c      MPFSM and DMAFSM (seed 002 §6.2.1-6.2.2; niu_tx_*):
  *                 polls the Tx queues, builds packets and hands them to
  *                 the end-to-end protocol
@@ -15,17 +17,24 @@
  *                 and DMA windows, the notices
  *   niu-raw.c     dMPI raw mode (niu_raw_*): the FIFO access points of
  *                 endpoint 0
+ *   niu-dma.c     the NIU's access to guest RAM (niu-dma.h; niu_dma_*):
+ *                 reads, writes, header loads and stores, the page map,
+ *                 window translation; state ArcticNiuState.dma; calls
+ *                 nothing in the device
  *   niu-e2e.c     the end-to-end protocol (niu-e2e.h; niu_e2e_*): lines,
  *                 streams, acks, nacks, timeouts, the send order; its
- *                 state is ArcticNiuState.e2e, and it reports upward only
- *                 through NiuE2EOps
+ *                 state and settings are ArcticNiuState.e2e, it calls only
+ *                 the link, and it reports upward only through NiuE2EOps
  *   niu-time.c    timed mode (niu-time.h; niu_time_*): the cluster's
  *                 virtual time, the stamps of packets sent, the times
  *                 packets delivered are taken, the grants of the switch
  *   niu-link*.c   the link to arctic-switch (niu-link.h; niu_link_*): the
  *                 session (framing, handshake, credits) and its two
  *                 transports, a chardev or a socket served by a link
- *                 thread; it reports upward only through NiuLinkOps
+ *                 thread; settings in link_cfg; it reports upward only
+ *                 through NiuLinkOps
+ * docs/device-internals.md says the same for reviewers, with the threads
+ * and the lock.
  * The hardware contract (registers, slots, packet, link) is in
  * include/arctic/, shared with the switch, the qtests and the guest; only
  * its names start with arctic_.
