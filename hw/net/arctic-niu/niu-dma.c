@@ -88,7 +88,7 @@ static void niu_dma_page_unmap(NiuDmaPage *p)
 }
 
 /* Drop every mapped page (dma_page). */
-void niu_dma_unmap(NiuDma *d)
+static void niu_dma_unmap(NiuDma *d)
 {
     for (unsigned write = 0; write < ARRAY_SIZE(d->page); write++) {
         for (unsigned set = 0; set < NIU_DMA_SETS; set++) {

@@ -71,7 +71,6 @@ typedef struct NiuDma {
 void niu_dma_init(NiuDma *d, PCIDevice *pdev, QemuRecMutex *lock,
                   uint16_t node_id);
 void niu_dma_cleanup(NiuDma *d);
-void niu_dma_unmap(NiuDma *d);
 
 MemTxResult niu_dma_rw(NiuDma *d, dma_addr_t addr, void *buf,
                        dma_addr_t len, DMADirection dir);
