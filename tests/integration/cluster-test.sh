@@ -76,6 +76,11 @@
 #           nodes started as job steps, niu-coll-test right on all four,
 #           no QEMU and no job step left; skipped, with the reason, where
 #           Slurm cannot start
+#   stuck-2  a program that never ends on 2 nodes: niu-cluster times out
+#           (124) and first prints each node's NIU state (scripts/niu-state
+#           over QMP): links up, nothing unacknowledged, and each stream's
+#           sender and receiver agreeing on epoch and sequence; the whole
+#           state kept in the run directory as JSON
 #   develop-2  the loops of docs/developing.md on 2 nodes: a copy of the
 #           driver changed and built out of the tree (scripts/guest-module),
 #           a data file and a script put in a directory shared with the
@@ -109,7 +114,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|develop-2|slurm-4|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|stuck-2|develop-2|slurm-4|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4}
 if [ ! -r "$ARCTIC_GUEST_DIR/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_GUEST_DIR/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_GUEST_DIR; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -135,6 +140,22 @@ expect() {
 }
 
 # Run niu-cluster with these arguments; its output goes to $out and here.
+# niu-cluster as run_cluster, whose exit status must be $1 (then the
+# options): a run that is meant to end badly.
+run_cluster_expecting() {
+    local want=$1 status
+    shift
+    "$root/scripts/niu-cluster" --no-build "$@" >"$out" 2>&1
+    status=$?
+    cat "$out"
+    if [ "$status" = "$want" ]; then
+        echo "ok: niu-cluster exited $want"
+    else
+        echo "FAIL: niu-cluster exited $status, not $want"
+        failures=$((failures + 1))
+    fi
+}
+
 run_cluster() {
     local status
     "$root/scripts/niu-cluster" --no-build -t 170 "$@" >"$out" 2>&1
@@ -326,16 +347,9 @@ faults-4)
 peer-dead-4)
     # Rounds enough to outlast the kill (2-3 s in) on the fastest link;
     # the survivors stop 3 s after it whatever the count.
-    "$root/scripts/niu-cluster" --no-build -t 170 -n 4 -P 3000 -K 3:2 -- \
-        "niu-coll-test -r 1600" >"$out" 2>&1
-    status=$?
-    cat "$out"
-    if [ "$status" = 3 ]; then
-        echo "ok: niu-cluster exited 3, the survivors' status"
-    else
-        echo "FAIL: niu-cluster exited $status, not 3"
-        failures=$((failures + 1))
-    fi
+    # niu-cluster exits with the survivors' status.
+    run_cluster_expecting 3 -t 170 -n 4 -P 3000 -K 3:2 -- \
+        "niu-coll-test -r 1600"
     expect "node 3 was killed mid-run" "^==> killing node 3's QEMU after [0-9]+s, when the switch had taken [0-9]+ packets"
     expect "every survivor names node 3" '^\[node [0-2]\] niu-coll-test: node [0-2]: node 3 stopped answering: FAIL$' 3
     expect "the survivors stopped with status 3" '^node [0-2]: FAILED \(status 3\)$' 3
@@ -414,6 +428,44 @@ slurm-4)
         echo "FAIL: $steps job step(s) and $left QEMU(s) left"
         failures=$((failures + 1))
     fi
+    ;;
+stuck-2)
+    # A program that never ends: at the timeout niu-cluster prints each
+    # running node's NIU state (scripts/niu-state over the node's QMP
+    # socket) before it tears the cluster down.
+    # 124: the timeout.
+    run_cluster_expecting 124 -k -t 60 -n 2 -- "niu-ping -n 20 && sleep 1000"
+    expect "the ping ran" '^\[node 0\] niu-ping: 140 replies checked, 0 wrong: PASS$'
+    expect "the timeout names the nodes still running" "^==> timeout after 60s with 2 node\(s\) still running; their NIUs' state:$"
+    expect "each node's link, up once" '^\[node [01]\] niu-state: link up \([a-z]+\), up 1 time\(s\);' 2
+    expect "nothing left unacknowledged or owed" '^\[node [01]\] niu-state: unacked lines: high 0 low 0; acks/nacks owed 0; retry timer ' 2
+    # Each direction's stream: the sender's next sequence number is the
+    # one the receiver expects, in the same epoch, 140 pings and more.
+    for pair in "0 1" "1 0"; do
+        set -- $pair
+        tx=$(sed -nE "s/^\[node $1\] niu-state: stream node $2 high: tx epoch ([0-9]+) next ([0-9]+), 0 unacked .*/\1 \2/p" "$out")
+        rx=$(sed -nE "s/^\[node $2\] niu-state: stream node $1 high: .*; rx epoch ([0-9]+) expects ([0-9]+)$/\1 \2/p" "$out")
+        if [ -n "$tx" ] && [ "$tx" = "$rx" ] && [ "${tx#* }" -ge 140 ]; then
+            echo "ok: node $1 -> $2: sent and expected agree (epoch, next: $tx)"
+        else
+            echo "FAIL: node $1 -> $2: sender '$tx', receiver '$rx'"
+            failures=$((failures + 1))
+        fi
+    done
+    run_dir=$(sed -n 's/^==> run directory kept: //p' "$out" | tail -1)
+    next=$(python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+print([t["tx-next-seq"] for t in s["streams"]
+       if t["node"] == 1 and t["priority"] == "high"][0])' \
+        "$run_dir/node0.state.json" 2>&1)
+    tx=$(sed -nE 's/^\[node 0\] niu-state: stream node 1 high: tx epoch [0-9]+ next ([0-9]+),.*/\1/p' "$out")
+    if [ -n "$tx" ] && [ "$next" = "$tx" ]; then
+        echo "ok: node0.state.json holds the whole state (next $next)"
+    else
+        echo "FAIL: node0.state.json: '$next'"
+        failures=$((failures + 1))
+    fi
+    [ -z "$run_dir" ] || rm -rf "$run_dir"
     ;;
 develop-2)
     share=$(mktemp -d)

@@ -454,23 +454,47 @@ static void test_irq_msix_vectors(void)
 
 /*
  * QMP and HMP `qom-get .../niu state`: link, datapaths, last error,
- * counters and each endpoint's queues.
+ * counters, the streams with traffic and each endpoint's queues.
  */
 static void test_state_introspection(void)
 {
     Niu *n = niu_start_linked(8, 8);
     uint32_t v = 1, epoch;
-    QDict *rsp, *state, *counters, *ep0;
-    QList *eps;
+    QDict *rsp, *state, *counters, *ep0, *stream;
+    QList *eps, *streams;
     g_autofree char *hmp = NULL;
 
     guest_send(n, ARCTIC_TXQ_LO, 2, 1, 0, 0, &v, 1);
     doorbell(n);
     epoch = expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 1, 0, 0, &v, 1);
+
+    /* Sent, not acked: one line waits, the retry timer is armed. */
+    state = niu_state(n, &rsp);
+    g_assert_cmpint(qdict_get_int(state, "e2e-lines-busy-low"), ==, 1);
+    g_assert_cmpint(qdict_get_int(state, "e2e-lines-busy-high"), ==, 0);
+    g_assert_cmpint(qdict_get_int(state, "e2e-retry-due-ns"), >=, 0);
+    streams = qdict_get_qlist(state, "streams");
+    g_assert_cmpint(qlist_size(streams), ==, 1);
+    stream = qobject_to(QDict, qlist_peek(streams));
+    g_assert_cmpint(qdict_get_int(stream, "node"), ==, 2);
+    g_assert_cmpstr(qdict_get_str(stream, "priority"), ==, "low");
+    g_assert_cmpint(qdict_get_int(stream, "lines-busy"), ==, 1);
+    g_assert_cmpint(qdict_get_int(stream, "lines-queued"), ==, 0);
+    g_assert_cmpint(qdict_get_int(stream, "tx-epoch"), ==, epoch);
+    g_assert_cmpint(qdict_get_int(stream, "tx-next-seq"), ==, 1);
+    g_assert_false(qdict_get_bool(stream, "tx-acked"));
+    g_assert_false(qdict_get_bool(stream, "rx-known"));
+    qobject_unref(rsp);
+
     peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 0, 0);
     reg_w(n, A_NIU_ID, 0);          /* leave an error behind */
 
     state = niu_state(n, &rsp);
+    g_assert_cmpint(qdict_get_int(state, "e2e-lines-busy-low"), ==, 0);
+    stream = qobject_to(QDict, qlist_peek(qdict_get_qlist(state, "streams")));
+    g_assert_cmpint(qdict_get_int(stream, "lines-busy"), ==, 0);
+    g_assert_cmpint(qdict_get_int(stream, "next-deadline-ns"), ==, -1);
+    g_assert_true(qdict_get_bool(stream, "tx-acked"));
     g_assert_cmpint(qdict_get_int(state, "node-id"), ==, NIU_NODE);
     g_assert_cmpint(qdict_get_int(state, "num-nodes"), ==, NET_NODES);
     g_assert_cmpstr(qdict_get_str(state, "link"), ==, "up");

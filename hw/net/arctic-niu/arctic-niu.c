@@ -970,6 +970,53 @@ static void visit_end(Visitor *v, bool list, Error **errp)
     }
 }
 
+static void visit_int(Visitor *v, const char *name, int64_t value,
+                      Error **errp)
+{
+    if (!*errp) {
+        visit_type_int64(v, name, &value, errp);
+    }
+}
+
+/* Every stream pair with traffic: "streams", a list. */
+static void niu_visit_streams(ArcticNiuState *s, Visitor *v, Error **errp)
+{
+    NiuE2EStreamView sv;
+    unsigned p, node;
+
+    if (*errp || !visit_start_list(v, "streams", NULL, 0, errp)) {
+        return;
+    }
+    for (p = 0; p < ARCTIC_NUM_PRIORITIES && !*errp; p++) {
+        for (node = 0; node < ARCTIC_S && !*errp; node++) {
+            if (!niu_e2e_stream_view(&s->e2e, p, node, &sv) ||
+                !visit_start_struct(v, NULL, NULL, 0, errp)) {
+                continue;
+            }
+            visit_u64(v, "node", node, errp);
+            visit_str(v, "priority",
+                      p == ARCTIC_PRIORITY_HIGH ? "high" : "low", errp);
+            visit_u64(v, "lines-busy", sv.lines_busy, errp);
+            visit_u64(v, "lines-queued", sv.lines_queued, errp);
+            visit_u64(v, "max-retries", sv.max_retries, errp);
+            visit_int(v, "oldest-wait-ns", sv.oldest_wait_ns, errp);
+            visit_int(v, "next-deadline-ns", sv.next_deadline_ns, errp);
+            visit_u64(v, "tx-epoch", sv.tx_epoch, errp);
+            visit_u64(v, "tx-next-seq", sv.tx_next_seq, errp);
+            visit_bool(v, "tx-acked", sv.tx_acked, errp);
+            visit_bool(v, "tx-paused", sv.tx_paused, errp);
+            visit_u64(v, "tx-backoff", sv.tx_backoff, errp);
+            visit_bool(v, "rx-known", sv.rx_known, errp);
+            visit_u64(v, "rx-epoch", sv.rx_epoch, errp);
+            visit_u64(v, "rx-expected", sv.rx_expected, errp);
+            visit_bool(v, "rx-ack-due", sv.rx_ack_due, errp);
+            visit_bool(v, "rx-nack-due", sv.rx_nack_due, errp);
+            visit_end(v, false, errp);
+        }
+    }
+    visit_end(v, true, errp);
+}
+
 static const char *const niu_time_state_names[] = {
     [NIU_TIME_OFF] = "off",
     [NIU_TIME_STOPPED] = "stopped",
@@ -1031,6 +1078,13 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
         }
         visit_end(v, false, &err);
     }
+    visit_u64(v, "e2e-lines-busy-high",
+              s->e2e.lines_busy[ARCTIC_PRIORITY_HIGH], &err);
+    visit_u64(v, "e2e-lines-busy-low",
+              s->e2e.lines_busy[ARCTIC_PRIORITY_LOW], &err);
+    visit_u64(v, "e2e-controls-owed", s->e2e.ctrl_count, &err);
+    visit_int(v, "e2e-retry-due-ns", niu_e2e_retry_due_ns(&s->e2e), &err);
+    niu_visit_streams(s, v, &err);
     if (!err && visit_start_list(v, "endpoints", NULL, 0, &err)) {
         for (e = 0; e < ARCTIC_ENDPOINTS && !err; e++) {
             ArcticEndpoint *ep = &s->ep[e];

@@ -285,6 +285,60 @@ bool niu_e2e_unsent(NiuE2E *e)
 }
 
 /*
+ * Stream pair (@prio, @node) for the state view: false when neither side
+ * has seen traffic (nothing to show).
+ */
+bool niu_e2e_stream_view(NiuE2E *e, uint8_t prio, uint16_t node,
+                         NiuE2EStreamView *v)
+{
+    const ArcticTxStream *st = &e->tx_stream[prio][node];
+    const ArcticRxStream *rs = &e->rx_stream[prio][node];
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    unsigned i;
+
+    memset(v, 0, sizeof(*v));
+    v->next_deadline_ns = -1;
+    for (i = 0; i < e->cfg.lines; i++) {
+        const ArcticLine *l = &e->lines[i];
+
+        if (!l->busy || l->dst != node || l->prio != prio) {
+            continue;
+        }
+        v->lines_busy++;
+        v->lines_queued += l->queued;
+        v->max_retries = MAX(v->max_retries, l->retries);
+        if (l->sent_once) {
+            v->oldest_wait_ns = MAX(v->oldest_wait_ns, now - l->sent_ns);
+        }
+        if (!l->queued && (v->next_deadline_ns < 0 ||
+                           l->deadline - now < v->next_deadline_ns)) {
+            v->next_deadline_ns = MAX(l->deadline - now, 0);
+        }
+    }
+    v->tx_epoch = st->epoch;
+    v->tx_next_seq = st->next_seq;
+    v->tx_acked = st->acked;
+    v->tx_paused = st->paused;
+    v->tx_backoff = st->backoff;
+    v->rx_known = rs->known;
+    v->rx_epoch = rs->epoch;
+    v->rx_expected = rs->expected;
+    v->rx_ack_due = rs->ack_due;
+    v->rx_nack_due = rs->nack_due;
+    return v->lines_busy || st->next_seq || rs->known;
+}
+
+/* Virtual ns until the retry timer fires, -1 if it is not armed. */
+int64_t niu_e2e_retry_due_ns(NiuE2E *e)
+{
+    if (!timer_pending(e->retry_timer)) {
+        return -1;
+    }
+    return MAX((int64_t)timer_expire_time_ns(e->retry_timer) -
+               qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL), 0);
+}
+
+/*
  * Put one packet of stream (@prio, @dest) into @line: e2e header, Arctic
  * words 0 and 1 (word 1's LENGTH is set here from @body_words), the body,
  * the CRC.  Every packet the NIU originates is built here.

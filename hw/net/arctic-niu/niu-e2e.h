@@ -250,6 +250,25 @@ struct NiuE2E {
     bool ack_now;               /* a delivery asked for its ack (ACK_NOW) */
 };
 
+/*
+ * One stream pair (to and from @node at @prio) as the device's state view
+ * shows it (QOM "state", docs/device-internals.md): what waits for an ack
+ * and where each side's sequence stands.
+ */
+typedef struct NiuE2EStreamView {
+    unsigned lines_busy;        /* sent or queued, not yet acked */
+    unsigned lines_queued;      /* of those, waiting to (re)enter the link */
+    uint32_t max_retries;       /* the most any busy line was resent */
+    int64_t oldest_wait_ns;     /* virtual ns the oldest busy line waited */
+    int64_t next_deadline_ns;   /* virtual ns to the next retry, or -1 */
+    uint32_t tx_epoch, tx_next_seq;
+    bool tx_acked, tx_paused;
+    uint32_t tx_backoff;
+    bool rx_known;
+    uint32_t rx_epoch, rx_expected;
+    bool rx_ack_due, rx_nack_due;
+} NiuE2EStreamView;
+
 bool niu_e2e_check(const NiuE2EConfig *cfg, Error **errp);
 void niu_e2e_init(NiuE2E *e, uint16_t node_id, bool timed, NiuLink *link,
                   QemuRecMutex *lock, const NiuE2EOps *ops);
@@ -263,6 +282,9 @@ void niu_e2e_send(NiuE2E *e, ArcticLine *line, unsigned epn, uint16_t job,
 void niu_e2e_mark(ArcticLine *line, uint8_t flags, uint16_t job);
 unsigned niu_e2e_pending(NiuE2E *e);
 bool niu_e2e_unsent(NiuE2E *e);
+bool niu_e2e_stream_view(NiuE2E *e, uint8_t prio, uint16_t node,
+                         NiuE2EStreamView *v);
+int64_t niu_e2e_retry_due_ns(NiuE2E *e);
 void niu_e2e_pump(NiuE2E *e, bool lazy);
 void niu_e2e_link_up(NiuE2E *e);
 void niu_e2e_packet(NiuE2E *e, const uint8_t *pkt, size_t size);
