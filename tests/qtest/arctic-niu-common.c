@@ -222,25 +222,18 @@ void link_write(Niu *n, uint16_t type, const void *body, uint32_t len)
 }
 
 /* Keep the descriptors the device's HELLO brought; close any others. */
-static void link_take_fds(Niu *n, struct msghdr *msg)
+static void link_take_fds(Niu *n, int *fds, size_t count)
 {
-    struct cmsghdr *cmsg;
+    size_t i;
 
-    for (cmsg = CMSG_FIRSTHDR(msg); cmsg; cmsg = CMSG_NXTHDR(msg, cmsg)) {
-        unsigned i, count = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        int fds[ARCTIC_RING_FDS + 4];
-
-        g_assert_cmpint(cmsg->cmsg_type, ==, SCM_RIGHTS);
-        g_assert_cmpuint(count, <=, G_N_ELEMENTS(fds));
-        memcpy(fds, CMSG_DATA(cmsg), count * sizeof(int));
-        for (i = 0; i < count; i++) {
-            if (n->offered < ARCTIC_RING_FDS) {
-                n->offered_fds[n->offered++] = fds[i];
-            } else {
-                close(fds[i]);
-            }
+    for (i = 0; i < count; i++) {
+        if (n->offered < ARCTIC_RING_FDS) {
+            n->offered_fds[n->offered++] = fds[i];
+        } else {
+            close(fds[i]);
         }
     }
+    g_free(fds);
 }
 
 /*
@@ -249,18 +242,11 @@ static void link_take_fds(Niu *n, struct msghdr *msg)
  */
 static ssize_t link_take_input(Niu *n, int timeout_ms)
 {
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int) * (ARCTIC_RING_FDS + 4))];
-    } control;
     struct iovec iov = { .iov_base = n->in, .iov_len = sizeof(n->in) };
-    struct msghdr msg = {
-        .msg_iov = &iov,
-        .msg_iovlen = 1,
-        .msg_control = control.buf,
-        .msg_controllen = sizeof(control.buf),
-    };
     struct pollfd pfd = { .fd = n->fd, .events = POLLIN };
+    g_autoptr(Error) err = NULL;
+    int *fds = NULL;
+    size_t nfds = 0;
     ssize_t got;
 
     if (n->rings) {
@@ -297,9 +283,11 @@ static ssize_t link_take_input(Niu *n, int timeout_ms)
     if (poll(&pfd, 1, timeout_ms) == 0) {
         return 0;
     }
-    got = recvmsg(n->fd, &msg, MSG_CMSG_CLOEXEC);
-    if (got > 0 && msg.msg_controllen) {
-        link_take_fds(n, &msg);
+    /* SCM_RIGHTS, by QIOChannelSocket as in the device. */
+    got = qio_channel_readv_full(QIO_CHANNEL(n->sioc), &iov, 1, &fds, &nfds,
+                                 0, &err);
+    if (nfds) {
+        link_take_fds(n, fds, nfds);
     }
     return got > 0 ? got : -1;
 }
@@ -361,8 +349,9 @@ void link_close(Niu *n)
         __atomic_store_n(&area->kicks.closing, 1, __ATOMIC_RELEASE);
         ring_kick(n);
     }
-    if (n->fd >= 0) {
-        close(n->fd);
+    if (n->sioc) {
+        object_unref(OBJECT(n->sioc));
+        n->sioc = NULL;
         n->fd = -1;
     }
     link_forget_rings(n);
@@ -376,6 +365,7 @@ void link_accept(Niu *n)
     g_assert_cmpint(poll(&pfd, 1, 10000), ==, 1);
     n->fd = accept(n->listen_fd, NULL, NULL);
     g_assert_cmpint(n->fd, >=, 0);
+    n->sioc = qio_channel_socket_new_fd(n->fd, &error_abort);
     n->in_off = n->in_len = 0;
     arctic_frame_reader_reset(&n->reader);
 }
@@ -464,30 +454,16 @@ void link_send_welcome_fds(Niu *n, uint16_t flags, const int *fds,
                            unsigned count)
 {
     uint8_t buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_WELCOME_SIZE];
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int) * ARCTIC_CPU_WAKE_MAX)];
-    } control;
     struct iovec iov = {
         .iov_base = buf,
         .iov_len = welcome_frame(buf, flags, 8, 8),
     };
-    struct msghdr msg = {
-        .msg_iov = &iov,
-        .msg_iovlen = 1,
-        .msg_control = control.buf,
-        .msg_controllen = CMSG_SPACE(sizeof(int) * count),
-    };
-    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
 
     g_assert_cmpuint(count, >=, 1);
     g_assert_cmpuint(count, <=, ARCTIC_CPU_WAKE_MAX);
-    memset(&control, 0, sizeof(control));
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * count);
-    memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * count);
-    g_assert_cmpint(sendmsg(n->fd, &msg, MSG_NOSIGNAL), ==, iov.iov_len);
+    g_assert_cmpint(qio_channel_writev_full(QIO_CHANNEL(n->sioc), &iov, 1,
+                                            (int *)fds, count, 0,
+                                            &error_abort), ==, iov.iov_len);
     n->rings = n->ring_area && (flags & R_ARCTIC_WELCOME_FLAGS_RINGS_MASK);
 }
 
@@ -869,6 +845,7 @@ Niu *niu_start_node_args(const char *link, unsigned node, const char *props,
     }
 
     n->fd = -1;
+    n->sioc = NULL;
     n->listen_fd = -1;
     n->peer_epoch = 0x5eed0000;
     n->peer_incarnation = 0x00011111;

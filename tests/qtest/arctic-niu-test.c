@@ -24,11 +24,13 @@
 
 #include "qemu/osdep.h"
 #include "libqtest.h"
+#include "qemu/module.h"
 #include "arctic-niu-test.h"
 
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    module_call_init(MODULE_INIT_QOM);  /* QIOChannelSocket */
 #define X(name) niu_test_add_##name();
     ARCTIC_NIU_TEST_TOPICS
 #undef X

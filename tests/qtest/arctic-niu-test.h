@@ -15,6 +15,8 @@
 #include "standard-headers/linux/pci_regs.h"
 #include "qobject/qdict.h"
 #include "qobject/qlist.h"
+#include "qapi/error.h"
+#include "io/channel-socket.h"
 
 #include "arctic/niu-hw.h"
 #include "arctic/packet.h"
@@ -49,7 +51,8 @@ typedef struct Niu {
     char *dir;
     char *sock_path;
     int listen_fd;
-    int fd;
+    int fd;                     /* the connection's socket ... */
+    QIOChannelSocket *sioc;     /* ... which this owns (descriptors, close) */
     struct arctic_frame_reader reader;  /* the device's frames */
     uint8_t in[4096];               /* what one recv() took ... */
     size_t in_off, in_len;          /* ... and what is left of it */

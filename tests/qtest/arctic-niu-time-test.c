@@ -190,7 +190,7 @@ static void timed_stop(Niu *n)
 }
 
 /* The clock starts: READY with the device's costs, then RUNNING at 0. */
-static void clock_start(Niu *n)
+static void timed_clock_start(Niu *n)
 {
     g_assert_cmphex(reg_r(n, A_NIU_TIME_STATUS), ==,
                     R_NIU_TIME_STATUS_TIMED_MASK);
@@ -226,7 +226,7 @@ static void test_time_start(void)
 
     qtest_clock_step(n->qts, 5000);
     g_assert_cmpuint(time_now(n), ==, 0);
-    clock_start(n);
+    timed_clock_start(n);
     g_assert_cmpuint(time_now(n), ==, 0);
     qtest_clock_step(n->qts, 777);
     g_assert_cmpuint(time_now(n), ==, 777);
@@ -247,7 +247,7 @@ static void test_time_grant(void)
     Niu *n = timed_start(3000, 20000);
     struct arctic_time_sync sync;
 
-    clock_start(n);
+    timed_clock_start(n);
     qtest_clock_step(n->qts, 10000);
     g_assert_cmpuint(time_now(n), ==, 10000);
     g_mutex_lock(&fake->lock);
@@ -283,7 +283,7 @@ static void test_time_deliver_at(void)
     qtest_memset(n->qts, rx_tail_slot(n, ARCTIC_RXQ_HI), 0xdd,
                  ARCTIC_SLOT_SIZE);
     qtest_writel(n->qts, rx_tail_slot(n, ARCTIC_RXQ_HI), 0);
-    clock_start(n);
+    timed_clock_start(n);
     d->at = 5000;
     d->size = peer_data(n, d->wire, PEER, ARCTIC_PRIORITY_HIGH,
                         n->peer_epoch, 0, 9, 0xc0, 0xc1, payload, 2);
@@ -323,7 +323,7 @@ static void test_time_stamp(void)
     struct arctic_time_sync sync;
 
     niu_setup(n);
-    clock_start(n);
+    timed_clock_start(n);
     qtest_clock_step(n->qts, 1000);
     guest_send(n, ARCTIC_TXQ_HI, PEER, 3, 0xa, 0xb, payload, 4);
     guest_send(n, ARCTIC_TXQ_HI, PEER, 3, 0xa, 0xb, payload, 4);
@@ -349,7 +349,7 @@ static void test_time_lost(void)
 {
     Niu *n = timed_start(3000, 1000);
 
-    clock_start(n);
+    timed_clock_start(n);
     fake->close_at_sync = true;
     qtest_clock_step(n->qts, 10000);
     g_assert_cmpuint(time_now(n), ==, 10000);

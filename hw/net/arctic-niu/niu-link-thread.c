@@ -55,6 +55,7 @@
 #include "qemu/sockets.h"
 #include "qapi/error.h"
 #include "qapi/qapi-types-sockets.h"
+#include "io/channel-socket.h"
 #include "trace.h"
 
 #include <sys/un.h>
@@ -100,10 +101,16 @@ struct NiuLinkThread {
     NiuLink *link;
     QemuThread thread;
     char *path;             /* as given, for traces */
-    InetSocketAddress *inet;    /* tcp:HOST:PORT, else NULL: UNIX */
+    SocketAddress *addr;    /* the switch's: UNIX, or tcp:HOST:PORT */
     uint32_t reconnect_ms;
     EventNotifier wake;
-    int fd;                 /* set and closed under the device lock only */
+    /*
+     * The connection, set and closed under the device lock only: @sioc
+     * owns it (connect, descriptor passing, close); the data path reads
+     * and writes @fd, its socket, with one call each.
+     */
+    QIOChannelSocket *sioc;
+    int fd;
     bool quit;              /* atomic: the device is going away */
     bool want_out;          /* atomic: the session waits for room */
     bool hold_input;        /* atomic: the session takes no input now */
@@ -216,80 +223,29 @@ static bool thread_wait(NiuLinkThread *t, int ms)
     return !qatomic_read(&t->quit);
 }
 
-/* TCP: many frames per write already, so no Nagle wait for more. */
-static int thread_connect_tcp(NiuLinkThread *t)
+/*
+ * Connect to the switch, non-blocking from then on; TCP without Nagle's
+ * wait (many frames per write already).  NULL and a reason in @errp when
+ * nobody listens yet.
+ */
+static QIOChannelSocket *thread_connect(NiuLinkThread *t, Error **errp)
 {
-    Error *err = NULL;
-    int fd = inet_connect_saddr(t->inet, &err);
-    int saved = errno;
+    QIOChannelSocket *sioc = qio_channel_socket_new();
+    QIOChannel *ioc = QIO_CHANNEL(sioc);
 
-    if (fd < 0) {
-        error_free(err);
-        return -(saved ? saved : ECONNREFUSED);
+    qio_channel_set_name(ioc, "arctic-niu-link");
+    if (qio_channel_socket_connect_sync(sioc, t->addr, errp) < 0 ||
+        qio_channel_set_blocking(ioc, false, errp) < 0) {
+        object_unref(OBJECT(sioc));
+        return NULL;
     }
-    socket_set_nodelay(fd);
-    return fd;
-}
-
-static int thread_connect_unix(NiuLinkThread *t)
-{
-    struct sockaddr_un addr = { .sun_family = AF_UNIX };
-    int fd;
-
-    g_strlcpy(addr.sun_path, t->path, sizeof(addr.sun_path));
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return -errno;
+    if (t->addr->type == SOCKET_ADDRESS_TYPE_INET) {
+        qio_channel_set_delay(ioc, false);
     }
-    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        int err = errno;
-
-        close(fd);
-        return -err;
-    }
-    return fd;
-}
-
-static int thread_connect(NiuLinkThread *t)
-{
-    int fd = t->inet ? thread_connect_tcp(t) : thread_connect_unix(t);
-
-    if (fd >= 0) {
-        qemu_socket_set_nonblock(fd);
-    }
-    return fd;
+    return sioc;
 }
 
 /* --- descriptors and wake-up sockets --------------------------------- */
-
-/*
- * sendmsg() of @buf with @n descriptors attached (SCM_RIGHTS), without
- * blocking: the one place the NIU sends descriptors.
- */
-static ssize_t link_send_fds(int fd, const uint8_t *buf, size_t len,
-                             const int *fds, unsigned n)
-{
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int) * ARCTIC_RING_FDS)];
-    } control;
-    struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-    struct msghdr msg = {
-        .msg_iov = &iov,
-        .msg_iovlen = 1,
-        .msg_control = control.buf,
-        .msg_controllen = CMSG_SPACE(sizeof(int) * n),
-    };
-    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-
-    assert(n && n <= ARCTIC_RING_FDS);
-    memset(&control, 0, sizeof(control));
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * n);
-    memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * n);
-    return sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-}
 
 /* A kick: one byte, never blocking whatever the switch did to its end. */
 static void link_kick(int fd)
@@ -388,8 +344,24 @@ static ssize_t rings_send_offer(NiuLinkThread *t, const uint8_t *buf,
         [ARCTIC_RING_FD_AREA] = r->area_fd,
         [ARCTIC_RING_FD_WAKE] = r->offer_fd,
     };
-    ssize_t n = link_send_fds(t->fd, buf, len, fds, ARCTIC_RING_FDS);
+    struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+    Error *err = NULL;
+    ssize_t n;
 
+    /* SCM_RIGHTS, by QIOChannelSocket; never blocks (non-blocking). */
+    n = qio_channel_writev_full(QIO_CHANNEL(t->sioc), &iov, 1, fds,
+                                ARCTIC_RING_FDS, 0, &err);
+    if (n == QIO_CHANNEL_ERR_BLOCK) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (n < 0) {
+        trace_arctic_niu_link_thread_error(t->link->node_id,
+                                           error_get_pretty(err));
+        error_free(err);
+        errno = EPIPE;
+        return -1;
+    }
     if (n > 0) {
         t->rings_offer = false;
         /*
@@ -499,7 +471,8 @@ static void thread_close(NiuLinkThread *t)
 {
     if (t->fd >= 0) {
         niu_link_closed(t->link);
-        close(t->fd);
+        object_unref(OBJECT(t->sioc));
+        t->sioc = NULL;
         t->fd = -1;
         qatomic_set(&t->want_out, false);
         qatomic_set(&t->hold_input, false);
@@ -515,9 +488,10 @@ static void thread_close(NiuLinkThread *t)
 }
 
 /* Under the device lock, in the thread: a new connection says HELLO. */
-static void thread_opened(NiuLinkThread *t, int fd)
+static void thread_opened(NiuLinkThread *t, QIOChannelSocket *sioc)
 {
-    t->fd = fd;
+    t->sioc = sioc;
+    t->fd = sioc->fd;
     t->rings = t->rings_wanted ? rings_new(t) : NULL;
     t->rings_offer = t->rings != NULL;
     niu_link_opened(t->link);
@@ -724,26 +698,29 @@ static void *thread_run(void *opaque)
         int64_t now, polled_until, timeout;
         uint32_t kick_seen = 0, switch_seen = 0;
         bool take_input, rings, ring_ready = false;
-        int fd;
+        QIOChannelSocket *sioc;
+        Error *err = NULL;
 
         if (t->fd < 0) {
             if (!first && !thread_wait(t, t->reconnect_ms)) {
                 break;
             }
             first = false;
-            fd = thread_connect(t);
-            if (fd < 0) {
+            sioc = thread_connect(t, &err);
+            if (!sioc) {
                 if (!t->connect_failed) {
-                    trace_arctic_niu_link_thread_connect(t->link->node_id,
-                                                         t->path, -fd);
+                    trace_arctic_niu_link_thread_connect(
+                        t->link->node_id, t->path, error_get_pretty(err));
                 }
+                error_free(err);
                 t->connect_failed = true;
                 continue;
             }
             t->connect_failed = false;
-            trace_arctic_niu_link_thread_connect(t->link->node_id, t->path, 0);
+            trace_arctic_niu_link_thread_connect(t->link->node_id, t->path,
+                                                 "connected");
             qemu_rec_mutex_lock(t->link->lock);
-            thread_opened(t, fd);
+            thread_opened(t, sioc);
             qemu_rec_mutex_unlock(t->link->lock);
             niu_link_released(t->link);
             continue;
@@ -1023,14 +1000,14 @@ static void thread_cleanup(NiuLink *link)
     } else {
         qemu_thread_join(&t->thread);
     }
-    if (t->fd >= 0) {
-        close(t->fd);
+    if (t->sioc) {
+        object_unref(OBJECT(t->sioc));
     }
     rings_free(t->rings);
     event_notifier_cleanup(&t->wake);
     qemu_mutex_destroy(&t->rx_lock);
     g_free(t->poll_buf);
-    qapi_free_InetSocketAddress(t->inet);
+    qapi_free_SocketAddress(t->addr);
     g_free(t->path);
     g_free(t);
     link->thread = NULL;
@@ -1154,14 +1131,15 @@ bool niu_link_init_thread(NiuLink *link, const char *path,
                           bool rings, bool kick_yield, bool cpu_wake,
                           Error **errp)
 {
-    g_autoptr(InetSocketAddress) inet = NULL;
+    g_autoptr(SocketAddress) addr = g_new0(SocketAddress, 1);
     NiuLinkThread *t;
     char name[32];
     int ret;
 
     if (g_str_has_prefix(path, NIU_LINK_TCP_PREFIX)) {
-        inet = g_new0(InetSocketAddress, 1);
-        if (inet_parse(inet, path + strlen(NIU_LINK_TCP_PREFIX), errp) < 0) {
+        addr->type = SOCKET_ADDRESS_TYPE_INET;
+        if (inet_parse(&addr->u.inet, path + strlen(NIU_LINK_TCP_PREFIX),
+                       errp) < 0) {
             error_prepend(errp, "arctic-niu: link-socket=%s wants "
                           NIU_LINK_TCP_PREFIX "HOST:PORT: ", path);
             return false;
@@ -1171,6 +1149,9 @@ bool niu_link_init_thread(NiuLink *link, const char *path,
         error_setg(errp, "arctic-niu: link-socket path is too long: %s",
                    path);
         return false;
+    } else {
+        addr->type = SOCKET_ADDRESS_TYPE_UNIX;
+        addr->u.q_unix.path = g_strdup(path);
     }
     t = g_new0(NiuLinkThread, 1);
     ret = event_notifier_init(&t->wake, false);
@@ -1182,9 +1163,9 @@ bool niu_link_init_thread(NiuLink *link, const char *path,
     }
     t->link = link;
     t->path = g_strdup(path);
-    t->inet = g_steal_pointer(&inet);
+    t->addr = g_steal_pointer(&addr);
     /* Descriptors cross only a UNIX socket. */
-    t->rings_wanted = rings && !t->inet;
+    t->rings_wanted = rings && t->addr->type == SOCKET_ADDRESS_TYPE_UNIX;
     t->reconnect_ms = reconnect_ms;
     t->busy_poll_ns = busy_poll_ns;
     t->kick_yield = kick_yield;
