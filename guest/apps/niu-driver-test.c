@@ -4,7 +4,8 @@
  * with the right error codes and good ones with the right values: unknown
  * ioctls, reserved fields, out-of-range routes, private or misplaced
  * mappings, running out of endpoints, the route override and its restore,
- * the counters, and the remote-DMA window (its ioctl, its mapping, and a
+ * the counters, messages kept for the next program (unread, and given
+ * back by a library that read ahead), and the remote-DMA window (its ioctl, its mapping, and a
  * DMA request from the window to itself).  Run as root on one node (route override needs
  * CAP_NET_ADMIN).  Prints one line per check; exit status 0 when all pass.
  */
@@ -317,6 +318,27 @@ static void check_close_drains(uint32_t me)
 	close(to);
 }
 
+/*
+ * Open the device again: it must hand out endpoint @endpoint, whose queues
+ * are returned mapped (NULL, with @what failed, otherwise); *@fd is the
+ * file, or -1.
+ */
+static char *reopen_endpoint(uint32_t endpoint, int *fd, const char *what)
+{
+	struct arctic_niu_endpoint_info info;
+	char *q;
+
+	*fd = open(device, O_RDWR);
+	q = *fd >= 0 ? map_queues(*fd) : NULL;
+	if (q && !do_ioctl(*fd, ARCTIC_NIU_IOC_ENDPOINT_INFO, &info) &&
+	    info.endpoint == endpoint)
+		return q;
+	if (q)
+		munmap(q, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+	check(0, what);
+	return NULL;
+}
+
 /* Wait up to 5 s for @slot's header to be valid. */
 static bool wait_valid(volatile struct arctic_mpi_slot *slot)
 {
@@ -335,7 +357,7 @@ static bool wait_valid(volatile struct arctic_mpi_slot *slot)
  */
 static void check_full_queue_kept(uint32_t me)
 {
-	struct arctic_niu_endpoint_info info, again_info;
+	struct arctic_niu_endpoint_info info;
 	int from = open(device, O_RDWR), to = open(device, O_RDWR), again;
 	volatile struct arctic_mpi_slot *tx, *rx;
 	char *txq = from >= 0 ? map_queues(from) : NULL, *rxq, *q;
@@ -356,13 +378,10 @@ static void check_full_queue_kept(uint32_t me)
 		munmap(rxq, ARCTIC_NIU_MMAP_QUEUES_SIZE);
 	close(to);
 
-	again = open(device, O_RDWR);
-	q = again >= 0 ? map_queues(again) : NULL;
-	if (!q || do_ioctl(again, ARCTIC_NIU_IOC_ENDPOINT_INFO, &again_info) ||
-	    again_info.endpoint != info.endpoint) {
-		check(0, "the full endpoint is handed out again");
+	q = reopen_endpoint(info.endpoint, &again,
+			    "the full endpoint is handed out again");
+	if (!q)
 		goto out;
-	}
 	rx = (void *)(q + ARCTIC_MMAP_HI_RX);
 	for (i = 0; i < ARCTIC_N; i++) {
 		h = rx[i].header;
@@ -380,6 +399,101 @@ static void check_full_queue_kept(uint32_t me)
 	      ARCTIC_FIELD_GET(MPI_HEADER, LAP, rx[0].header) == 1,
 	      "the next message lands in slot 0 with LAP 1");
 	for (i = 0; i < ARCTIC_N; i++)	/* leave the endpoint empty */
+		rx[i].header = 0;
+out:
+	if (q)
+		munmap(q, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+	if (again >= 0)
+		close(again);
+	munmap(txq, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+	close(from);
+}
+
+/*
+ * ARCTIC_NIU_IOC_KEEP_UNREAD: what a library read ahead and its program
+ * never took goes back, at close, in front of the unread messages, for
+ * the next program.  Endpoint @to receives three messages; the test reads
+ * the first two as a library would (copies the slots, clears them) and
+ * gives them back; the third stays unread.  The next open of that
+ * endpoint must find all three in slots 0-2, in order, on lap 0.
+ */
+static void check_keep_unread(uint32_t me)
+{
+	struct arctic_niu_endpoint_info info;
+	struct arctic_mpi_slot back[2], bad;
+	struct arctic_niu_keep_unread req = { .priority = 0 };
+	int from = open(device, O_RDWR), to = open(device, O_RDWR), again = -1;
+	volatile struct arctic_mpi_slot *tx, *rx;
+	char *txq = from >= 0 ? map_queues(from) : NULL, *rxq = NULL, *q = NULL;
+	unsigned int i, kept = 0;
+
+	if (!txq || to < 0 || do_ioctl(to, ARCTIC_NIU_IOC_ENDPOINT_INFO, &info)) {
+		check(0, "two endpoints for the keep-unread test");
+		return;
+	}
+	memset(&bad, 0, sizeof(bad));
+	req.count = 1;
+	req.slots = (uintptr_t)&bad;
+	check(do_ioctl(to, ARCTIC_NIU_IOC_KEEP_UNREAD, &req) == -EINVAL,
+	      "keep unread: a slot without VALID: EINVAL");
+	bad.header = ARCTIC_MPI_VALID;
+	req.priority = 2;
+	check(do_ioctl(to, ARCTIC_NIU_IOC_KEEP_UNREAD, &req) == -EINVAL,
+	      "keep unread: priority 2: EINVAL");
+	req.priority = 0;
+	req.count = ARCTIC_N + 1;
+	check(do_ioctl(to, ARCTIC_NIU_IOC_KEEP_UNREAD, &req) == -EINVAL,
+	      "keep unread: more than a queue: EINVAL");
+	req.count = 1;
+	req.flags = 1;
+	check(do_ioctl(to, ARCTIC_NIU_IOC_KEEP_UNREAD, &req) == -EINVAL,
+	      "keep unread: flags: EINVAL");
+	req.flags = 0;
+	req.slots = 8;
+	check(do_ioctl(to, ARCTIC_NIU_IOC_KEEP_UNREAD, &req) == -EFAULT,
+	      "keep unread: a bad address: EFAULT");
+
+	tx = (void *)(txq + ARCTIC_MMAP_HI_TX);
+	for (i = 0; i < 3; i++)
+		put_hi_tx(&tx[i], 0x6ee70000 + i, me, info.endpoint);
+	rxq = map_queues(to);
+	rx = rxq ? (void *)(rxq + ARCTIC_MMAP_HI_RX) : NULL;
+	if (!rx || !wait_valid(&rx[2])) {
+		check(0, "three messages arrive for the keep-unread test");
+		if (rxq)
+			munmap(rxq, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+		close(to);
+		goto out;
+	}
+	for (i = 0; i < 2; i++) {	/* read ahead, as libniu's stash does */
+		memcpy(back + i, (const void *)&rx[i], sizeof(back[i]));
+		rx[i].header = 0;
+	}
+	/* A first call is replaced by the second. */
+	req.slots = (uintptr_t)&bad;
+	check(do_ioctl(to, ARCTIC_NIU_IOC_KEEP_UNREAD, &req) == 0,
+	      "keep unread: one slot taken");
+	req.count = 2;
+	req.slots = (uintptr_t)back;
+	check(do_ioctl(to, ARCTIC_NIU_IOC_KEEP_UNREAD, &req) == 0,
+	      "keep unread: two slots taken, replacing the first call");
+	munmap(rxq, ARCTIC_NIU_MMAP_QUEUES_SIZE);
+	close(to);
+
+	q = reopen_endpoint(info.endpoint, &again,
+			    "the endpoint is handed out again");
+	if (!q)
+		goto out;
+	rx = (void *)(q + ARCTIC_MMAP_HI_RX);
+	for (i = 0; i < 3; i++)
+		kept += (rx[i].header & ARCTIC_MPI_VALID) &&
+			!ARCTIC_FIELD_GET(MPI_HEADER, LAP, rx[i].header) &&
+			rx[i].command[0] == 0x6ee70000 + i;
+	printf("keep unread test: %u of 3 in order on lap 0, slot 3 %s\n",
+	       kept, rx[3].header ? "taken" : "empty");
+	check(kept == 3 && !rx[3].header,
+	      "read-ahead messages given back come first, then the unread one");
+	for (i = 0; i < 3; i++)		/* leave the endpoint empty */
 		rx[i].header = 0;
 out:
 	if (q)
@@ -452,6 +566,7 @@ int main(int argc, char **argv)
 	}
 	check_close_drains(node.node_id);
 	check_full_queue_kept(node.node_id);
+	check_keep_unread(node.node_id);
 	/* Closing the file gave the window back. */
 	fd = open(device, O_RDWR);
 	if (fd >= 0) {

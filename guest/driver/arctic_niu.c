@@ -61,6 +61,14 @@ struct arctic_niu_endpoint {
 	void *dma_window;		/* NULL until asked for */
 	dma_addr_t dma_window_dma;
 	wait_queue_head_t rx_wait;	/* poll() sleepers, woken by the IRQ */
+	/*
+	 * Per receive queue (0 HiRx, 1 LoRx): slots the owner's library read
+	 * ahead and its program never took (ARCTIC_NIU_IOC_KEEP_UNREAD),
+	 * oldest first; they go back in front at the next clear.  Under
+	 * niu->lock.
+	 */
+	void *kept[2];
+	unsigned int kept_count[2];
 };
 
 struct arctic_niu {
@@ -388,26 +396,44 @@ static void niu_tx_queues_drain(struct arctic_niu_endpoint *ep)
  * starts, and return how many.  Called with Rx OFF.
  */
 static unsigned int niu_rx_unread_to_front(struct arctic_niu_endpoint *ep,
-					   unsigned int offset, u32 head,
-					   u8 *buf)
+					   unsigned int q, unsigned int offset,
+					   u32 head, u8 *buf)
 {
 	const u8 *queue = (const u8 *)ep->rx_region + offset;
-	unsigned int n = 0, first, i;
+	unsigned int n = 0, first, i, kept = ep->kept_count[q], skip = 0;
 	__le32 *hdr;
 
 	while (n < ARCTIC_N &&
 	       niu_slot_valid(queue, (head + ARCTIC_N - 1 - n) % ARCTIC_N))
 		n++;
 	first = (head + ARCTIC_N - n) % ARCTIC_N;
+	/* The library's read-ahead is older than what waits in the queue. */
+	if (kept + n > ARCTIC_N) {
+		skip = kept + n - ARCTIC_N;
+		dev_warn(&ep->niu->pdev->dev,
+			 "endpoint %u: %u unread message(s) for receive queue %u of %u slots; the oldest %u dropped\n",
+			 ep->index, kept + n, q, ARCTIC_N, skip);
+	}
 	memset(buf, 0, ARCTIC_QUEUE_SIZE);
-	for (i = 0; i < n; i++) {
-		memcpy(buf + i * ARCTIC_SLOT_SIZE,
+	if (kept > skip)
+		memcpy(buf, (u8 *)ep->kept[q] + (size_t)skip * ARCTIC_SLOT_SIZE,
+		       (size_t)(kept - skip) * ARCTIC_SLOT_SIZE);
+	for (i = 0; i < n; i++)
+		memcpy(buf + (kept - skip + i) * ARCTIC_SLOT_SIZE,
 		       queue + ((first + i) % ARCTIC_N) * ARCTIC_SLOT_SIZE,
 		       ARCTIC_SLOT_SIZE);
+	for (i = 0; i < kept - skip + n; i++) {
 		hdr = (__le32 *)(buf + i * ARCTIC_SLOT_SIZE);
 		*hdr &= ~cpu_to_le32(R_MPI_HEADER_LAP_MASK);
 	}
-	return n;
+	return kept - skip + n;
+}
+
+static void niu_kept_free(struct arctic_niu_endpoint *ep, unsigned int q)
+{
+	kfree(ep->kept[q]);
+	ep->kept[q] = NULL;
+	ep->kept_count[q] = 0;
 }
 
 /*
@@ -450,9 +476,10 @@ static int niu_endpoint_clear(struct arctic_niu_endpoint *ep)
 	for (q = 0; q < ARRAY_SIZE(rxq); q++) {
 		u32 head = niu_read(niu, ARCTIC_EP_OFFSET(e, rxq[q].reg));
 
-		kept = niu_rx_unread_to_front(ep, rxq[q].offset,
+		kept = niu_rx_unread_to_front(ep, q, rxq[q].offset,
 					      ARCTIC_FIELD_GET(EP_RX_HD, INDEX,
 							       head), buf);
+		niu_kept_free(ep, q);
 		memcpy((u8 *)ep->rx_region + rxq[q].offset, buf,
 		       ARCTIC_QUEUE_SIZE);
 		/* A full queue kept: the NIU goes on at slot 0 of lap 1. */
@@ -973,6 +1000,41 @@ unlock:
 	return ret;
 }
 
+/* ARCTIC_NIU_IOC_KEEP_UNREAD: see the uapi header. */
+static long ioctl_keep_unread(struct arctic_niu_endpoint *ep,
+			      void __user *arg)
+{
+	struct arctic_niu_keep_unread req;
+	unsigned int i;
+	void *slots = NULL;
+
+	if (copy_from_user(&req, arg, sizeof(req)))
+		return -EFAULT;
+	if (req.priority > 1 || req.count > ARCTIC_N || req.flags ||
+	    req.reserved)
+		return -EINVAL;
+	if (req.count) {
+		slots = memdup_user(u64_to_user_ptr(req.slots),
+				    (size_t)req.count * ARCTIC_SLOT_SIZE);
+		if (IS_ERR(slots))
+			return PTR_ERR(slots);
+	}
+	for (i = 0; i < req.count; i++) {
+		const __le32 *hdr = slots + (size_t)i * ARCTIC_SLOT_SIZE;
+
+		if (!(le32_to_cpu(*hdr) & ARCTIC_MPI_VALID)) {
+			kfree(slots);
+			return -EINVAL;
+		}
+	}
+	mutex_lock(&ep->niu->lock);
+	niu_kept_free(ep, req.priority);
+	ep->kept[req.priority] = slots;
+	ep->kept_count[req.priority] = req.count;
+	mutex_unlock(&ep->niu->lock);
+	return 0;
+}
+
 static long ioctl_raw_mode(struct arctic_niu_endpoint *ep, void __user *arg)
 {
 	struct arctic_niu *niu = ep->niu;
@@ -1020,6 +1082,8 @@ static long arctic_niu_ioctl(struct file *file, unsigned int cmd,
 		return ioctl_dma_window(ep, uarg);
 	case ARCTIC_NIU_IOC_RAW_MODE:
 		return ioctl_raw_mode(ep, uarg);
+	case ARCTIC_NIU_IOC_KEEP_UNREAD:
+		return ioctl_keep_unread(ep, uarg);
 	case ARCTIC_NIU_IOC_COUNTERS:
 		niu_read_counters(niu, &counters);
 		return copy_to_user(uarg, &counters, sizeof(counters)) ?
@@ -1398,10 +1462,15 @@ reset_device:
 static void arctic_niu_remove(struct pci_dev *pdev)
 {
 	struct arctic_niu *niu = pci_get_drvdata(pdev);
+	unsigned int e;
 
 	misc_deregister(&niu->misc);
 	niu_reset(niu);
 	pci_clear_master(pdev);
+	for (e = 0; e < ARCTIC_ENDPOINTS; e++) {
+		niu_kept_free(&niu->ep[e], 0);
+		niu_kept_free(&niu->ep[e], 1);
+	}
 }
 
 static const struct pci_device_id arctic_niu_ids[] = {

@@ -219,12 +219,70 @@ fail_errno:
 	return err;
 }
 
+/*
+ * Messages the library read ahead (the stash) that the program never took
+ * go back to the driver, which puts them in front of the receive queue
+ * for the endpoint's next program, as it keeps the unread ones: a peer's
+ * next program may already have sent them (a barrier of its own), and no
+ * NIU would send them again (ARCTIC_NIU_IOC_KEEP_UNREAD).
+ */
+#ifndef NIU_LIB_KEEP_UNREAD	/* test-libniu.c looks at what goes back */
+#define NIU_LIB_KEEP_UNREAD(fd, req) ioctl(fd, ARCTIC_NIU_IOC_KEEP_UNREAD, req)
+#endif
+
+static void give_back_stash(struct niu_endpoint *ep, enum niu_priority prio)
+{
+	struct niu_stash *stash = &ep->stash[prio];
+	struct arctic_niu_keep_unread req = { .priority = prio };
+	struct arctic_mpi_slot *slots;
+	unsigned int i, n = stash->count;
+
+	if (!n || ep->fd < 0)
+		return;
+	if (n > ARCTIC_N) {
+		fprintf(stderr, "libniu: %u message(s) read ahead and never "
+			"taken; the oldest %u lost at close\n", n, n - ARCTIC_N);
+		n = ARCTIC_N;
+	}
+	slots = calloc(n, sizeof(*slots));
+	if (!slots)
+		goto lost;
+	for (i = 0; i < n; i++) {
+		const struct niu_msg *msg = &stash->msgs[
+			(stash->head + stash->count - n + i) % stash->capacity];
+
+		slots[i].header = ARCTIC_MPI_VALID |
+			ARCTIC_FIELD_PREP(MPI_HEADER, DEST, msg->source) |
+			ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT, msg->endpoint) |
+			ARCTIC_FIELD_PREP(MPI_HEADER, TYPE, msg->type) |
+			ARCTIC_FIELD_PREP(MPI_HEADER, MODE, msg->mode) |
+			ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, msg->length);
+		slots[i].command[0] = msg->command[0];
+		slots[i].command[1] = msg->command[1];
+		memcpy(slots[i].payload, msg->payload,
+		       msg->length * sizeof(msg->payload[0]));
+	}
+	req.count = n;
+	req.slots = (uintptr_t)slots;
+	if (NIU_LIB_KEEP_UNREAD(ep->fd, &req) == 0) {
+		free(slots);
+		return;
+	}
+	free(slots);
+lost:
+	fprintf(stderr, "libniu: %u message(s) read ahead and never taken "
+		"could not be kept for the next program: %s\n", n,
+		strerror(errno));
+}
+
 void niu_close(struct niu_endpoint *ep)
 {
 	int p;
 
-	for (p = 0; p < NIU_NUM_PRIORITIES; p++)
+	for (p = 0; p < NIU_NUM_PRIORITIES; p++) {
+		give_back_stash(ep, p);
 		free(ep->stash[p].msgs);
+	}
 	if (ep->user_page)
 		munmap(ep->user_page, ARCTIC_NIU_MMAP_USER_PAGE_SIZE);
 	if (ep->queues && ep->queues != MAP_FAILED)

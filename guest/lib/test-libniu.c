@@ -15,10 +15,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* What niu_close() gives back to the driver (ARCTIC_NIU_IOC_KEEP_UNREAD). */
+struct arctic_niu_keep_unread;
+static int fake_keep_unread(struct arctic_niu_keep_unread *req);
+#define NIU_LIB_KEEP_UNREAD(fd, req) fake_keep_unread(req)
+
 #include "niu.c"
 #include "niu-coll.c"
 #include "niu-am.c"
 #include "niu-dma.c"
+
+static struct arctic_niu_keep_unread kept_req;
+static struct arctic_mpi_slot kept_slots[4];
+
+static int fake_keep_unread(struct arctic_niu_keep_unread *req)
+{
+	kept_req = *req;
+	if (req->count <= 4)
+		memcpy(kept_slots, (const void *)(uintptr_t)req->slots,
+		       req->count * sizeof(kept_slots[0]));
+	return 0;
+}
 
 static uint32_t doorbell_word;
 static int failures;
@@ -76,6 +93,50 @@ static void deliver(struct niu_endpoint *ep, enum niu_priority prio,
 		       ARCTIC_FIELD_PREP(MPI_HEADER, LAP,
 					 ARCTIC_FIELD_GET(EP_RX_HD, LAP, *head));
 	*head = (*head + 1) % (2 * ARCTIC_N);
+}
+
+/*
+ * Messages read ahead into the stash and never taken go back to the
+ * driver at close, oldest first, as the NIU wrote them: source, endpoint,
+ * type, length, commands, payload.
+ */
+static void test_stash_given_back(void)
+{
+	struct niu_endpoint ep;
+	struct niu_msg msg;
+	uint32_t head = 0, h;
+
+	fake_endpoint(&ep, 1, 4);
+	ep.fd = 42;			/* not opened: the hook takes the ioctl */
+	deliver(&ep, NIU_HI, &head, 2, 5, 0xa0, 0xb0, 3);
+	deliver(&ep, NIU_HI, &head, 3, NIU_TYPE_BARRIER, 7, 1, 0);
+	deliver(&ep, NIU_HI, &head, 0, 6, 0xa2, 0xb2, 20);
+	niu_lib_keep_incoming(&ep);	/* all three read ahead */
+	CHECK(ep.stash[NIU_HI].count == 3);
+	CHECK(niu_try_recv(&ep, NIU_HI, &msg) == 1 && msg.command[0] == 0xa0);
+	memset(&kept_req, 0, sizeof(kept_req));
+	give_back_stash(&ep, NIU_LO);	/* nothing stashed: no call */
+	CHECK(kept_req.slots == 0);
+	give_back_stash(&ep, NIU_HI);
+	CHECK(kept_req.priority == NIU_HI && kept_req.count == 2 &&
+	      !kept_req.flags);
+	h = kept_slots[0].header;
+	CHECK((h & ARCTIC_MPI_VALID) &&
+	      ARCTIC_FIELD_GET(MPI_HEADER, DEST, h) == 3 &&
+	      ARCTIC_FIELD_GET(MPI_HEADER, TYPE, h) == NIU_TYPE_BARRIER &&
+	      ARCTIC_FIELD_GET(MPI_HEADER, ENDPOINT, h) == 3 &&
+	      ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, h) == 0 &&
+	      kept_slots[0].command[0] == 7 && kept_slots[0].command[1] == 1);
+	h = kept_slots[1].header;
+	CHECK((h & ARCTIC_MPI_VALID) &&
+	      ARCTIC_FIELD_GET(MPI_HEADER, DEST, h) == 0 &&
+	      ARCTIC_FIELD_GET(MPI_HEADER, TYPE, h) == 6 &&
+	      ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, h) == 20 &&
+	      kept_slots[1].command[0] == 0xa2 &&
+	      kept_slots[1].payload[0] == 0xa2 &&
+	      kept_slots[1].payload[19] == 0xa2 + 19);
+	free(ep.stash[NIU_HI].msgs);
+	free(ep.queues);
 }
 
 static void test_send_encoding(void)
@@ -691,6 +752,7 @@ int main(void)
 	test_idle_sleep_from_env();
 	test_link_poll_from_env();
 	test_send_encoding();
+	test_stash_given_back();
 	test_doorbell_skipped();
 	test_receive_and_stash();
 	test_stale_header_skipped();

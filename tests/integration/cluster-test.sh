@@ -19,8 +19,9 @@
 #   driver-1  niu-driver-test on 1 node, then the module unloaded and
 #           loaded again and the test repeated: error codes for bad
 #           requests, route override, endpoints, sysfs counters, the
-#           DMA window and a DMA request to itself, and close() sending
-#           what was still queued
+#           DMA window and a DMA request to itself, close() sending
+#           what was still queued, and messages kept for the next program
+#           (a full queue; a library's read-ahead given back first)
 #   bw-2    niu-bw on 2 nodes with 64 lines and 32 link credits (-L, -C):
 #           a bandwidth row per message size, every word checked by the
 #           receiver, then remote DMA between the driver's DMA windows,
@@ -76,6 +77,10 @@
 #           nodes started as job steps, niu-coll-test right on all four,
 #           no QEMU and no job step left; skipped, with the reason, where
 #           Slurm cannot start
+#   chain-4  40 programs in a row on 4 nodes through 15% drops: what
+#           a program's library read ahead of it and never took (the next
+#           program's first barrier message) is given back at close and
+#           reaches the next program; every node runs all 40
 #   stuck-2  a program that never ends on 2 nodes: niu-cluster times out
 #           (124) and first prints each node's NIU state (scripts/niu-state
 #           over QMP): links up, nothing unacknowledged, and each stream's
@@ -114,7 +119,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|stuck-2|develop-2|slurm-4|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4}
 if [ ! -r "$ARCTIC_GUEST_DIR/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_GUEST_DIR/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_GUEST_DIR; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -225,11 +230,12 @@ driver-1)
     expect "no check failed" '^\[node 0\] FAIL' 0
     expect "both runs pass" '^\[node 0\] niu-driver-test: 0 failure\(s\): PASS$' 2
     # The loopback message, the notification of the DMA to itself, the
-    # 32 messages left in HiTx when their endpoint was closed, and the
-    # full queue's 256 and one more.
-    expect "every HiRx arrival counted in sysfs" '^\[node 0\] rx-hi=291$'
+    # 32 messages left in HiTx when their endpoint was closed, the full
+    # queue's 256 and one more, and the keep-unread test's 3.
+    expect "every HiRx arrival counted in sysfs" '^\[node 0\] rx-hi=294$'
     expect "close() sent what was queued, both runs" '^\[node 0\] close test: 32 of 32 messages arrived$' 2
     expect "a full queue kept over close(), both runs" '^\[node 0\] full queue test: 256 of 256 kept on lap 0$' 2
+    expect "read-ahead given back, then the unread, both runs" '^\[node 0\] keep unread test: 3 of 3 in order on lap 0, slot 3 empty$' 2
     expect "the node is ok" '^node 0: ok$'
     ;;
 bw-2)
@@ -428,6 +434,29 @@ slurm-4)
         echo "FAIL: $steps job step(s) and $left QEMU(s) left"
         failures=$((failures + 1))
     fi
+    ;;
+chain-4)
+    # Forty programs in a row on every node (as "mpirun a && mpirun b"),
+    # through a network that drops 15% of packets: a node that finishes
+    # one program's last barrier starts the next and sends its first
+    # barrier message while a slower node is still in the last one, whose
+    # library reads it ahead.  libniu gives what it read ahead back to the
+    # driver at close (ARCTIC_NIU_IOC_KEEP_UNREAD), for the next program:
+    # before, it was lost and the next program waited for it for ever.
+    share=$(mktemp -d)
+    trap 'rm -f "$out"; rm -rf "$share"' EXIT
+    cat >"$share/chain.sh" <<'SCRIPT'
+i=0
+while [ $i -lt 40 ]; do
+    i=$((i + 1))
+    niu-coll-test -r 1 >/tmp/coll.out 2>&1 || { cat /tmp/coll.out; exit 1; }
+done
+echo "chain: $i programs in a row: PASS"
+SCRIPT
+    run_cluster -n 4 --share "$share" -f '*:drop=0.15,dup=0.05' -- sh /host/chain.sh
+    expect "every node ran all forty" '^\[node [0-3]\] chain: 40 programs in a row: PASS$' 4
+    expect "the switch dropped packets" '^drops: fault=[1-9][0-9]*'
+    expect "all nodes ok" '^node [0-3]: ok$' 4
     ;;
 stuck-2)
     # A program that never ends: at the timeout niu-cluster prints each

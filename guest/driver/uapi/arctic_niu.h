@@ -132,6 +132,30 @@ struct arctic_niu_raw_mode {
 	__u32 reserved;		/* zero */
 };
 
+/*
+ * ARCTIC_NIU_IOC_KEEP_UNREAD: messages a program's library took from a
+ * receive queue ahead of the program (waiting for one message, it keeps
+ * the others aside) and the program never took.  When the file is closed
+ * they go back to the front of that queue for the endpoint's next
+ * program, ahead of the messages the NIU delivered and nobody read, which
+ * stay too: a peer's next program may already be talking to ours, and
+ * the NIU acknowledged its messages, so nothing else would send them
+ * again.  @slots points to @count receive slots (struct arctic_mpi_slot,
+ * 128 bytes each, as the NIU wrote them: VALID set, LAP ignored), oldest
+ * first, at most ARCTIC_N (a queue's slots); a later call for the same
+ * priority replaces the earlier one.  If they and the unread messages are
+ * more than a queue holds, the oldest are dropped, with a kernel warning.
+ * Errors: EINVAL (priority not 0 or 1, count above ARCTIC_N, a slot
+ * without VALID, flags not zero), EFAULT, ENOMEM.
+ */
+struct arctic_niu_keep_unread {
+	__u32 priority;		/* in: 0 high (HiRx), 1 low (LoRx) */
+	__u32 count;		/* in: slots at @slots */
+	__u64 slots;		/* in: user address of the slots */
+	__u32 flags;		/* in: zero */
+	__u32 reserved;		/* zero */
+};
+
 #define ARCTIC_NIU_IOC_MAGIC		0xA7
 #define ARCTIC_NIU_IOC_NODE_INFO \
 	_IOR(ARCTIC_NIU_IOC_MAGIC, 0x00, struct arctic_niu_node_info)
@@ -147,5 +171,7 @@ struct arctic_niu_raw_mode {
 	_IOWR(ARCTIC_NIU_IOC_MAGIC, 0x05, struct arctic_niu_dma_window)
 #define ARCTIC_NIU_IOC_RAW_MODE \
 	_IOWR(ARCTIC_NIU_IOC_MAGIC, 0x06, struct arctic_niu_raw_mode)
+#define ARCTIC_NIU_IOC_KEEP_UNREAD \
+	_IOW(ARCTIC_NIU_IOC_MAGIC, 0x07, struct arctic_niu_keep_unread)
 
 #endif /* _UAPI_ARCTIC_NIU_H */
