@@ -284,6 +284,51 @@ static void cluster_receive(Cluster *c, unsigned me)
     }
 }
 
+/*
+ * Not everything arrived: say, before the assertion fails, what each node
+ * expected next from each source and what every sender still holds
+ * unacked (the state view's streams with busy lines), so that a rare
+ * failure can be read from the log.
+ */
+static void cluster_report_missing(Cluster *c)
+{
+    unsigned i, s, p;
+
+    for (i = 0; i < c->nodes; i++) {
+        QDict *rsp, *state = niu_state(c->node[i], &rsp);
+        const QListEntry *e;
+
+        for (s = 0; s < c->nodes; s++) {
+            for (p = 0; p < 2 && s != i; p++) {
+                g_test_message("node %u expects message %u from node %u "
+                               "at %s priority%s", i, c->next[i][s][p], s,
+                               p ? "high" : "low",
+                               c->dma_seen[i][s] ? "" : " (its DMA not seen)");
+            }
+        }
+        QLIST_FOREACH_ENTRY(qdict_get_qlist(state, "streams"), e) {
+            QDict *st = qobject_to(QDict, qlist_entry_obj(e));
+
+            if (qdict_get_int(st, "lines-busy")) {
+                g_test_message("node %u -> node %" PRId64 " %s: %" PRId64
+                               " unacked, %" PRId64 " resends max, next "
+                               "retry in %" PRId64 " ns, tx next %" PRId64
+                               "%s", i, qdict_get_int(st, "node"),
+                               qdict_get_str(st, "priority"),
+                               qdict_get_int(st, "lines-busy"),
+                               qdict_get_int(st, "max-retries"),
+                               qdict_get_int(st, "next-deadline-ns"),
+                               qdict_get_int(st, "tx-next-seq"),
+                               qdict_get_bool(st, "tx-paused") ? ", paused"
+                                                               : "");
+            }
+        }
+        g_test_message("node %u: retry timer in %" PRId64 " ns", i,
+                       qdict_get_int(state, "e2e-retry-due-ns"));
+        qobject_unref(rsp);
+    }
+}
+
 static void cluster_exchange_on(unsigned nodes, const char *fault, bool tcp)
 {
     Cluster c;
@@ -311,6 +356,9 @@ static void cluster_exchange_on(unsigned nodes, const char *fault, bool tcp)
             qtest_clock_step(c.node[i]->qts, CLUSTER_STEP_NS);
             cluster_receive(&c, i);
         }
+    }
+    if (c.received != c.expected) {
+        cluster_report_missing(&c);
     }
     g_assert_cmpint(c.received, ==, c.expected);
     /* Nothing more arrives: no duplicate after the last message. */
