@@ -103,15 +103,9 @@ static int exchange(struct niu_endpoint *ep, uint32_t epoch,
 			length = send_words[to] - sent[to];
 			if (length > NIU_MAX_PAYLOAD)
 				length = NIU_MAX_PAYLOAD;
-			header = ARCTIC_MPI_VALID |
-				 ARCTIC_FIELD_PREP(MPI_HEADER, DEST, to) |
-				 ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT,
-						   ep->endpoint) |
-				 ARCTIC_FIELD_PREP(MPI_HEADER, TYPE,
-						   NIU_TYPE_COLLECTIVE) |
-				 ARCTIC_FIELD_PREP(MPI_HEADER, MODE,
-						   ARCTIC_MODE_MPI) |
-				 ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, length);
+			header = niu_lib_header(to, ep->endpoint,
+						NIU_TYPE_COLLECTIVE,
+						ARCTIC_MODE_MPI, length);
 			niu_lib_send_slot(ep, NIU_LO, header, x.epoch,
 				  (uint32_t)sent[to], send[to] + sent[to],
 				  (unsigned int)length);

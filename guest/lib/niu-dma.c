@@ -89,12 +89,8 @@ int niu_dma_send(struct niu_endpoint *ep, uint32_t dest,
 	for (i = 0; i < length; i++)
 		slot->payload[i] = payload[i];
 	atomic_thread_fence(memory_order_release);
-	slot->header = ARCTIC_MPI_VALID |
-		       ARCTIC_FIELD_PREP(MPI_HEADER, DEST, dest) |
-		       ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT, dest_endpoint) |
-		       ARCTIC_FIELD_PREP(MPI_HEADER, TYPE, type) |
-		       ARCTIC_FIELD_PREP(MPI_HEADER, MODE, ARCTIC_MODE_DMA) |
-		       ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, length);
+	slot->header = niu_lib_header(dest, dest_endpoint, type,
+				      ARCTIC_MODE_DMA, length);
 	ep->dma_tx_head = (ep->dma_tx_head + 1) % ARCTIC_N;
 	niu_lib_ring_doorbell(ep,
 		      &ep->dma_tx[niu_lib_slot_before_filled(ep->dma_tx_head)].header,

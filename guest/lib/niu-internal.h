@@ -44,6 +44,19 @@ void niu_lib_keep_other(struct niu_endpoint *ep, enum niu_priority reading);
 /* niu.c: sending */
 bool niu_lib_tx_slot_free(struct niu_endpoint *ep, enum niu_priority prio);
 uint32_t niu_lib_slot_before_filled(uint32_t head);
+
+/* A valid MPI slot header (seed 002 section 3.2.1 step 3; LAP left 0). */
+static inline uint32_t niu_lib_header(uint32_t node, uint32_t endpoint,
+				      uint32_t type, uint32_t mode,
+				      uint32_t length)
+{
+	return ARCTIC_MPI_VALID |
+	       ARCTIC_FIELD_PREP(MPI_HEADER, DEST, node) |
+	       ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT, endpoint) |
+	       ARCTIC_FIELD_PREP(MPI_HEADER, TYPE, type) |
+	       ARCTIC_FIELD_PREP(MPI_HEADER, MODE, mode) |
+	       ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, length);
+}
 void niu_lib_ring_doorbell(struct niu_endpoint *ep,
 			   volatile uint32_t *prev_header, uint32_t queues);
 void niu_lib_send_slot(struct niu_endpoint *ep, enum niu_priority prio,

@@ -251,12 +251,9 @@ static void give_back_stash(struct niu_endpoint *ep, enum niu_priority prio)
 		const struct niu_msg *msg = &stash->msgs[
 			(stash->head + stash->count - n + i) % stash->capacity];
 
-		slots[i].header = ARCTIC_MPI_VALID |
-			ARCTIC_FIELD_PREP(MPI_HEADER, DEST, msg->source) |
-			ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT, msg->endpoint) |
-			ARCTIC_FIELD_PREP(MPI_HEADER, TYPE, msg->type) |
-			ARCTIC_FIELD_PREP(MPI_HEADER, MODE, msg->mode) |
-			ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, msg->length);
+		slots[i].header = niu_lib_header(msg->source, msg->endpoint,
+						 msg->type, msg->mode,
+						 msg->length);
 		slots[i].command[0] = msg->command[0];
 		slots[i].command[1] = msg->command[1];
 		memcpy(slots[i].payload, msg->payload,
@@ -424,12 +421,8 @@ int niu_lib_send_any_type(struct niu_endpoint *ep, enum niu_priority prio,
 	    dest_endpoint >= ARCTIC_ENDPOINTS || type > NIU_MAX_TYPE ||
 	    length > NIU_MAX_PAYLOAD || (length && !payload))
 		return -EINVAL;
-	header = ARCTIC_MPI_VALID |				/* step 3 */
-		 ARCTIC_FIELD_PREP(MPI_HEADER, DEST, dest) |
-		 ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT, dest_endpoint) |
-		 ARCTIC_FIELD_PREP(MPI_HEADER, TYPE, type) |
-		 ARCTIC_FIELD_PREP(MPI_HEADER, MODE, ARCTIC_MODE_MPI) |
-		 ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, length);
+	header = niu_lib_header(dest, dest_endpoint, type,	/* step 3 */
+				ARCTIC_MODE_MPI, length);
 	niu_lib_send_slot(ep, prio, header, command0, command1, payload, length);
 	return 0;
 }
