@@ -339,6 +339,22 @@ static char *reopen_endpoint(uint32_t endpoint, int *fd, const char *what)
 	return NULL;
 }
 
+/*
+ * Slots 0..@n-1 of @rx that hold, valid and on lap 0, the messages whose
+ * command[0] counts up from @first: what a close kept for the next program.
+ */
+static unsigned int kept_in_order(volatile struct arctic_mpi_slot *rx,
+				  unsigned int n, uint32_t first)
+{
+	unsigned int i, kept = 0;
+
+	for (i = 0; i < n; i++)
+		kept += (rx[i].header & ARCTIC_MPI_VALID) &&
+			!ARCTIC_FIELD_GET(MPI_HEADER, LAP, rx[i].header) &&
+			rx[i].command[0] == first + i;
+	return kept;
+}
+
 /* Wait up to 5 s for @slot's header to be valid. */
 static bool wait_valid(volatile struct arctic_mpi_slot *slot)
 {
@@ -361,8 +377,7 @@ static void check_full_queue_kept(uint32_t me)
 	int from = open(device, O_RDWR), to = open(device, O_RDWR), again;
 	volatile struct arctic_mpi_slot *tx, *rx;
 	char *txq = from >= 0 ? map_queues(from) : NULL, *rxq, *q;
-	unsigned int i, kept = 0;
-	uint32_t h;
+	unsigned int i, kept;
 
 	if (!txq || to < 0 || do_ioctl(to, ARCTIC_NIU_IOC_ENDPOINT_INFO, &info)) {
 		check(0, "two endpoints for the full-queue test");
@@ -383,12 +398,7 @@ static void check_full_queue_kept(uint32_t me)
 	if (!q)
 		goto out;
 	rx = (void *)(q + ARCTIC_MMAP_HI_RX);
-	for (i = 0; i < ARCTIC_N; i++) {
-		h = rx[i].header;
-		kept += (h & ARCTIC_MPI_VALID) &&
-			!ARCTIC_FIELD_GET(MPI_HEADER, LAP, h) &&
-			rx[i].command[0] == 0xf0110000 + i;
-	}
+	kept = kept_in_order(rx, ARCTIC_N, 0xf0110000);
 	printf("full queue test: %u of %u kept on lap 0\n", kept, ARCTIC_N);
 	check(kept == ARCTIC_N, "a full HiRx is kept whole, in order, lap 0");
 
@@ -425,7 +435,7 @@ static void check_keep_unread(uint32_t me)
 	int from = open(device, O_RDWR), to = open(device, O_RDWR), again = -1;
 	volatile struct arctic_mpi_slot *tx, *rx;
 	char *txq = from >= 0 ? map_queues(from) : NULL, *rxq = NULL, *q = NULL;
-	unsigned int i, kept = 0;
+	unsigned int i, kept;
 
 	if (!txq || to < 0 || do_ioctl(to, ARCTIC_NIU_IOC_ENDPOINT_INFO, &info)) {
 		check(0, "two endpoints for the keep-unread test");
@@ -485,10 +495,7 @@ static void check_keep_unread(uint32_t me)
 	if (!q)
 		goto out;
 	rx = (void *)(q + ARCTIC_MMAP_HI_RX);
-	for (i = 0; i < 3; i++)
-		kept += (rx[i].header & ARCTIC_MPI_VALID) &&
-			!ARCTIC_FIELD_GET(MPI_HEADER, LAP, rx[i].header) &&
-			rx[i].command[0] == 0x6ee70000 + i;
+	kept = kept_in_order(rx, 3, 0x6ee70000);
 	printf("keep unread test: %u of 3 in order on lap 0, slot 3 %s\n",
 	       kept, rx[3].header ? "taken" : "empty");
 	check(kept == 3 && !rx[3].header,
