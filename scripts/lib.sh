@@ -26,6 +26,9 @@ ARCTIC_QEMU_DIR="$ARCTIC_CACHE/qemu/$ARCTIC_QEMU_KEY"
 # The QEMU series the device is written for; the newest Debian source
 # package of this series is used.
 ARCTIC_QEMU_SERIES=10.0
+# The guest kernel's series (Debian bookworm's): scripts/build-guest takes
+# its newest image, scripts/checkpatch the kernel's checkpatch.pl from it.
+ARCTIC_LINUX_SERIES=6.1
 # The machine every guest of a cluster or a benchmark runs on.  No HPET:
 # Linux leaves its HPET timer in periodic mode with the interrupt off once
 # the local APIC timer takes over, and QEMU's HPET, true to the HPET spec

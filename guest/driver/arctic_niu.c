@@ -1295,8 +1295,10 @@ static const struct attribute_group niu_attr_group = {
 	.attrs = niu_attrs,
 };
 
-/* One file per counter under counters/, named by arctic_counter_name()
- * (underscores, as the kernel names its statistics files). */
+/*
+ * One file per counter under counters/, named by arctic_counter_name()
+ * (underscores, as the kernel names its statistics files).
+ */
 static struct niu_reg_attribute counter_attrs[ARCTIC_NUM_COUNTERS];
 static struct attribute *counter_attr_list[ARCTIC_NUM_COUNTERS + 1];
 
