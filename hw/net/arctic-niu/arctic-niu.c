@@ -30,195 +30,6 @@
 
 /*
  * ------------------------------------------------------------------------
- * Errors and counters
- */
-
-/*
- * Whose fault each cause is, which decides how it is logged: the guest's
- * mistakes go to '-d guest_errors'; the network's and the switch's to a
- * warning, once per cause until the link is next up (the trace event
- * arctic_niu_error has every one); a peer given up is said each time.
- */
-typedef enum {
-    NIU_BLAME_GUEST,
-    NIU_BLAME_NETWORK,
-    NIU_BLAME_PEER,
-} NiuBlame;
-
-static const NiuBlame niu_error_blame[ARCTIC_NUM_ERRORS] = {
-    [ARCTIC_ERR_LINK_REJECTED] = NIU_BLAME_NETWORK,
-    [ARCTIC_ERR_LINK_PROTOCOL] = NIU_BLAME_NETWORK,
-    [ARCTIC_ERR_BAD_PACKET] = NIU_BLAME_NETWORK,
-    [ARCTIC_ERR_PEER_DEAD] = NIU_BLAME_PEER,
-};
-
-/*
- * ------------------------------------------------------------------------
- * Interrupts, from any thread that holds the device lock
- */
-
-/* INTx follows IRQ_STATUS when MSI-X is off.  Under the BQL. */
-static void niu_update_intx(ArcticNiuState *s)
-{
-    PCIDevice *pdev = PCI_DEVICE(s);
-
-    assert(bql_locked());
-    pci_set_irq(pdev, !msix_enabled(pdev) && s->irq_status != 0);
-}
-
-/* Under the BQL: fire the vectors of @fire and follow IRQ_STATUS on INTx. */
-static void niu_irq_signal(ArcticNiuState *s, uint32_t fire)
-{
-    PCIDevice *pdev = PCI_DEVICE(s);
-    unsigned bit;
-
-    trace_arctic_niu_irq(s->node_id, fire, msix_enabled(pdev));
-    if (msix_enabled(pdev)) {
-        for (bit = 0; bit < 32; bit++) {
-            if (!(fire & (1u << bit))) {
-                continue;
-            }
-            /* Status bit n maps to vector n: RX, TX, then ERROR. */
-            msix_notify(pdev, bit);
-        }
-    }
-    niu_update_intx(s);
-}
-
-/*
- * What was fired without the BQL, signalled under it: irq_bh's callback in
- * the main loop, and the link thread's once it has let go of the device
- * lock (niu_on_link_released()).
- */
-static void niu_irq_bh(void *opaque)
-{
-    ArcticNiuState *s = opaque;
-    QEMU_LOCK_GUARD(&s->lock);
-    uint32_t fire = s->irq_fired;
-
-    s->irq_fired = 0;
-    if (fire) {
-        niu_irq_signal(s, fire);
-    }
-}
-
-/*
- * Raise the causes in @cause_mask (NIU_IRQ bits) that are enabled: set
- * their status, fire their vectors, and disarm the one-shot ones.  The
- * vectors and INTx need the BQL: without it they are left to the link
- * thread once it has let go of the device lock, or else to irq_bh, which
- * the main loop runs as soon as it gets the BQL; the status is set at
- * once either way.
- */
-void niu_irq_event(ArcticNiuState *s, uint32_t cause_mask)
-{
-    uint32_t fire = cause_mask & s->irq_enable;
-
-    if (!fire) {
-        return;
-    }
-    s->irq_status |= fire;
-    s->irq_enable &= ~(fire & ~R_NIU_IRQ_ERROR_MASK);
-    /* The interrupt may wake a halted vCPU without the main loop. */
-    niu_tx_unpark(s);
-    if (niu_time_on(s)) {
-        /*
-         * Timed: the message signalling the interrupt costs time-irq-ns
-         * of virtual time (arctic/timing.h), and is sent from a timer on
-         * the virtual clock, at an instant the program decides.
-         */
-        s->irq_fired |= fire;
-        if (!timer_pending(s->irq_timer)) {
-            timer_mod(s->irq_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
-                                    s->time.irq_ns);
-        }
-        return;
-    }
-    if (bql_locked()) {
-        niu_irq_signal(s, fire);
-        return;
-    }
-    s->irq_fired |= fire;
-    /*
-     * The link thread signals it itself once it lets go of the device
-     * lock (niu_on_link_released()): a main-loop wake-up less per
-     * interrupt, which a sleeping program waits for.
-     */
-    if (!niu_link_thread_is_self(&s->link)) {
-        qemu_bh_schedule(s->irq_bh);
-    }
-}
-
-static G_GNUC_PRINTF(3, 0)
-void niu_log_error(ArcticNiuState *s, enum arctic_error cause,
-                   const char *fmt, va_list ap)
-{
-    g_autofree char *what = NULL;
-
-    switch (niu_error_blame[cause]) {
-    case NIU_BLAME_GUEST:
-        if (!qemu_loglevel_mask(LOG_GUEST_ERROR)) {
-            return;
-        }
-        what = g_strdup_vprintf(fmt, ap);
-        qemu_log("arctic-niu: node %u: %s\n", s->node_id, what);
-        break;
-    case NIU_BLAME_NETWORK:
-        if (s->error_warned & (1u << cause)) {
-            return;
-        }
-        s->error_warned |= 1u << cause;
-        /* fall through */
-    case NIU_BLAME_PEER:
-        what = g_strdup_vprintf(fmt, ap);
-        warn_report("arctic-niu: node %u: %s", s->node_id, what);
-        break;
-    }
-}
-
-/*
- * Every error the NIU finds comes here: the error registers and the
- * ERROR interrupt (seed 002 §4.1.4), the trace event, and the log line
- * @fmt, in the class niu_error_blame gives the cause.
- */
-void niu_verror(ArcticNiuState *s, enum arctic_error cause,
-                unsigned ep, unsigned queue, uint32_t detail,
-                const char *fmt, va_list ap)
-{
-    bool new_cause = !(s->error_cause & (1u << cause));
-
-    niu_log_error(s, cause, fmt, ap);
-
-    s->error_cause |= 1u << cause;
-    s->error_info = FIELD_DP32(0, NIU_ERROR_INFO, CAUSE, cause);
-    s->error_info = FIELD_DP32(s->error_info, NIU_ERROR_INFO, ENDPOINT, ep);
-    s->error_info = FIELD_DP32(s->error_info, NIU_ERROR_INFO, QUEUE, queue);
-    s->error_info = FIELD_DP32(s->error_info, NIU_ERROR_INFO, DETAIL, detail);
-    trace_arctic_niu_error(s->node_id, arctic_error_name(cause), ep, queue,
-                           detail);
-    if (new_cause) {
-        niu_irq_event(s, R_NIU_IRQ_ERROR_MASK);
-    }
-}
-
-void niu_error(ArcticNiuState *s, enum arctic_error cause,
-               unsigned ep, unsigned queue, uint32_t detail,
-               const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    niu_verror(s, cause, ep, queue, detail, fmt, ap);
-    va_end(ap);
-}
-
-void niu_count(ArcticNiuState *s, enum arctic_counter c)
-{
-    s->counters[c]++;
-}
-
-/*
- * ------------------------------------------------------------------------
  * Control BAR
  */
 
@@ -241,7 +52,7 @@ static unsigned niu_reg_endpoint(hwaddr addr)
 static bool niu_check_off(ArcticNiuState *s, bool off, hwaddr addr)
 {
     if (!off) {
-        niu_error(s, ARCTIC_ERR_BUSY, niu_reg_endpoint(addr), 0,
+        niu_error(&s->status, ARCTIC_ERR_BUSY, niu_reg_endpoint(addr), 0,
                   addr, "write to 0x%" HWADDR_PRIx
                   " while its datapath is on", addr);
         return false;
@@ -297,7 +108,7 @@ static void niu_write_qbase(ArcticNiuState *s, unsigned epn, hwaddr addr,
     uint64_t next = deposit_half(*base, high, value);
 
     if (next & (align - 1)) {
-        niu_error(s, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr,
+        niu_error(&s->status, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr,
                   "queue base 0x%" PRIx64 " of endpoint %u is not %"
                   PRIu64 "-byte aligned", next, epn, align);
         return;
@@ -313,7 +124,7 @@ static void niu_write_index(ArcticNiuState *s, unsigned epn,
                             uint32_t *index, uint32_t value, uint32_t limit)
 {
     if (value >= limit) {
-        niu_error(s, ARCTIC_ERR_BAD_INDEX, epn, 0, value,
+        niu_error(&s->status, ARCTIC_ERR_BAD_INDEX, epn, 0, value,
                   "queue index 0x%x of endpoint %u is not below 0x%x",
                   value, epn, limit);
         return;
@@ -346,14 +157,14 @@ static void niu_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
         bad = next & (ARCTIC_DMA_WINDOW_ALIGN - 1);
     }
     if (bad) {
-        niu_error(s, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr,
+        niu_error(&s->status, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr,
                   "DMA window register 0x%" HWADDR_PRIx " value 0x%"
                   PRIx64 " refused", addr, next);
         return;
     }
     if (mask && phy > UINT64_MAX - mask) {
         /* The window's memory would wrap past 2^64 to address 0. */
-        niu_error(s, ARCTIC_ERR_BAD_VALUE, epn, 0, addr,
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, epn, 0, addr,
                   "DMA window at 0x%" PRIx64 " with mask 0x%" PRIx64
                   " wraps; register 0x%" HWADDR_PRIx " refused",
                   phy, mask, addr);
@@ -432,7 +243,7 @@ static void niu_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
         break;
     case A_EP_JOB:
         if (value & ~R_EP_JOB_TAG_MASK) {
-            niu_error(s, ARCTIC_ERR_BAD_VALUE, epn, 0, addr,
+            niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, epn, 0, addr,
                       "EP_JOB 0x%x of endpoint %u has bits outside "
                       "its tag", value, epn);
         } else if (niu_check_off(s, tx_off && rx_off, addr)) {
@@ -484,10 +295,10 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
         val = FIELD_DP32(val, NIU_LINK_STATUS, UP_COUNT, s->link.up_count);
         break;
     case A_NIU_ERROR_CAUSE:
-        val = s->error_cause;
+        val = s->status.error_cause;
         break;
     case A_NIU_ERROR_INFO:
-        val = s->error_info;
+        val = s->status.error_info;
         break;
     case A_NIU_SCRATCH:
         val = s->scratch;
@@ -537,15 +348,15 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
         val = 0;
         break;
     case A_NIU_IRQ_STATUS:
-        val = s->irq_status;
+        val = s->status.irq_status;
         break;
     case A_NIU_IRQ_ENABLE:
-        val = s->irq_enable;
+        val = s->status.irq_enable;
         break;
     default:
         if (addr >= A_NIU_COUNTER_BASE &&
             addr < ARCTIC_COUNTER_OFFSET(ARCTIC_NUM_COUNTERS)) {
-            val = s->counters[(addr - A_NIU_COUNTER_BASE) / 4];
+            val = s->status.counters[(addr - A_NIU_COUNTER_BASE) / 4];
         } else if (addr >= A_NIU_ROUTE_TABLE &&
                    addr < A_NIU_ROUTE_TABLE + ARCTIC_ROUTE_TABLE_SIZE) {
             unsigned i = (addr - A_NIU_ROUTE_TABLE) / 4;
@@ -562,7 +373,7 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
         break;
     }
     if (!ok) {
-        niu_error(s, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr,
+        niu_error(&s->status, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr,
                   "read of unassigned control register 0x%"
                   HWADDR_PRIx, addr);
     }
@@ -579,7 +390,7 @@ static void niu_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
                      (tx ? 0 : R_NIU_CTRL_RAW_MASK);
 
     if (value & ~valid) {
-        niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0,
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0,
                   tx ? A_NIU_TX_CTRL : A_NIU_RX_CTRL,
                   "reserved bits set in %s 0x%x",
                   tx ? "TxCtrl" : "RxCtrl", value);
@@ -638,14 +449,14 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
         break;
     case A_NIU_TIME_CTRL:
         if (val & ~R_NIU_TIME_CTRL_START_MASK) {
-            niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
+            niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
                       "reserved bits set in TIME_CTRL 0x%x", val);
         } else if (FIELD_EX32(val, NIU_TIME_CTRL, START)) {
             niu_time_start(s);
         }
         break;
     case A_NIU_ERROR_CAUSE:
-        s->error_cause &= ~val;
+        niu_error_ack(&s->status, val);
         break;
     case A_NIU_SCRATCH:
         s->scratch = val;
@@ -673,7 +484,7 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
     case A_NIU_VMASK:
         if (niu_check_off(s, niu_tx_off(s) && !s->rx_enabled, addr)) {
             if (val & ~R_NIU_VMASK_MASK_MASK) {
-                niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
+                niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
                           "VMASK 0x%x has bits outside its mask",
                           val);
             } else {
@@ -685,13 +496,11 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
         niu_tx_doorbell(s, MAKE_64BIT_MASK(0, ARCTIC_ENDPOINTS));
         break;
     case A_NIU_IRQ_STATUS:
-        s->irq_status &= ~val;
-        niu_update_intx(s);
+        niu_irq_ack(&s->status, val);
         break;
     case A_NIU_IRQ_ENABLE:
-        s->irq_enable = val & (R_NIU_IRQ_RX_MASK | R_NIU_IRQ_TX_MASK |
-                               R_NIU_IRQ_ERROR_MASK);
-        if (s->irq_enable & R_NIU_IRQ_RX_MASK) {
+        niu_irq_set_enable(&s->status, val);
+        if (s->status.irq_enable & R_NIU_IRQ_RX_MASK) {
             niu_link_poll_end(&s->link);
         }
         break;
@@ -717,11 +526,11 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
         break;
     }
     if (read_only) {
-        niu_error(s, ARCTIC_ERR_RO_WRITE, 0, 0, addr,
+        niu_error(&s->status, ARCTIC_ERR_RO_WRITE, 0, 0, addr,
                   "write to read-only register 0x%" HWADDR_PRIx,
                   addr);
     } else if (!ok) {
-        niu_error(s, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr,
+        niu_error(&s->status, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr,
                   "write to unassigned control register 0x%"
                   HWADDR_PRIx, addr);
     }
@@ -767,7 +576,7 @@ static uint64_t niu_user_read(void *opaque, hwaddr addr, unsigned size)
         trace_arctic_niu_user_read(s->node_id, epn, reg, val);
         return val;
     }
-    niu_error(s, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg,
+    niu_error(&s->status, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg,
               "read of user register 0x%" HWADDR_PRIx " of endpoint "
               "%u, which reads nothing", reg, epn);
     trace_arctic_niu_user_read(s->node_id, epn, reg, 0);
@@ -800,7 +609,7 @@ static void niu_user_write(void *opaque, hwaddr addr, uint64_t val,
     }
     if (reg == A_USER_IRQ_ARM) {
         if (FIELD_EX32(val, USER_IRQ_ARM, RX)) {
-            s->irq_enable |= 1u << (R_NIU_IRQ_RX_SHIFT + epn);
+            niu_irq_arm(&s->status, 1u << (R_NIU_IRQ_RX_SHIFT + epn));
             /*
              * Whoever waits for an interrupt polls no more, and writes
              * no more slots for a held pass to wait for.
@@ -809,11 +618,11 @@ static void niu_user_write(void *opaque, hwaddr addr, uint64_t val,
             niu_tx_release_held(s);
         }
         if (FIELD_EX32(val, USER_IRQ_ARM, TX)) {
-            s->irq_enable |= 1u << (R_NIU_IRQ_TX_SHIFT + epn);
+            niu_irq_arm(&s->status, 1u << (R_NIU_IRQ_TX_SHIFT + epn));
         }
         return;
     }
-    niu_error(s, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg,
+    niu_error(&s->status, ARCTIC_ERR_BAD_REGISTER, epn, 0, reg,
               "write to unassigned user register 0x%" HWADDR_PRIx
               " of endpoint %u", reg, epn);
 }
@@ -855,7 +664,7 @@ static void niu_start_test_dma(ArcticNiuState *s, uint32_t cmd)
 
     if ((cmd != ARCTIC_TEST_DMA_FILL && cmd != ARCTIC_TEST_DMA_CHECK) ||
         !test_dma_args_valid(s)) {
-        niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TEST_DMA_CTRL,
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TEST_DMA_CTRL,
                   "test DMA command %u at 0x%" PRIx64 " with size %u "
                   "refused", cmd, s->test_dma_addr, size);
         s->test_dma_status = FIELD_DP32(R_NIU_TEST_DMA_STATUS_DONE_MASK,
@@ -905,7 +714,7 @@ static void niu_test_dma_bh(void *opaque)
         }
     }
     if (res != MEMTX_OK) {
-        niu_error(s, ARCTIC_ERR_DMA, 0, 0, A_NIU_TEST_DMA_CTRL,
+        niu_error(&s->status, ARCTIC_ERR_DMA, 0, 0, A_NIU_TEST_DMA_CTRL,
                   "test DMA at 0x%" PRIx64 " of %u bytes failed",
                   s->test_dma_addr, size);
         status = FIELD_DP32(status, NIU_TEST_DMA_STATUS, DMA_ERROR, 1);
@@ -1062,19 +871,20 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
               &err);
     visit_u64(v, "tx-pending", niu_e2e_pending(&s->e2e), &err);
     visit_u64(v, "vmask", s->vmask, &err);
-    visit_u64(v, "error-cause", s->error_cause, &err);
+    visit_u64(v, "error-cause", s->status.error_cause, &err);
     visit_str(v, "last-error",
-              s->error_cause ? arctic_error_name(FIELD_EX32(
-                  s->error_info, NIU_ERROR_INFO, CAUSE)) : "none", &err);
-    visit_u64(v, "error-info", s->error_info, &err);
-    visit_u64(v, "irq-status", s->irq_status, &err);
+              s->status.error_cause ? arctic_error_name(FIELD_EX32(
+                  s->status.error_info, NIU_ERROR_INFO, CAUSE)) : "none",
+              &err);
+    visit_u64(v, "error-info", s->status.error_info, &err);
+    visit_u64(v, "irq-status", s->status.irq_status, &err);
     if (!err && visit_start_struct(v, "counters", NULL, 0, &err)) {
         for (c = 0; c < ARCTIC_NUM_COUNTERS; c++) {
             /* QOM's names take dashes where sysfs takes underscores. */
             g_autofree char *key = g_strdelimit(
                 g_strdup(arctic_counter_name(c)), "_", '-');
 
-            visit_u64(v, key, s->counters[c], &err);
+            visit_u64(v, key, s->status.counters[c], &err);
         }
         visit_end(v, false, &err);
     }
@@ -1130,13 +940,7 @@ void niu_full_reset(ArcticNiuState *s)
     s->rx_enabled = false;
     s->rx_raw = false;
     s->vmask = 0;
-    s->error_cause = 0;
-    s->error_info = 0;
-    s->irq_status = 0;
-    s->irq_enable = 0;
-    s->irq_fired = 0;
-    qemu_bh_cancel(s->irq_bh);
-    niu_update_intx(s);
+    niu_status_reset(&s->status);
     s->scratch = 0;
     s->test_dma_addr = 0;
     s->test_dma_size = 0;
@@ -1146,9 +950,7 @@ void niu_full_reset(ArcticNiuState *s)
     qemu_bh_cancel(s->test_dma_bh);
     if (s->test_dma_timer) {
         timer_del(s->test_dma_timer);
-        timer_del(s->irq_timer);
     }
-    memset(s->counters, 0, sizeof(s->counters));
     memset(s->route_table, 0, sizeof(s->route_table));
     memset(s->ep, 0, sizeof(s->ep));
     niu_tx_reset(s);
@@ -1165,7 +967,7 @@ static void niu_config_write(PCIDevice *pdev, uint32_t addr,
     QEMU_LOCK_GUARD(&s->lock);
 
     pci_default_write_config(pdev, addr, val, len);    /* MSI-X too */
-    niu_update_intx(s);
+    niu_irq_update_intx(&s->status);
 }
 
 static void niu_reset_hold(Object *obj, ResetType type)
@@ -1191,8 +993,7 @@ static void niu_on_link_up(NiuLink *link)
 {
     ArcticNiuState *s = link_owner(link);
 
-    niu_count(s, ARCTIC_CNT_LINK_UPS);
-    s->error_warned = 0;        /* the network's faults are news again */
+    niu_status_link_up(&s->status);
     niu_e2e_link_up(&s->e2e);
     niu_tx_kick(s);
     niu_e2e_pump(&s->e2e, false);
@@ -1200,7 +1001,7 @@ static void niu_on_link_up(NiuLink *link)
 
 static void niu_on_link_down(NiuLink *link)
 {
-    niu_count(link_owner(link), ARCTIC_CNT_LINK_DOWNS);
+    niu_count(&link_owner(link)->status, ARCTIC_CNT_LINK_DOWNS);
 }
 
 static void niu_on_link_packet(NiuLink *link, uint8_t prio,
@@ -1236,20 +1037,13 @@ static void niu_on_link_posted(NiuLink *link)
  */
 static void niu_on_link_released(NiuLink *link)
 {
-    ArcticNiuState *s = link_owner(link);
-
-    if (!qatomic_read(&s->irq_fired)) {
-        return;
-    }
-    bql_lock();
-    niu_irq_bh(s);
-    bql_unlock();
+    niu_status_flush(&link_owner(link)->status);
 }
 
 static void niu_on_link_error(NiuLink *link, enum arctic_error cause,
                               uint32_t detail, const char *what)
 {
-    niu_error(link_owner(link), cause, 0, 0, detail, "%s", what);
+    niu_error(&link_owner(link)->status, cause, 0, 0, detail, "%s", what);
 }
 
 static uint64_t niu_on_link_stamp(NiuLink *link, uint8_t prio,
@@ -1342,7 +1136,7 @@ static uint32_t niu_on_e2e_route(NiuE2E *e2e, uint16_t node)
 
 static void niu_on_e2e_count(NiuE2E *e2e, enum arctic_counter c, uint32_t n)
 {
-    e2e_owner(e2e)->counters[c] += n;
+    niu_count_n(&e2e_owner(e2e)->status, c, n);
 }
 
 static void G_GNUC_PRINTF(4, 0) niu_on_e2e_error(NiuE2E *e2e,
@@ -1350,7 +1144,7 @@ static void G_GNUC_PRINTF(4, 0) niu_on_e2e_error(NiuE2E *e2e,
                                                  uint32_t detail,
                                                  const char *fmt, va_list ap)
 {
-    niu_verror(e2e_owner(e2e), cause, 0, 0, detail, fmt, ap);
+    niu_verror(&e2e_owner(e2e)->status, cause, 0, 0, detail, fmt, ap);
 }
 
 static const NiuE2EOps arctic_niu_e2e_ops = {
@@ -1431,6 +1225,15 @@ static bool niu_link_wait_timed(ArcticNiuState *s, Error **errp)
 }
 
 /* No link at all makes a standalone NIU, useful for register tests. */
+/*
+ * An interrupt was raised (niu-status.c): it may wake a halted vCPU
+ * without the main loop, so a parked Tx poll runs again.
+ */
+static void niu_on_irq_raised(void *opaque)
+{
+    niu_tx_unpark(opaque);
+}
+
 static bool niu_link_setup(ArcticNiuState *s, Error **errp)
 {
     /*
@@ -1501,6 +1304,7 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
         s->tx.cfg.doorbell_coalesce_ns = 0;
         s->tx.cfg.doorbell_posted = false;
     }
+    s->tx.cfg.timed = s->time.enabled;
     if (s->tx.cfg.doorbell_coalesce_ns > s->e2e.cfg.retry_timeout_ns / 4) {
         error_setg(errp, "arctic-niu: x-doorbell-coalesce-ns must be at most "
                    "a quarter of retry-timeout-ns (%" PRIu64 ")",
@@ -1542,10 +1346,9 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
 
     s->test_dma_bh = qemu_bh_new_guarded(niu_test_dma_bh, s,
                                          &DEVICE(s)->mem_reentrancy_guard);
-    s->irq_bh = qemu_bh_new_guarded(niu_irq_bh, s,
-                                    &DEVICE(s)->mem_reentrancy_guard);
     s->test_dma_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, niu_test_dma_bh, s);
-    s->irq_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, niu_irq_bh, s);
+    niu_status_init(&s->status, pdev, &s->lock, &s->link, s->node_id,
+                    niu_time_on(s), s->time.irq_ns, niu_on_irq_raised, s);
     niu_dma_init(&s->dma, pdev, &s->lock, s->node_id);
     niu_tx_init(s);
     niu_e2e_init(&s->e2e, s->node_id, niu_time_on(s), &s->link, &s->lock,
@@ -1566,10 +1369,9 @@ static void niu_exit(PCIDevice *pdev)
     niu_e2e_cleanup(&s->e2e);
     niu_dma_cleanup(&s->dma);
     qemu_bh_delete(s->test_dma_bh);
-    qemu_bh_delete(s->irq_bh);
     timer_free(s->test_dma_timer);
-    timer_free(s->irq_timer);
-    s->test_dma_timer = s->irq_timer = NULL;
+    s->test_dma_timer = NULL;
+    niu_status_cleanup(&s->status);
     msix_uninit_exclusive_bar(pdev);
     migrate_del_blocker(&s->migration_blocker);
 }

@@ -21,6 +21,11 @@
  *                 reads, writes, header loads and stores, the page map,
  *                 window translation; state ArcticNiuState.dma; calls
  *                 nothing in the device
+ *   niu-status.c  interrupts, errors and counters (niu-status.h;
+ *                 niu_irq_*, niu_error, niu_count): what every part
+ *                 reports to the guest; its state ArcticNiuState.status;
+ *                 tells the device of a raised interrupt by one callback
+ *                 and calls nothing in it but the link's thread test
  *   niu-e2e.c     the end-to-end protocol (niu-e2e.h; niu_e2e_*): lines,
  *                 streams, acks, nacks, timeouts, the send order; its
  *                 state and settings are ArcticNiuState.e2e, it calls only
@@ -57,6 +62,7 @@
 #include "niu-dma.h"
 #include "niu-e2e.h"
 #include "niu-link.h"
+#include "niu-status.h"
 #include "niu-time.h"
 
 #define TYPE_ARCTIC_NIU "arctic-niu"
@@ -108,6 +114,7 @@ typedef struct NiuMpfsm {
         uint64_t poll_min_ns;       /* the Tx poll's interval, adaptive */
         uint64_t poll_max_ns;
         bool doorbell_posted;       /* the link thread serves doorbells */
+        bool timed;                 /* timed mode (the property "timed") */
         uint64_t doorbell_coalesce_ns;  /* a stream's doorbells share a pass */
     } cfg;
 
@@ -165,8 +172,8 @@ struct ArcticNiuState {
      * credits never wait for a vCPU that holds the BQL.  Lock order: the
      * BQL, then this lock.  Nothing that holds it takes the BQL: the
      * NIU's DMA reaches RAM only (niu_dma_rw()), and an interrupt raised
-     * without the BQL waits in irq_fired for the link thread to let go
-     * of this lock (niu_on_link_released()) or for irq_bh.  Recursive,
+     * without the BQL waits in status.irq_fired for the link thread to
+     * let go of this lock (niu_status_flush()) or for irq_bh.  Recursive,
      * because a chardev may report a disconnect from inside the write
      * the device made.
      */
@@ -177,6 +184,8 @@ struct ArcticNiuState {
 
     /* The NIU's bus-master access to guest RAM (niu-dma.c) */
     NiuDma dma;
+    /* Interrupts, errors and counters (niu-status.c) */
+    NiuStatus status;
 
     /* properties */
     CharBackend chr;
@@ -187,13 +196,6 @@ struct ArcticNiuState {
     bool rx_enabled;
     bool rx_raw;                /* RxCtrl.RAW: OFF means dMPI receive */
     uint32_t vmask;
-    uint32_t irq_status;
-    uint32_t irq_enable;
-    QEMUBH *irq_bh;             /* raises what was fired without the BQL */
-    uint32_t irq_fired;         /* fired causes not signalled yet */
-    uint32_t error_cause;
-    uint32_t error_warned;      /* causes warned about since link up */
-    uint32_t error_info;
     uint32_t scratch;
     uint64_t test_dma_addr;
     uint32_t test_dma_size;
@@ -202,8 +204,6 @@ struct ArcticNiuState {
     uint32_t test_dma_status;
     QEMUBH *test_dma_bh;
     QEMUTimer *test_dma_timer;  /* timed mode: the same on the virtual clock */
-    QEMUTimer *irq_timer;       /* timed mode: fired causes, time-irq-ns on */
-    uint32_t counters[ARCTIC_NUM_COUNTERS];
     uint32_t route_table[2][ARCTIC_S];
     ArcticEndpoint ep[ARCTIC_ENDPOINTS];
 
@@ -228,14 +228,6 @@ struct ArcticNiuState {
 };
 
 /* arctic-niu.c */
-void niu_error(ArcticNiuState *s, enum arctic_error cause,
-               unsigned ep, unsigned queue, uint32_t detail,
-               const char *fmt, ...) G_GNUC_PRINTF(6, 7);
-void niu_verror(ArcticNiuState *s, enum arctic_error cause,
-                unsigned ep, unsigned queue, uint32_t detail,
-                const char *fmt, va_list ap) G_GNUC_PRINTF(6, 0);
-void niu_count(ArcticNiuState *s, enum arctic_counter c);
-void niu_irq_event(ArcticNiuState *s, uint32_t cause_mask);
 void niu_full_reset(ArcticNiuState *s);
 
 /* niu-tx.c */

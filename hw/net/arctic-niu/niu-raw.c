@@ -60,7 +60,7 @@ static uint32_t raw_rx_pop(ArcticNiuState *s, uint8_t prio)
     uint32_t val;
 
     if (s->raw.rx_count[prio] == 0) {
-        niu_error(s, ARCTIC_ERR_BAD_VALUE, 0,
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0,
                   prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_RXQ_HI
                                                       : ARCTIC_RXQ_LO,
                          0, "read of an empty receive FIFO");
@@ -106,13 +106,13 @@ static bool raw_tx_push(ArcticNiuState *s, uint8_t prio, uint32_t val,
 {
     if (s->tx_enabled) {
         /* dMPI and MPI do not mix on one datapath (§2.3). */
-        niu_error(s, ARCTIC_ERR_BUSY, 0, 0, reg,
+        niu_error(&s->status, ARCTIC_ERR_BUSY, 0, 0, reg,
                   "raw transmit while the transmit datapath is on");
         return true;
     }
     if (s->raw.tx_ready[prio]) {
         /* TxStatus said full: the word is refused, and says so. */
-        niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
                   "raw transmit FIFO written while full");
         return true;
     }
@@ -123,10 +123,10 @@ static bool raw_tx_push(ArcticNiuState *s, uint8_t prio, uint32_t val,
          * and including its *Last word, so the next one starts clean.
          */
         if (!s->raw.tx_overrun[prio]) {
-            niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
+            niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
                       "raw packet longer than %d words discarded",
                       ARCTIC_MAX_PACKET_WORDS);
-            niu_count(s, ARCTIC_CNT_TX_ERRORS);
+            niu_count(&s->status, ARCTIC_CNT_TX_ERRORS);
         }
         s->raw.tx_overrun[prio] = !last;
         s->raw.tx_len[prio] = 0;

@@ -78,11 +78,11 @@ static RxVerdict deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
          * is written, and retrying cannot help, so the packet is dropped
          * (and acked); the receiver's ERROR_CAUSE says why.
          */
-        niu_error(s, ARCTIC_ERR_DMA_RANGE, epn, ARCTIC_RXQ_HI,
+        niu_error(&s->status, ARCTIC_ERR_DMA_RANGE, epn, ARCTIC_RXQ_HI,
                   (uint32_t)target >> 6,
                   "endpoint %u refused DMA to 0x%" PRIx64
                   " outside its window", epn, target);
-        niu_count(s, ARCTIC_CNT_BAD_PACKETS);
+        niu_count(&s->status, ARCTIC_CNT_BAD_PACKETS);
         s->rx.dma_failed[src] |= 1u << epn;
         return rx_dropped;
     }
@@ -90,13 +90,13 @@ static RxVerdict deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
         data[i] = cpu_to_le32(arctic_get_le32(words + 16 + 4 * i));
     }
     if (niu_dma_write(&s->dma, phys, data, sizeof(data)) != MEMTX_OK) {
-        niu_error(s, ARCTIC_ERR_DMA, epn, ARCTIC_RXQ_HI, 0,
+        niu_error(&s->status, ARCTIC_ERR_DMA, epn, ARCTIC_RXQ_HI, 0,
                   "remote DMA to 0x%" PRIx64 " of endpoint %u failed",
                   (uint64_t)phys, epn);
         return rx_refused(ARCTIC_NACK_RX_ERROR);
     }
     trace_arctic_niu_rx_dma(s->node_id, epn, target, phys);
-    niu_count(s, ARCTIC_CNT_DMA_RX_PACKETS);
+    niu_count(&s->status, ARCTIC_CNT_DMA_RX_PACKETS);
     return rx_delivered;
 }
 
@@ -107,7 +107,7 @@ QEMU_BUILD_BUG_ON((int)R_EP_RX_HD_LAP_SHIFT != (int)ARCTIC_LOG2_N);
 static RxVerdict rx_slot_dma_failed(ArcticNiuState *s, unsigned epn,
                                     unsigned q, unsigned idx, dma_addr_t addr)
 {
-    niu_error(s, ARCTIC_ERR_DMA, epn, q, idx,
+    niu_error(&s->status, ARCTIC_ERR_DMA, epn, q, idx,
               "endpoint %u receive queue %u slot %u at 0x%" PRIx64
               " is not guest memory", epn, q, idx, (uint64_t)addr);
     return rx_refused(ARCTIC_NACK_RX_ERROR);
@@ -151,7 +151,7 @@ static RxVerdict write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
     }
     /* INDEX and LAP count on together: LAP flips as INDEX wraps. */
     ep->rx_head[q] = (ep->rx_head[q] + 1) % (2 * ARCTIC_N);
-    niu_irq_event(s, 1u << (R_NIU_IRQ_RX_SHIFT + epn));
+    niu_irq_event(&s->status, 1u << (R_NIU_IRQ_RX_SHIFT + epn));
     return rx_delivered;
 }
 
@@ -187,10 +187,10 @@ RxVerdict niu_rx_deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
          * error; it can never be delivered, so it is acked and dropped
          * rather than retried forever.
          */
-        niu_error(s, ARCTIC_ERR_BAD_PACKET, epn, q, w1 & 0xffff,
+        niu_error(&s->status, ARCTIC_ERR_BAD_PACKET, epn, q, w1 & 0xffff,
                   "%s packet of length %u from node %u dropped",
                   dma ? "DMA" : "MPI", arctic_len, src);
-        niu_count(s, ARCTIC_CNT_BAD_PACKETS);
+        niu_count(&s->status, ARCTIC_CNT_BAD_PACKETS);
         return rx_dropped;
     }
     if ((epn & s->vmask) != epn) {
@@ -201,7 +201,7 @@ RxVerdict niu_rx_deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
          * Seeds 000 Ch. 4, 003 §3.2.1: the packet belongs to a job that
          * is not running on this endpoint now; it is retried until it is.
          */
-        niu_count(s, ARCTIC_CNT_WRONG_JOB);
+        niu_count(&s->status, ARCTIC_CNT_WRONG_JOB);
         return rx_refused(ARCTIC_NACK_WRONG_JOB);
     }
     if (dma) {
@@ -238,7 +238,7 @@ RxVerdict niu_rx_deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
                                                 EP_RX_HD, INDEX) +
                                      ARCTIC_N - 1) % ARCTIC_N,
                                     src, len, le32_to_cpu(body[0]));
-        niu_count(s, q == ARCTIC_RXQ_HI ? ARCTIC_CNT_RX_HI_PACKETS
+        niu_count(&s->status, q == ARCTIC_RXQ_HI ? ARCTIC_CNT_RX_HI_PACKETS
                                                : ARCTIC_CNT_RX_LO_PACKETS);
     }
     return verdict;

@@ -356,14 +356,14 @@ void niu_time_start(ArcticNiuState *s)
     };
 
     if (t->state != NIU_TIME_STOPPED || t->ready_sent) {
-        niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
                   "TIME_CTRL.START %s", t->state == NIU_TIME_OFF
                   ? "on an NIU made without timed=on"
                   : "once the cluster's clock started");
         return;
     }
     if (!niu_link_is_up(&s->link)) {
-        niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
                   "TIME_CTRL.START with the link to the switch down");
         return;
     }

@@ -53,7 +53,7 @@ static ArcticLine *tx_line(ArcticNiuState *s, uint8_t prio)
 static void tx_slot_dma_failed(ArcticNiuState *s, unsigned epn, unsigned q,
                                dma_addr_t addr)
 {
-    niu_error(s, ARCTIC_ERR_DMA, epn, q, s->ep[epn].tx_tail[q],
+    niu_error(&s->status, ARCTIC_ERR_DMA, epn, q, s->ep[epn].tx_tail[q],
               "endpoint %u transmit queue %u slot %u at 0x%" PRIx64
               " is not guest memory", epn, q, s->ep[epn].tx_tail[q],
               (uint64_t)addr);
@@ -85,7 +85,7 @@ static void release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
     smp_mb();
     trace_arctic_niu_tx_slot_release(s->node_id, epn, q, ep->tx_tail[q]);
     ep->tx_tail[q] = (ep->tx_tail[q] + 1) % ARCTIC_N;
-    niu_irq_event(s, 1u << (R_NIU_IRQ_TX_SHIFT + epn));
+    niu_irq_event(&s->status, 1u << (R_NIU_IRQ_TX_SHIFT + epn));
 }
 
 /* Refuse a slot: record why, drop it so the queue keeps moving. */
@@ -93,10 +93,10 @@ static void refuse_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                         dma_addr_t addr, enum arctic_error cause,
                         uint32_t header)
 {
-    niu_error(s, cause, epn, q, s->ep[epn].tx_tail[q],
+    niu_error(&s->status, cause, epn, q, s->ep[epn].tx_tail[q],
               "endpoint %u queue %u slot %u header 0x%08x refused",
               epn, q, s->ep[epn].tx_tail[q], header);
-    niu_count(s, ARCTIC_CNT_TX_ERRORS);
+    niu_count(&s->status, ARCTIC_CNT_TX_ERRORS);
     s->tx.refused++;
     release_slot(s, epn, q, addr);
 }
@@ -229,7 +229,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
         (*progress)++;
     }
     *progress = 0;
-    niu_count(s, ARCTIC_CNT_DMA_REQUESTS);
+    niu_count(&s->status, ARCTIC_CNT_DMA_REQUESTS);
     trace_arctic_niu_dma_done(s->node_id, epn, q, target);
     release_slot(s, epn, q, addr);
     return true;
@@ -255,10 +255,10 @@ bool niu_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
         count != FIELD_EX32(w1, ARCTIC_W1, LENGTH) ||
         FIELD_EX32(w0, ARCTIC_W0, ZERO) != 0 ||
         FIELD_EX32(w0, ARCTIC_W0, PRIORITY) != prio || dest >= ARCTIC_S) {
-        niu_error(s, ARCTIC_ERR_BAD_VALUE, 0, 0, count,
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, count,
                   "raw packet of %u words (0x%08x 0x%08x) refused",
                   count, w0, w1);
-        niu_count(s, ARCTIC_CNT_TX_ERRORS);
+        niu_count(&s->status, ARCTIC_CNT_TX_ERRORS);
         return true;
     }
     line = tx_line(s, prio);
@@ -269,7 +269,7 @@ bool niu_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
                  (w1 & R_ROUTE_ENTRY_DOWNROUTE_MASK) | (w0 & 0xffff), w1,
                  words + ARCTIC_ROUTE_WORDS, count - ARCTIC_ROUTE_WORDS);
     line->raw = true;
-    niu_count(s, prio == ARCTIC_PRIORITY_HIGH ?
+    niu_count(&s->status, prio == ARCTIC_PRIORITY_HIGH ?
                         ARCTIC_CNT_TX_HI_PACKETS : ARCTIC_CNT_TX_LO_PACKETS);
     niu_e2e_pump(&s->e2e, false);
     return true;
@@ -379,7 +379,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
         build_mpi(s, line, epn, route, header,
                   le32_to_cpu(slot.command[0]), le32_to_cpu(slot.command[1]),
                   slot.payload);
-        niu_count(s, q == ARCTIC_TXQ_HI ? ARCTIC_CNT_TX_HI_PACKETS
+        niu_count(&s->status, q == ARCTIC_TXQ_HI ? ARCTIC_CNT_TX_HI_PACKETS
                                                : ARCTIC_CNT_TX_LO_PACKETS);
         release_slot(s, epn, q, addr);
     }
@@ -416,7 +416,7 @@ static void send_reports(ArcticNiuState *s)
                          w1, body, ARRAY_SIZE(body));
             niu_e2e_mark(line, R_ARCTIC_E2E_FLAGS_NOTICE_MASK, r->job);
         } else {
-            niu_error(s, ARCTIC_ERR_NO_ROUTE, 0, 0, r->node,
+            niu_error(&s->status, ARCTIC_ERR_NO_ROUTE, 0, 0, r->node,
                       "no route to node %u for a DMA report",
                       r->node);
         }
@@ -475,7 +475,7 @@ static unsigned serve_queues(ArcticNiuState *s, const unsigned *order,
  */
 static void tx_schedule(ArcticNiuState *s)
 {
-    if (niu_time_on(s)) {
+    if (s->tx.cfg.timed) {
         timer_mod(s->tx.kick_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
     } else {
         qemu_bh_schedule(s->tx.bh);
@@ -531,7 +531,7 @@ static void tx_main_loop_poll(Notifier *notifier, void *data)
      */
     if (mlpoll->state != MAIN_LOOP_POLL_FILL ||
         !qatomic_read(&s->tx.poll_parked) || all_cpu_threads_idle() ||
-        niu_time_on(s)) {
+        s->tx.cfg.timed) {
         return;
     }
     QEMU_LOCK_GUARD(&s->lock);
@@ -563,7 +563,7 @@ static void tx_service(ArcticNiuState *s, bool polled)
      * the poll never parks: what would unpark it (the main loop) runs at
      * no instant of virtual time.
      */
-    bool cpus_idle = polled && !niu_time_on(s) && all_cpu_threads_idle();
+    bool cpus_idle = polled && !s->tx.cfg.timed && all_cpu_threads_idle();
 
     /*
      * Order the queue reads below after the read of the vCPUs' halted
