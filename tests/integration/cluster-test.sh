@@ -85,7 +85,8 @@
 #           (124) and first prints each node's NIU state (scripts/niu-state
 #           over QMP): links up, nothing unacknowledged, and each stream's
 #           sender and receiver agreeing on epoch and sequence; the whole
-#           state kept in the run directory as JSON
+#           state kept in the run directory as JSON; and a node given
+#           2 s to boot fails (124), named as one that did not boot
 #   develop-2  the loops of docs/developing.md on 2 nodes: a copy of the
 #           driver changed and built out of the tree (scripts/guest-module),
 #           a data file and a script put in a directory shared with the
@@ -495,6 +496,9 @@ print([t["tx-next-seq"] for t in s["streams"]
         failures=$((failures + 1))
     fi
     [ -z "$run_dir" ] || rm -rf "$run_dir"
+    # A node that had no time to boot is a failure too, not a pass.
+    run_cluster_expecting 124 -t 2 -n 1 --fast true
+    expect "the node that did not boot is named" '^node 0: FAILED \(status 124\): the guest did not boot'
     ;;
 develop-2)
     share=$(mktemp -d)
