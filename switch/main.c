@@ -90,6 +90,163 @@ static bool nonnegative(const char *name, int value, GError **errp)
     return true;
 }
 
+/*
+ * The command line into @o: 0, or the exit status (2) once the error is
+ * said.
+ */
+static int options_parse(Options *o, int *argc, char ***argv)
+{
+    GOptionEntry entries[] = {
+        { "socket", 's', 0, G_OPTION_ARG_FILENAME, &o->socket_path,
+          "Listen for NIUs on this UNIX socket", "PATH" },
+        { "tcp", 't', 0, G_OPTION_ARG_STRING, &o->tcp_address,
+          "Also listen for NIUs on TCP (needs --secret; :PORT is the "
+          "loopback address, 0.0.0.0:PORT every one; port 0: any, said on "
+          "stderr)", "HOST:PORT" },
+        { "secret", 0, 0, G_OPTION_ARG_FILENAME, &o->secret_path,
+          "The cluster's key, 16..1024 bytes, a file only its owner may "
+          "read: every NIU must prove it knows it (link 1.3), and the "
+          "switch proves it too", "FILE" },
+        { "tcp-open", 0, 0, G_OPTION_ARG_NONE, &o->tcp_open,
+          "Let --tcp run without --secret: anyone who reaches the port may "
+          "join as any free node", NULL },
+        { "control", 'c', 0, G_OPTION_ARG_FILENAME, &o->control_path,
+          "JSON control socket for arctic-ctl", "PATH" },
+        { "ports", 'n', 0, G_OPTION_ARG_INT, &o->ports,
+          "NIU ports, 1..256 (default 16)", "N" },
+        { "levels", 'l', 0, G_OPTION_ARG_INT, &o->levels,
+          "Router levels of the fat tree (default: the fewest that fit)",
+          "L" },
+        { "credits", 0, 0, G_OPTION_ARG_INT, &o->credits,
+          "Credits granted to each NIU per priority (default 64)", "N" },
+        { "buffers", 'b', 0, G_OPTION_ARG_INT, &o->buffers,
+          "Packet buffers per router input, the last one kept for high "
+          "priority (default 4)", "N" },
+        { "timing", 'T', 0, G_OPTION_ARG_NONE, &o->timing,
+          "Model link bandwidth and per-hop latency", NULL },
+        { "link-mbytes", 0, 0, G_OPTION_ARG_DOUBLE, &o->link_mbytes,
+          "Link bandwidth with --timing or --timed, MB/s (default 160, as "
+          "Arctic)", "MBPS" },
+        { "hop-latency-ns", 0, 0, G_OPTION_ARG_INT, &o->hop_latency_ns,
+          "Router latency with --timing (default 200)", "NS" },
+        { "timed", 0, 0, G_OPTION_ARG_NONE, &o->timed,
+          "Keep the cluster's virtual time: every NIU is made with "
+          "timed=on, and each packet is delivered at the virtual time the "
+          "model of links, routers and NIUs gives (docs/timed-mode.md)",
+          NULL },
+        { "time-hop-ns", 0, 0, G_OPTION_ARG_INT, &o->time_hop_ns,
+          "With --timed: through one router, ns (default 150: five "
+          "cycles and one of wire at 40 MHz)", "NS" },
+        { "time-wire-ns", 0, 0, G_OPTION_ARG_INT, &o->time_wire_ns,
+          "With --timed: an NIU's cable to its router, ns (default 50)",
+          "NS" },
+        { "handshake-timeout", 0, 0, G_OPTION_ARG_INT,
+          &o->handshake_timeout_ms,
+          "Close a connection that has not said HELLO after MS "
+          "milliseconds (default 10000); of 64 such connections at most, "
+          "the oldest makes room for a new one", "MS" },
+        { "credit-delay-us", 0, 0, G_OPTION_ARG_INT, &o->credit_delay_us,
+          "Freed credits wait up to US microseconds for a frame going to "
+          "the NIU anyway, unless half a window waits (default 500; 0: "
+          "return each at once)", "US" },
+        { "no-rings", 0, 0, G_OPTION_ARG_NONE, &o->no_rings,
+          "Refuse the shared-memory rings NIUs on this host offer: every "
+          "link stays on its socket", NULL },
+        { "no-cpu-wake", 0, 0, G_OPTION_ARG_NONE, &o->no_cpu_wake,
+          "One thread sleeps for every ring: no per-CPU wake-up threads "
+          "(an NIU's kick then wakes it on whichever CPU it last ran)",
+          NULL },
+        { "seed", 0, 0, G_OPTION_ARG_INT64, &o->seed,
+          "Seed of fault injection and random up-routes (default 1)",
+          "SEED" },
+        { "fault", 'f', 0, G_OPTION_ARG_STRING_ARRAY, &o->faults,
+          "Inject faults on delivery: PORT|*[:low|high|both]:drop=P,dup=P,"
+          "corrupt=P,delay=P,delay-us=US (repeatable)", "SPEC" },
+        { "pcap", 'w', 0, G_OPTION_ARG_FILENAME, &o->pcap_path,
+          "Capture packets to a pcap file (LINKTYPE_USER0)", "FILE" },
+        { "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose,
+          "Log connections, disconnections and protocol errors", NULL },
+        { "no-stats", 0, 0, G_OPTION_ARG_NONE, &o->no_stats,
+          "Do not print the counters on exit", NULL },
+        { NULL }
+    };
+    g_autoptr(GOptionContext) context =
+        g_option_context_new("- the Arctic fat-tree network for arctic-niu "
+                             "QEMU instances");
+    g_autoptr(GError) err = NULL;
+
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_set_description(context,
+        "Example:\n"
+        "  arctic-switch -s /tmp/arctic.sock -c /tmp/arctic.ctl -n 4\n"
+        "  qemu-system-x86_64 ... -chardev socket,id=n0,path=/tmp/arctic.sock"
+        ",reconnect-ms=1000 \\\n      -device arctic-niu,chardev=n0,node-id=0\n"
+        "  arctic-ctl -s /tmp/arctic.ctl stats\n"
+        "See docs/switch.md.");
+    if (!g_option_context_parse(context, argc, argv, &err)) {
+        g_printerr("arctic-switch: %s\nTry --help.\n", err->message);
+        return 2;
+    }
+    if (*argc > 1) {
+        g_printerr("arctic-switch: unexpected argument \"%s\"\nTry --help.\n",
+                   (*argv)[1]);
+        return 2;
+    }
+    if (!o->socket_path && !o->tcp_address) {
+        g_printerr("arctic-switch: give --socket PATH and/or --tcp "
+                   "HOST:PORT\nTry --help.\n");
+        return 2;
+    }
+    if (!nonnegative("--ports", o->ports, &err) ||
+        !nonnegative("--levels", o->levels, &err) ||
+        !nonnegative("--credits", o->credits, &err) ||
+        !nonnegative("--buffers", o->buffers, &err) ||
+        !nonnegative("--hop-latency-ns", o->hop_latency_ns, &err) ||
+        !nonnegative("--time-hop-ns", o->time_hop_ns, &err) ||
+        !nonnegative("--time-wire-ns", o->time_wire_ns, &err) ||
+        !nonnegative("--handshake-timeout", o->handshake_timeout_ms, &err) ||
+        !nonnegative("--credit-delay-us", o->credit_delay_us, &err)) {
+        g_printerr("arctic-switch: %s\n", err->message);
+        return 2;
+    }
+    if (o->handshake_timeout_ms == 0) {
+        g_printerr("arctic-switch: --handshake-timeout 0: a connection "
+                   "needs at least 1 ms to say HELLO\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* The switch's configuration from the options (@secret: the key's bytes). */
+static void options_to_config(const Options *o, GBytes *secret,
+                              ArcticSwitchConfig *config)
+{
+    arctic_switch_config_init(config);
+    config->socket_path = o->socket_path;
+    config->tcp_address = o->tcp_address;
+    config->tcp_open = o->tcp_open;
+    if (secret) {
+        config->secret = g_bytes_get_data(secret, &config->secret_len);
+    }
+    config->pcap_path = o->pcap_path;
+    config->ports = o->ports;
+    config->levels = o->levels;
+    config->credits = o->credits;
+    config->router_buffers = o->buffers;
+    config->timing = o->timing;
+    config->link_mbytes_per_s = o->link_mbytes;
+    config->hop_latency_ns = o->hop_latency_ns;
+    config->timed = o->timed;
+    config->time_hop_ns = o->time_hop_ns;
+    config->time_wire_ns = o->time_wire_ns;
+    config->seed = (uint64_t)o->seed;
+    config->verbose = o->verbose;
+    config->handshake_timeout_ms = o->handshake_timeout_ms;
+    config->credit_delay_us = o->credit_delay_us;
+    config->rings = !o->no_rings;
+    config->cpu_wake = !o->no_cpu_wake;
+}
+
 int main(int argc, char **argv)
 {
     g_auto(Options) o = {
@@ -104,83 +261,6 @@ int main(int argc, char **argv)
         .time_hop_ns = ARCTIC_TIME_HOP_NS,
         .time_wire_ns = ARCTIC_TIME_WIRE_NS,
     };
-    GOptionEntry entries[] = {
-        { "socket", 's', 0, G_OPTION_ARG_FILENAME, &o.socket_path,
-          "Listen for NIUs on this UNIX socket", "PATH" },
-        { "tcp", 't', 0, G_OPTION_ARG_STRING, &o.tcp_address,
-          "Also listen for NIUs on TCP (needs --secret; :PORT is the "
-          "loopback address, 0.0.0.0:PORT every one; port 0: any, said on "
-          "stderr)", "HOST:PORT" },
-        { "secret", 0, 0, G_OPTION_ARG_FILENAME, &o.secret_path,
-          "The cluster's key, 16..1024 bytes, a file only its owner may "
-          "read: every NIU must prove it knows it (link 1.3), and the "
-          "switch proves it too", "FILE" },
-        { "tcp-open", 0, 0, G_OPTION_ARG_NONE, &o.tcp_open,
-          "Let --tcp run without --secret: anyone who reaches the port may "
-          "join as any free node", NULL },
-        { "control", 'c', 0, G_OPTION_ARG_FILENAME, &o.control_path,
-          "JSON control socket for arctic-ctl", "PATH" },
-        { "ports", 'n', 0, G_OPTION_ARG_INT, &o.ports,
-          "NIU ports, 1..256 (default 16)", "N" },
-        { "levels", 'l', 0, G_OPTION_ARG_INT, &o.levels,
-          "Router levels of the fat tree (default: the fewest that fit)",
-          "L" },
-        { "credits", 0, 0, G_OPTION_ARG_INT, &o.credits,
-          "Credits granted to each NIU per priority (default 64)", "N" },
-        { "buffers", 'b', 0, G_OPTION_ARG_INT, &o.buffers,
-          "Packet buffers per router input, the last one kept for high "
-          "priority (default 4)", "N" },
-        { "timing", 'T', 0, G_OPTION_ARG_NONE, &o.timing,
-          "Model link bandwidth and per-hop latency", NULL },
-        { "link-mbytes", 0, 0, G_OPTION_ARG_DOUBLE, &o.link_mbytes,
-          "Link bandwidth with --timing or --timed, MB/s (default 160, as "
-          "Arctic)", "MBPS" },
-        { "hop-latency-ns", 0, 0, G_OPTION_ARG_INT, &o.hop_latency_ns,
-          "Router latency with --timing (default 200)", "NS" },
-        { "timed", 0, 0, G_OPTION_ARG_NONE, &o.timed,
-          "Keep the cluster's virtual time: every NIU is made with "
-          "timed=on, and each packet is delivered at the virtual time the "
-          "model of links, routers and NIUs gives (docs/timed-mode.md)",
-          NULL },
-        { "time-hop-ns", 0, 0, G_OPTION_ARG_INT, &o.time_hop_ns,
-          "With --timed: through one router, ns (default 150: five "
-          "cycles and one of wire at 40 MHz)", "NS" },
-        { "time-wire-ns", 0, 0, G_OPTION_ARG_INT, &o.time_wire_ns,
-          "With --timed: an NIU's cable to its router, ns (default 50)",
-          "NS" },
-        { "handshake-timeout", 0, 0, G_OPTION_ARG_INT,
-          &o.handshake_timeout_ms,
-          "Close a connection that has not said HELLO after MS "
-          "milliseconds (default 10000); of 64 such connections at most, "
-          "the oldest makes room for a new one", "MS" },
-        { "credit-delay-us", 0, 0, G_OPTION_ARG_INT, &o.credit_delay_us,
-          "Freed credits wait up to US microseconds for a frame going to "
-          "the NIU anyway, unless half a window waits (default 500; 0: "
-          "return each at once)", "US" },
-        { "no-rings", 0, 0, G_OPTION_ARG_NONE, &o.no_rings,
-          "Refuse the shared-memory rings NIUs on this host offer: every "
-          "link stays on its socket", NULL },
-        { "no-cpu-wake", 0, 0, G_OPTION_ARG_NONE, &o.no_cpu_wake,
-          "One thread sleeps for every ring: no per-CPU wake-up threads "
-          "(an NIU's kick then wakes it on whichever CPU it last ran)",
-          NULL },
-        { "seed", 0, 0, G_OPTION_ARG_INT64, &o.seed,
-          "Seed of fault injection and random up-routes (default 1)",
-          "SEED" },
-        { "fault", 'f', 0, G_OPTION_ARG_STRING_ARRAY, &o.faults,
-          "Inject faults on delivery: PORT|*[:low|high|both]:drop=P,dup=P,"
-          "corrupt=P,delay=P,delay-us=US (repeatable)", "SPEC" },
-        { "pcap", 'w', 0, G_OPTION_ARG_FILENAME, &o.pcap_path,
-          "Capture packets to a pcap file (LINKTYPE_USER0)", "FILE" },
-        { "verbose", 'v', 0, G_OPTION_ARG_NONE, &o.verbose,
-          "Log connections, disconnections and protocol errors", NULL },
-        { "no-stats", 0, 0, G_OPTION_ARG_NONE, &o.no_stats,
-          "Do not print the counters on exit", NULL },
-        { NULL }
-    };
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("- the Arctic fat-tree network for arctic-niu "
-                             "QEMU instances");
     g_autoptr(GError) err = NULL;
     g_autoptr(GBytes) secret = NULL;
     ArcticSwitchConfig config;
@@ -189,47 +269,11 @@ int main(int argc, char **argv)
     ArcticSwitchStats *stats;
     GThread *thread;
     unsigned i;
+    int status = options_parse(&o, &argc, &argv);
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(context,
-        "Example:\n"
-        "  arctic-switch -s /tmp/arctic.sock -c /tmp/arctic.ctl -n 4\n"
-        "  qemu-system-x86_64 ... -chardev socket,id=n0,path=/tmp/arctic.sock"
-        ",reconnect-ms=1000 \\\n      -device arctic-niu,chardev=n0,node-id=0\n"
-        "  arctic-ctl -s /tmp/arctic.ctl stats\n"
-        "See docs/switch.md.");
-    if (!g_option_context_parse(context, &argc, &argv, &err)) {
-        g_printerr("arctic-switch: %s\nTry --help.\n", err->message);
-        return 2;
+    if (status) {
+        return status;
     }
-    if (argc > 1) {
-        g_printerr("arctic-switch: unexpected argument \"%s\"\nTry --help.\n",
-                   argv[1]);
-        return 2;
-    }
-    if (!o.socket_path && !o.tcp_address) {
-        g_printerr("arctic-switch: give --socket PATH and/or --tcp "
-                   "HOST:PORT\nTry --help.\n");
-        return 2;
-    }
-    if (!nonnegative("--ports", o.ports, &err) ||
-        !nonnegative("--levels", o.levels, &err) ||
-        !nonnegative("--credits", o.credits, &err) ||
-        !nonnegative("--buffers", o.buffers, &err) ||
-        !nonnegative("--hop-latency-ns", o.hop_latency_ns, &err) ||
-        !nonnegative("--time-hop-ns", o.time_hop_ns, &err) ||
-        !nonnegative("--time-wire-ns", o.time_wire_ns, &err) ||
-        !nonnegative("--handshake-timeout", o.handshake_timeout_ms, &err) ||
-        !nonnegative("--credit-delay-us", o.credit_delay_us, &err)) {
-        g_printerr("arctic-switch: %s\n", err->message);
-        return 2;
-    }
-    if (o.handshake_timeout_ms == 0) {
-        g_printerr("arctic-switch: --handshake-timeout 0: a connection "
-                   "needs at least 1 ms to say HELLO\n");
-        return 2;
-    }
-
     if (o.secret_path) {
         secret = secret_load(o.secret_path, &err);
         if (!secret) {
@@ -238,30 +282,7 @@ int main(int argc, char **argv)
         }
     }
 
-    arctic_switch_config_init(&config);
-    config.socket_path = o.socket_path;
-    config.tcp_address = o.tcp_address;
-    config.tcp_open = o.tcp_open;
-    if (secret) {
-        config.secret = g_bytes_get_data(secret, &config.secret_len);
-    }
-    config.pcap_path = o.pcap_path;
-    config.ports = o.ports;
-    config.levels = o.levels;
-    config.credits = o.credits;
-    config.router_buffers = o.buffers;
-    config.timing = o.timing;
-    config.link_mbytes_per_s = o.link_mbytes;
-    config.hop_latency_ns = o.hop_latency_ns;
-    config.timed = o.timed;
-    config.time_hop_ns = o.time_hop_ns;
-    config.time_wire_ns = o.time_wire_ns;
-    config.seed = (uint64_t)o.seed;
-    config.verbose = o.verbose;
-    config.handshake_timeout_ms = o.handshake_timeout_ms;
-    config.credit_delay_us = o.credit_delay_us;
-    config.rings = !o.no_rings;
-    config.cpu_wake = !o.no_cpu_wake;
+    options_to_config(&o, secret, &config);
 
     sw = arctic_switch_new(&config, &err);
     if (!sw) {
