@@ -6,6 +6,7 @@
 #include "qemu/osdep.h"
 #include <sys/socket.h>
 #include <glib/gstdio.h>
+#include "qobject/qnum.h"
 #include "arctic-niu-test.h"
 
 #define CLUSTER_MSGS    12      /* per (source, destination, priority) */
@@ -18,6 +19,7 @@ typedef struct Cluster {
     GPid switch_pid;
     char *dir;
     char *sock;
+    char *control;              /* the switch's control socket */
     char *tcp;                  /* tcp:HOST:PORT the NIUs join, or NULL */
     /* next expected message index per [receiver][source][priority] */
     unsigned next[4][4][2];
@@ -80,9 +82,12 @@ static void cluster_start_on(Cluster *c, unsigned nodes, const char *fault,
     c->nodes = nodes;
     c->dir = g_dir_make_tmp("arctic-cluster-XXXXXX", NULL);
     c->sock = g_build_filename(c->dir, "switch.sock", NULL);
+    c->control = g_build_filename(c->dir, "control.sock", NULL);
     argv[i++] = sw;
     argv[i++] = "-s";
     argv[i++] = c->sock;
+    argv[i++] = "-c";
+    argv[i++] = c->control;
     argv[i++] = "-n";
     argv[i++] = ports;
     argv[i++] = "--seed";
@@ -149,6 +154,7 @@ static void cluster_stop(Cluster *c)
     g_assert_cmpint(WEXITSTATUS(status), ==, 0);
     g_rmdir(c->dir);
     g_free(c->sock);
+    g_free(c->control);
     g_free(c->tcp);
     g_free(c->dir);
 }
@@ -292,11 +298,23 @@ static void cluster_receive(Cluster *c, unsigned me)
  */
 static void cluster_report_missing(Cluster *c)
 {
+    g_autofree char *bin_dir =
+        g_path_get_dirname(g_getenv("ARCTIC_SWITCH_BINARY"));
+    g_autofree char *ctl = g_build_filename(bin_dir, "arctic-ctl", NULL);
+    const char *ctl_argv[] = { ctl, "-s", c->control, "-r", "stats", NULL };
+    g_autofree char *switch_stats = NULL;
     unsigned i, s, p;
 
+    /* Where the switch holds packets: per port and priority, its depths. */
+    if (g_spawn_sync(NULL, (char **)ctl_argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL,
+                     NULL, NULL, &switch_stats, NULL, NULL, NULL)) {
+        g_test_message("switch: %s", g_strchomp(switch_stats));
+    }
+
     for (i = 0; i < c->nodes; i++) {
-        QDict *rsp, *state = niu_state(c->node[i], &rsp);
+        QDict *rsp, *state = niu_state(c->node[i], &rsp), *counters;
         const QListEntry *e;
+        const QDictEntry *ce;
 
         for (s = 0; s < c->nodes; s++) {
             for (p = 0; p < 2 && s != i; p++) {
@@ -309,22 +327,53 @@ static void cluster_report_missing(Cluster *c)
         QLIST_FOREACH_ENTRY(qdict_get_qlist(state, "streams"), e) {
             QDict *st = qobject_to(QDict, qlist_entry_obj(e));
 
+            if (qdict_get_bool(st, "rx-known")) {
+                g_test_message("node %u <- node %" PRId64 " %s: rx epoch %"
+                               PRId64 " expects %" PRId64 "%s%s", i,
+                               qdict_get_int(st, "node"),
+                               qdict_get_str(st, "priority"),
+                               qdict_get_int(st, "rx-epoch"),
+                               qdict_get_int(st, "rx-expected"),
+                               qdict_get_bool(st, "rx-ack-due") ?
+                               ", ack due" : "",
+                               qdict_get_bool(st, "rx-nack-due") ?
+                               ", nack due" : "");
+            }
             if (qdict_get_int(st, "lines-busy")) {
                 g_test_message("node %u -> node %" PRId64 " %s: %" PRId64
                                " unacked, %" PRId64 " resends max, next "
-                               "retry in %" PRId64 " ns, tx next %" PRId64
-                               "%s", i, qdict_get_int(st, "node"),
+                               "retry in %" PRId64 " ns, tx epoch %" PRId64
+                               " next %" PRId64 "%s", i,
+                               qdict_get_int(st, "node"),
                                qdict_get_str(st, "priority"),
                                qdict_get_int(st, "lines-busy"),
                                qdict_get_int(st, "max-retries"),
                                qdict_get_int(st, "next-deadline-ns"),
+                               qdict_get_int(st, "tx-epoch"),
                                qdict_get_int(st, "tx-next-seq"),
                                qdict_get_bool(st, "tx-paused") ? ", paused"
                                                                : "");
             }
         }
-        g_test_message("node %u: retry timer in %" PRId64 " ns", i,
-                       qdict_get_int(state, "e2e-retry-due-ns"));
+        g_test_message("node %u: retry timer in %" PRId64 " ns; link %s, "
+                       "tx credits high %" PRId64 " low %" PRId64 ", %"
+                       PRId64 " packet(s) pending", i,
+                       qdict_get_int(state, "e2e-retry-due-ns"),
+                       qdict_get_str(state, "link"),
+                       qdict_get_int(state, "tx-credits-high"),
+                       qdict_get_int(state, "tx-credits-low"),
+                       qdict_get_int(state, "tx-pending"));
+        counters = qdict_get_qdict(state, "counters");
+        for (ce = qdict_first(counters); ce;
+             ce = qdict_next(counters, ce)) {
+            uint64_t n = qnum_get_uint(qobject_to(QNum,
+                                                  qdict_entry_value(ce)));
+
+            if (n) {
+                g_test_message("node %u: counter %s %" PRIu64, i,
+                               qdict_entry_key(ce), n);
+            }
+        }
         qobject_unref(rsp);
     }
 }
