@@ -271,6 +271,50 @@ static void test_tx_timeout_retransmit(void)
 }
 
 /*
+ * Only timeouts back the retransmit timeout off (RFC 6298 §5.5): a packet
+ * the receiver refused again and again (a full queue, or out of order
+ * behind a lost packet) had an answer every time, so when a copy of it is
+ * then lost it goes again one timeout later, not 2^n timeouts later, which
+ * with a few refusals reached a quarter of the peer timeout and stalled
+ * the stream for seconds (the 4-node cluster with faults).
+ */
+static void test_tx_timeout_after_nacks(void)
+{
+    enum { REFUSALS = 6 };
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t payload[2] = { 0x77, 0x78 };
+    uint32_t epoch;
+    unsigned i;
+
+    guest_send(n, ARCTIC_TXQ_HI, 2, 7, 8, 9, payload, 2);
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 7, 8, 9, payload, 2);
+    for (i = 0; i < REFUSALS; i++) {
+        /* Refused: the copy goes after the nack back-off (< RETRY_NS). */
+        peer_control(n, 2, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_HIGH, epoch, 0,
+                     ARCTIC_NACK_QUEUE_FULL);
+        qtest_clock_step(n->qts, RETRY_NS);
+        expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 7, 8, 9, payload, 2);
+    }
+    /*
+     * The last copy is lost: no answer.  It goes again within two retry
+     * timeouts of the step that sent it (the copy left inside that step),
+     * where counting the refusals as timeouts made it 2^6 of them.
+     */
+    link_expect_silence(n);
+    qtest_clock_step(n->qts, 2 * RETRY_NS);
+    expect_data(n, 2, ARCTIC_PRIORITY_HIGH, 0, 7, 8, 9, payload, 2);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH, epoch, 0, 0);
+    qtest_clock_step(n->qts, 100 * RETRY_NS);
+    link_expect_silence(n);
+    g_assert_cmpint(reg_r(n, A_NIU_TX_PENDING), ==, 0);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_NACKS_RECEIVED), ==, REFUSALS);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_TIMEOUTS), ==, 1);
+    g_assert_cmpint(counter(n, ARCTIC_CNT_RETRANSMITS), ==, REFUSALS + 1);
+    niu_stop(n);
+}
+
+/*
  * Take every packet the device has sent by now, returning the credit of
  * each as the switch does: the retransmissions to a peer that is silent,
  * or answered by hand (@answer_nack: a QUEUE_FULL nack to each).  With
@@ -578,8 +622,11 @@ static void test_tx_refused_gives_up(void)
     expect_data(n, 3, ARCTIC_PRIORITY_LOW, 0, 0, 0, 0, &p[0], 1);
     link_expect_silence(n);
     g_assert_cmpint(counter(n, ARCTIC_CNT_REFUSED_DROPPED), ==, 0);
-    /* Refused again 2 ms after the first: given up. */
-    qtest_clock_step(n->qts, 2 * 1000 * 1000);
+    /*
+     * Refused again, 2 ms after the first, just before the copy's own
+     * timeout (one retry-timeout-ns: a refusal is no timeout): given up.
+     */
+    qtest_clock_step(n->qts, RETRY_NS - 1000);
     link_expect_silence(n);
     peer_control(n, 3, ARCTIC_E2E_NACK, ARCTIC_PRIORITY_LOW, epoch, 0,
                  ARCTIC_NACK_WRONG_JOB);
@@ -736,6 +783,8 @@ void niu_test_add_ack(void)
     qtest_add_func("/arctic-niu/ack/tx-timeout-adapts",
                    test_tx_timeout_adapts);
     qtest_add_func("/arctic-niu/ack/tx-nack", test_tx_nack_goes_back);
+    qtest_add_func("/arctic-niu/ack/tx-timeout-after-nacks",
+                   test_tx_timeout_after_nacks);
     qtest_add_func("/arctic-niu/ack/tx-doorbell-stream",
                    test_tx_doorbell_stream);
     qtest_add_func("/arctic-niu/ack/tx-doorbell-stream-sleep",

@@ -399,6 +399,7 @@ void niu_e2e_send(NiuE2E *e, ArcticLine *line, unsigned epn, uint16_t job,
     line->dst = dest;
     line->seq = h.seq;
     line->retries = 0;
+    line->timeouts = 0;
     line->refused = false;
     if (st->paused) {
         line_park(line);
@@ -604,7 +605,10 @@ static int64_t stream_rto(NiuE2E *e, const ArcticTxStream *st)
  * timeout, doubled for each timeout of the line or, for a line not yet
  * timed out, of its stream since the last sample (RFC 6298 §5.5, Karn's
  * algorithm), up to a quarter of the peer timeout so that a silent peer
- * is still asked several times before it is given up.
+ * is still asked several times before it is given up.  Only timeouts
+ * count: a copy sent because the receiver refused the line (a nack) had
+ * an answer, and a line refused out of order a few times behind a lost
+ * packet must not then wait 2^n timeouts when its own copy is lost.
  */
 static int64_t line_timeout(NiuE2E *e, const ArcticLine *line)
 {
@@ -613,7 +617,7 @@ static int64_t line_timeout(NiuE2E *e, const ArcticLine *line)
                   (int64_t)e->cfg.peer_timeout_ms * SCALE_MS / 4 :
                   NIU_PEERLESS_MAX_TIMEOUT_NS;
 
-    return line_backoff(stream_rto(e, st), MAX(line->retries, st->backoff),
+    return line_backoff(stream_rto(e, st), MAX(line->timeouts, st->backoff),
                         cap);
 }
 
@@ -759,6 +763,7 @@ static void requeue_sorted(NiuE2E *e, ArcticLine **v, unsigned n,
     }
     for (i = 0; i < n; i++) {
         if (count_timeouts && !v[i]->nack_wait) {
+            v[i]->timeouts++;
             e2e_count(e, ARCTIC_CNT_TIMEOUTS, 1);
         }
         if (v[i]->sent_once) {

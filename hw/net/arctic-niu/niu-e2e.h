@@ -80,7 +80,8 @@ typedef struct ArcticLine {
     uint8_t epn;            /* endpoint whose queue it came from */
     uint16_t dst;
     uint32_t seq;
-    uint32_t retries;
+    uint32_t retries;       /* times sent again, for any reason */
+    uint32_t timeouts;      /* ... of them for want of any answer */
     int64_t deadline;       /* virtual ns: retransmit if not acked by then */
     int64_t sent_ns;        /* virtual ns of its first send */
     bool refused;           /* refused for its job tag (WRONG_JOB) ... */
