@@ -291,10 +291,11 @@ static void cluster_receive(Cluster *c, unsigned me)
 }
 
 /*
- * Not everything arrived: say, before the assertion fails, what each node
- * expected next from each source and what every sender still holds
- * unacked (the state view's streams with busy lines), so that a rare
- * failure can be read from the log.
+ * Not everything arrived: say, before the assertion fails, what the
+ * switch holds (its stats), and for each node what it expected next from
+ * each source, each stream's receiving half (epoch, expected sequence,
+ * answers owed), what it still holds unacked, its link and credits, and
+ * its nonzero counters, so that a rare failure can be read from the log.
  */
 static void cluster_report_missing(Cluster *c)
 {
