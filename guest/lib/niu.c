@@ -55,6 +55,12 @@ static int sleep_ms(const struct niu_endpoint *ep, enum niu_wait what,
 	return rx_ms > ms ? rx_ms : ms;
 }
 
+/* Whether an empty poll of a wait reads USER_LINK_POLL: niu_lib_idle(). */
+static bool wait_polls_link(const struct niu_endpoint *ep)
+{
+	return ep->link_poll && (!ep->idle_sleep_us || ep->link_poll_yields);
+}
+
 /*
  * One empty poll.  Every NIU_SPINS_BEFORE_YIELD of them give the CPU
  * away: by sched_yield(), or, when niu_set_idle_sleep() asked (more
@@ -67,11 +73,15 @@ static int sleep_ms(const struct niu_endpoint *ep, enum niu_wait what,
  * Without an idle sleep each empty poll first has the NIU take what the
  * network brought it (USER_LINK_POLL: busy polling, in this CPU's time,
  * instead of waiting for the NIU's own link thread to be scheduled on a
- * host whose cores the spinning guests hold).  With one it does not: on
- * an oversubscribed host a waiting CPU that polls takes the core from the
- * nodes that compute (a node waiting with busy polling and 1 ms sleeps
- * cost 41 % of a host core, without them 23 %, with the long sleep for
- * a message 1 %; docs/scale.md).
+ * host whose cores the spinning guests hold).  With one it does so only
+ * if the NIU gives the host core away after each empty poll (YIELDS, which
+ * the launcher asks for when nodes outnumber cores): a waiting CPU that
+ * polled without yielding would take the core from the nodes that compute
+ * (a node waiting with busy polling and 1 ms sleeps cost 41 % of a host
+ * core, without them 23 %, with the long sleep for a message 1 %;
+ * docs/scale.md).  So a wait polls, yielding, for its first
+ * NIU_SPINS_BEFORE_YIELD polls and only then sleeps: a reply that comes
+ * within a round trip is taken without an interrupt and a wake-up.
  */
 void niu_lib_idle(struct niu_endpoint *ep, unsigned int *spins,
 		 enum niu_wait what)
@@ -82,7 +92,7 @@ void niu_lib_idle(struct niu_endpoint *ep, unsigned int *spins,
 
 	if (*spins == 0)
 		ep->wait_start_ns = 0;	/* a new wait */
-	if (ep->link_poll && !ep->idle_sleep_us)
+	if (wait_polls_link(ep))
 		(void)*ep->link_poll;
 	if (++*spins % NIU_SPINS_BEFORE_YIELD)
 		return;
@@ -169,6 +179,7 @@ int niu_open(struct niu_endpoint *ep, const char *path)
 {
 	struct arctic_niu_node_info node;
 	struct arctic_niu_endpoint_info info;
+	uint32_t poll;
 	int p, err;
 
 	memset(ep, 0, sizeof(*ep));
@@ -200,9 +211,12 @@ int niu_open(struct niu_endpoint *ep, const char *path)
 					     A_USER_DOORBELL);
 	ep->link_poll = (volatile uint32_t *)((char *)ep->user_page +
 					      A_USER_LINK_POLL);
-	if (!link_poll_from_env(getenv("NIU_LINK_POLL")) ||
-	    (*ep->link_poll & R_USER_LINK_POLL_NONE_MASK))
+	poll = link_poll_from_env(getenv("NIU_LINK_POLL")) ?
+		*ep->link_poll : R_USER_LINK_POLL_NONE_MASK;
+	if (poll & R_USER_LINK_POLL_NONE_MASK)
 		ep->link_poll = NULL;
+	else
+		ep->link_poll_yields = poll & R_USER_LINK_POLL_YIELDS_MASK;
 	ep->dma_tx = (volatile struct arctic_dma_request *)
 		((char *)ep->queues + ARCTIC_MMAP_DMA_TX);
 	for (p = 0; p < NIU_NUM_PRIORITIES; p++) {

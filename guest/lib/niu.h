@@ -128,6 +128,9 @@ struct niu_endpoint {
 					 * poll of a wait; NULL: not busy
 					 * polling (NIU_LINK_POLL=0, or a
 					 * link that cannot) */
+	bool link_poll_yields;		/* an empty poll gives the host
+					 * core away (YIELDS): polled even
+					 * with an idle sleep */
 	uint32_t dma_tx_head;		/* next DMATx slot we fill */
 	void *dma_window;		/* NULL until niu_dma_window() */
 	uint32_t tx_head[NIU_NUM_PRIORITIES];	/* next slot we fill */

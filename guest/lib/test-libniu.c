@@ -722,6 +722,29 @@ static void test_sleep_ms(void)
 	CHECK(sleep_ms(&ep, NIU_WAIT_TX, now) == 3);
 }
 
+/*
+ * A wait busy-polls the link without an idle sleep, and with one only if
+ * the NIU gives the host core away after an empty poll (YIELDS); never
+ * without the register (NIU_LINK_POLL=0, a chardev link).
+ */
+static void test_wait_polls_link(void)
+{
+	struct niu_endpoint ep;
+	volatile uint32_t reg = 0;
+
+	fake_endpoint(&ep, 2, 4);
+	ep.link_poll = &reg;
+	CHECK(wait_polls_link(&ep));
+	ep.idle_sleep_us = 1000;
+	CHECK(!wait_polls_link(&ep));
+	ep.link_poll_yields = true;
+	CHECK(wait_polls_link(&ep));
+	ep.link_poll = NULL;
+	CHECK(!wait_polls_link(&ep));
+	ep.idle_sleep_us = 0;
+	CHECK(!wait_polls_link(&ep));
+}
+
 /* NIU_IDLE_SLEEP_US: microseconds, or 0 for anything else. */
 static void test_idle_sleep_from_env(void)
 {
@@ -751,6 +774,7 @@ int main(void)
 {
 	test_idle_sleep_from_env();
 	test_link_poll_from_env();
+	test_wait_polls_link();
 	test_send_encoding();
 	test_stash_given_back();
 	test_doorbell_skipped();

@@ -486,10 +486,14 @@ REG32(USER_IRQ_ARM, 0x004)
  * read: the NIU takes what the network has brought it now, in the
  * reading CPU's time (busy polling: delivers, takes acks, sends on).
  * TOOK: it found input.  NONE: this NIU's link cannot be busy-polled
- * (a chardev link), reading again is of no use.
+ * (a chardev link), reading again is of no use.  YIELDS: a read that
+ * takes nothing gives the reading CPU's host core away (the device's
+ * x-link-poll-yield, set on hosts with more nodes than cores), so that
+ * polling costs the nodes that compute little.
  */
 REG32(USER_LINK_POLL, 0x008)
     FIELD(USER_LINK_POLL, TOOK, 0, 1)
+    FIELD(USER_LINK_POLL, YIELDS, 1, 1)
     FIELD(USER_LINK_POLL, NONE, 31, 1)
 /* dMPI raw FIFO access points (seed 002 §2.3), endpoint 0's page only. */
 REG32(USER_HI_TX_FIFO, 0x040)

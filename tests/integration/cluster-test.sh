@@ -281,6 +281,9 @@ collectives-16|collectives-64)
         failures=$((failures + 1))
     fi
     expect "every node booted before the start" "^==> all $nodes nodes booted in [0-9]+s; starting the program on every node\$"
+    if [ "$nodes" -gt "$(nproc)" ]; then
+        expect "waits poll, yielding, before they sleep" "^==> .*: $nodes node\\(s\\) here on $(nproc) CPU\\(s\\): idle sleep 1000 us, empty polls yield the core\$"
+    fi
     expect "$nodes nodes take part" "^\\[node 0\\] niu-coll-test: $nodes nodes, 3 rounds, 50 words per all-to-all block\$"
     expect "no wrong value in any primitive" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
     expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'
@@ -298,11 +301,12 @@ hosts-4)
     expect "the guest image copied to each host once" '^==> copying the guest image to host[ab] ' 2
     expect "three nodes on the first host, one on the second" '^==> host hosta: nodes 0,1,2$|^==> host hostb: nodes 3$' 2
     # Each host sleeps idle nodes by its own node and CPU counts.
+    # With more nodes than CPUs, their NIUs' empty polls yield the core.
     cpus=$(nproc)
-    sleep3=0 sleep1=0
-    [ 3 -le "$cpus" ] || sleep3=1000
-    [ 1 -le "$cpus" ] || sleep1=1000
-    expect "each host chose its nodes' idle sleep" "^==> .*: 3 node\\(s\\) here on $cpus CPU\\(s\\): idle sleep $sleep3 us\$|^==> .*: 1 node\\(s\\) here on $cpus CPU\\(s\\): idle sleep $sleep1 us\$" 2
+    sleep3='0 us' sleep1='0 us'
+    [ 3 -le "$cpus" ] || sleep3='1000 us, empty polls yield the core'
+    [ 1 -le "$cpus" ] || sleep1='1000 us, empty polls yield the core'
+    expect "each host chose its nodes' idle sleep" "^==> .*: 3 node\\(s\\) here on $cpus CPU\\(s\\): idle sleep $sleep3\$|^==> .*: 1 node\\(s\\) here on $cpus CPU\\(s\\): idle sleep $sleep1\$" 2
     # Where the hosts reach it, not on every address, and with the run's key.
     expect "the switch listens on TCP with a key" '^==> starting arctic-switch \(.* --tcp [0-9a-zA-Z.:-]+:0 --secret /tmp/arctic-cluster\.[A-Za-z0-9]+/cluster\.key\)$'
     expect "every console came back" '^\[node [0-3]\] ARCTIC-RESULT node=[0-3] status=0$' 4
@@ -420,9 +424,9 @@ slurm-4)
     expect "the hosts came from the allocation" '^==> Slurm job [0-9]+: 1 host\(s\) \([^)]+\), 2 part\(s\) on each, each a job step \(srun\)$'
     expect "two parts of two nodes" '^==> host [^ ]+: nodes (0,1|2,3)$' 2
     # Both parts count the host's four nodes, not their own two.
-    sleep4=0
-    [ 4 -le "$(nproc)" ] || sleep4=1000
-    expect "each part chose the idle sleep of the host's 4 nodes" "^==> .*: 4 node\\(s\\) here on $(nproc) CPU\\(s\\): idle sleep $sleep4 us\$" 2
+    sleep4='0 us'
+    [ 4 -le "$(nproc)" ] || sleep4='1000 us, empty polls yield the core'
+    expect "each part chose the idle sleep of the host's 4 nodes" "^==> .*: 4 node\\(s\\) here on $(nproc) CPU\\(s\\): idle sleep $sleep4\$" 2
     expect "4 nodes take part" '^\[node 0\] niu-coll-test: 4 nodes, 3 rounds, 50 words per all-to-all block$'
     expect "no wrong value in any primitive" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
     expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'

@@ -411,6 +411,79 @@ enum cpu_wake_kind {
 };
 
 /*
+ * x-link-poll-yield: a read of USER_LINK_POLL that takes nothing says
+ * YIELDS and gives the host core away (link-poll-yields counts it); one
+ * that takes input says TOOK and YIELDS and does not yield; a link that
+ * cannot be polled reads NONE alone and never yields.
+ */
+static uint64_t poll_yields(Niu *n)
+{
+    QDict *rsp, *state = niu_state(n, &rsp);
+    uint64_t yields = qdict_get_int(state, "link-poll-yields");
+
+    qobject_unref(rsp);
+    return yields;
+}
+
+static void test_link_poll_yield(void)
+{
+    const uint32_t both = R_USER_LINK_POLL_TOOK_MASK |
+                          R_USER_LINK_POLL_YIELDS_MASK;
+    const uint8_t hi = ARCTIC_PRIORITY_HIGH;
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint32_t v = 0x91e1d, val = 0;
+    uint64_t before;
+    size_t size;
+    unsigned i;
+    Niu *n;
+
+    n = niu_start_node(NULL, NIU_NODE, "x-link-poll-yield=on");
+    g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==,
+                    R_USER_LINK_POLL_NONE_MASK);
+    g_assert_cmpuint(poll_yields(n), ==, 0);
+    niu_stop(n);
+
+    n = niu_start_linked_props("x-link-busy-poll-ns=60000000000,"
+                               "x-link-poll-yield=on", 8, 8);
+    mark_rx_slots(n);
+    if (!link_thread()) {
+        g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==,
+                        R_USER_LINK_POLL_NONE_MASK);
+        g_assert_cmpuint(poll_yields(n), ==, 0);
+        niu_stop(n);
+        return;
+    }
+    g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==,
+                    R_USER_LINK_POLL_YIELDS_MASK);
+    g_usleep(100 * 1000);               /* the thread stops reading */
+    before = poll_yields(n);
+    g_assert_cmpuint(before, >=, 1);
+    for (i = 0; i < 3; i++) {
+        g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==,
+                        R_USER_LINK_POLL_YIELDS_MASK);
+    }
+    g_assert_cmpuint(poll_yields(n), ==, before + 3);
+
+    size = peer_data(n, wire, PEER, hi, n->peer_epoch, 0, 3, 1, 2, &v, 1);
+    link_send_packet(n, wire, size);
+    g_usleep(QUIET_MS * 1000);
+    for (i = 0; i < 100 && !FIELD_EX32(val, USER_LINK_POLL, TOOK); i++) {
+        val = user_r(n, A_USER_LINK_POLL);  /* the bytes may come in parts */
+    }
+    g_assert_cmphex(val, ==, both);
+    g_assert_cmpuint(poll_yields(n), ==, before + 3 + i - 1);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    niu_stop(n);
+
+    /* Off (the default): no YIELDS, nothing given away. */
+    n = niu_start_linked_props("x-link-busy-poll-ns=60000000000", 8, 8);
+    g_assert_cmphex(user_r(n, A_USER_LINK_POLL), ==, 0);
+    g_assert_cmpuint(poll_yields(n), ==, 0);
+    niu_stop(n);
+}
+
+/*
  * A switch that runs per-CPU threads says CPU_WAKE in its WELCOME: the
  * device then kicks the thread of the CPU it runs on, through that CPU's
  * counter in its ring area (a FUTEX_WAKE, link 1.3), not the ring's
@@ -702,6 +775,7 @@ void niu_test_add_link(void)
     unsigned i;
 
     qtest_add_func("/arctic-niu/link/busy-poll", test_link_busy_poll);
+    qtest_add_func("/arctic-niu/link/busy-poll-yield", test_link_poll_yield);
     qtest_add_func("/arctic-niu/link/down-up", test_link_down_up_loses_nothing);
     qtest_add_func("/arctic-niu/link/send-order-kept",
                    test_link_send_order_kept);

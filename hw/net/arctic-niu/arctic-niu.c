@@ -555,10 +555,29 @@ static const MemoryRegionOps arctic_control_ops = {
  * User pages
  */
 
-static uint64_t niu_user_read(void *opaque, hwaddr addr, unsigned size)
+/*
+ * USER_LINK_POLL, under the device lock.  Timed: the input is taken at its
+ * virtual times, not polled.  *yield: the poll took nothing and the host
+ * core is to be given away (x-link-poll-yield), once the lock is let go.
+ */
+static uint32_t niu_user_link_poll(ArcticNiuState *s, bool *yield)
 {
-    ArcticNiuState *s = opaque;
-    QEMU_LOCK_GUARD(&s->lock);
+    uint32_t val;
+
+    if (!niu_link_can_poll(&s->link) || niu_time_on(s)) {
+        return R_USER_LINK_POLL_NONE_MASK;
+    }
+    val = FIELD_DP32(0, USER_LINK_POLL, TOOK, niu_link_poll(&s->link));
+    if (s->poll_yield) {
+        val = FIELD_DP32(val, USER_LINK_POLL, YIELDS, 1);
+        *yield = !FIELD_EX32(val, USER_LINK_POLL, TOOK);
+    }
+    return val;
+}
+
+static uint64_t niu_user_read_locked(ArcticNiuState *s, hwaddr addr,
+                                     bool *yield)
+{
     unsigned epn = addr / ARCTIC_USER_PAGE_SIZE;
     hwaddr reg = addr % ARCTIC_USER_PAGE_SIZE;
 
@@ -569,10 +588,7 @@ static uint64_t niu_user_read(void *opaque, hwaddr addr, unsigned size)
         return val;
     }
     if (reg == A_USER_LINK_POLL) {
-        /* Timed: the input is taken at its virtual times, not polled. */
-        val = niu_link_can_poll(&s->link) && !niu_time_on(s) ?
-              FIELD_DP32(0, USER_LINK_POLL, TOOK, niu_link_poll(&s->link)) :
-              R_USER_LINK_POLL_NONE_MASK;
+        val = niu_user_link_poll(s, yield);
         trace_arctic_niu_user_read(s->node_id, epn, reg, val);
         return val;
     }
@@ -581,6 +597,29 @@ static uint64_t niu_user_read(void *opaque, hwaddr addr, unsigned size)
               "%u, which reads nothing", reg, epn);
     trace_arctic_niu_user_read(s->node_id, epn, reg, 0);
     return 0;
+}
+
+static uint64_t niu_user_read(void *opaque, hwaddr addr, unsigned size)
+{
+    ArcticNiuState *s = opaque;
+    bool yield = false;
+    uint64_t val;
+
+    WITH_QEMU_LOCK_GUARD(&s->lock) {
+        val = niu_user_read_locked(s, addr, &yield);
+    }
+    /*
+     * An empty busy poll on a host with more nodes than cores: the vCPU
+     * gives its core to whoever else wants it (the other nodes' vCPUs,
+     * the switch) now, not when its time slice ends, so that a program
+     * may wait by polling without holding the core it waits for
+     * (docs/datapath.md §3.17).  The device lock is let go first.
+     */
+    if (yield) {
+        sched_yield();
+        stat64_add(&s->poll_yields, 1);
+    }
+    return val;
 }
 
 static void niu_user_write(void *opaque, hwaddr addr, uint64_t val,
@@ -851,6 +890,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_bool(v, "link-rings", s->link.rings, &err);
     visit_u64(v, "link-switch-kicks", stat64_get(&s->link.switch_kicks), &err);
     visit_u64(v, "link-kick-yields", stat64_get(&s->link.kick_yields), &err);
+    visit_u64(v, "link-poll-yields", stat64_get(&s->poll_yields), &err);
     visit_u64(v, "link-cpu-kicks", stat64_get(&s->link.cpu_kicks), &err);
     visit_u64(v, "link-up-count", s->link.up_count, &err);
     visit_str(v, "time", niu_time_state_names[s->time.state], &err);
@@ -1429,6 +1469,8 @@ static const Property arctic_niu_properties[] = {
                        link_cfg.ack_delay_ns, 250000),
     DEFINE_PROP_UINT64("x-link-busy-poll-ns", ArcticNiuState,
                        link_cfg.busy_poll_ns, 200000),
+    DEFINE_PROP_BOOL("x-link-poll-yield", ArcticNiuState, poll_yield,
+                     false),
     DEFINE_PROP_BOOL("x-link-kick-yield", ArcticNiuState,
                      link_cfg.kick_yield, true),
     DEFINE_PROP_BOOL("x-link-cpu-wake", ArcticNiuState, link_cfg.cpu_wake,

@@ -223,6 +223,8 @@ struct ArcticNiuState {
     /* link (niu-link.h) */
     NiuLink link;
     NiuLinkConfig link_cfg;     /* its properties */
+    bool poll_yield;            /* x-link-poll-yield: USER_LINK_POLL */
+    Stat64 poll_yields;         /* empty busy polls that gave the core */
 
     Error *migration_blocker;
 };
