@@ -20,6 +20,7 @@ typedef struct Cluster {
     char *dir;
     char *sock;
     char *control;              /* the switch's control socket */
+    char *key;                  /* the cluster's key file (TCP joins) */
     char *tcp;                  /* tcp:HOST:PORT the NIUs join, or NULL */
     /* next expected message index per [receiver][source][priority] */
     unsigned next[4][4][2];
@@ -55,11 +56,21 @@ static unsigned free_tcp_port(void)
  * would hold the test's output open, and meson would wait for it until
  * its timeout), as libqtest kills its QEMUs.
  */
+/*
+ * A failed assertion: the switch goes, and so does its directory with
+ * what the switch and the test left in it (async-signal-safe calls only:
+ * this runs in the SIGABRT handler).
+ */
 static void cluster_kill_switch(void *data)
 {
     Cluster *c = data;
 
     kill(c->switch_pid, SIGKILL);
+    waitpid(c->switch_pid, NULL, 0);
+    unlink(c->sock);
+    unlink(c->control);
+    unlink(c->key);
+    rmdir(c->dir);
 }
 
 /*
@@ -74,7 +85,7 @@ static void cluster_start_on(Cluster *c, unsigned nodes, const char *fault,
     const char *sw = g_getenv("ARCTIC_SWITCH_BINARY");
     g_autofree char *ports = g_strdup_printf("%u", nodes);
     g_autofree char *tcp_address = NULL;
-    g_autofree char *key = NULL, *key_args = NULL;
+    g_autofree char *key_args = NULL;
     const char *argv[16];
     unsigned i = 0, t;
 
@@ -83,6 +94,7 @@ static void cluster_start_on(Cluster *c, unsigned nodes, const char *fault,
     c->dir = g_dir_make_tmp("arctic-cluster-XXXXXX", NULL);
     c->sock = g_build_filename(c->dir, "switch.sock", NULL);
     c->control = g_build_filename(c->dir, "control.sock", NULL);
+    c->key = g_build_filename(c->dir, "cluster.key", NULL);
     argv[i++] = sw;
     argv[i++] = "-s";
     argv[i++] = c->sock;
@@ -100,16 +112,16 @@ static void cluster_start_on(Cluster *c, unsigned nodes, const char *fault,
     if (tcp) {
         tcp_address = g_strdup_printf("127.0.0.1:%u", free_tcp_port());
         c->tcp = g_strdup_printf("tcp:%s", tcp_address);
-        key = g_build_filename(c->dir, "cluster.key", NULL);
-        g_assert_true(g_file_set_contents(key, "qtest cluster key, 0123456789",
+        g_assert_true(g_file_set_contents(c->key,
+                                          "qtest cluster key, 0123456789",
                                           -1, NULL));
-        g_assert_cmpint(chmod(key, 0600), ==, 0);
+        g_assert_cmpint(chmod(c->key, 0600), ==, 0);
         key_args = g_strdup_printf("-object secret,id=arctic-key,file=%s",
-                                   key);
+                                   c->key);
         argv[i++] = "--tcp";
         argv[i++] = tcp_address;
         argv[i++] = "--secret";
-        argv[i++] = key;
+        argv[i++] = c->key;
     }
     argv[i] = NULL;
     g_assert_true(g_spawn_async(NULL, (char **)argv, NULL,
@@ -126,9 +138,9 @@ static void cluster_start_on(Cluster *c, unsigned nodes, const char *fault,
                                                key_args)
                          : niu_start_node(c->sock, i, "");
     }
-    if (key) {
+    if (tcp) {
         /* Each QEMU read it at its start, the switch at its own. */
-        g_unlink(key);
+        g_unlink(c->key);
     }
 }
 
@@ -155,6 +167,7 @@ static void cluster_stop(Cluster *c)
     g_rmdir(c->dir);
     g_free(c->sock);
     g_free(c->control);
+    g_free(c->key);
     g_free(c->tcp);
     g_free(c->dir);
 }
