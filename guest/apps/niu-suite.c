@@ -83,15 +83,17 @@ static void parallel_end(struct run *run, uint64_t start)
 
 /*
  * Node 0 decides (the serial run and the comparison happen there while the
- * others sleep in the broadcast) and tells every node.
+ * others sleep in the broadcast) and tells every node; then every node
+ * waits as the launcher asked again (its idle sleep, NIU_IDLE_SLEEP_US).
  */
 static void share_verdict(struct run *run)
 {
+	unsigned int launcher_sleep_us = run->ep.idle_sleep_us;
 	uint32_t verdict = run->pass;
 
 	niu_set_idle_sleep(&run->ep, run->me ? 1000 : 0);
 	die_on(niu_bcast(&run->ep, 0, &verdict, 1), "verdict");
-	niu_set_idle_sleep(&run->ep, 0);
+	niu_set_idle_sleep(&run->ep, launcher_sleep_us);
 	run->pass = verdict;
 }
 
@@ -811,7 +813,10 @@ int main(int argc, char **argv)
 			continue;
 		}
 		if (run.me == 0)
-			printf("niu-suite: %-6s ...\n", kernels[k].name);
+			printf("niu-suite: %-6s ... (waits: idle sleep %u "
+			       "us%s)\n", kernels[k].name,
+			       run.ep.idle_sleep_us, run.ep.link_poll_yields ?
+			       ", empty polls yield the core" : "");
 		fflush(stdout);
 		run.size = kernels[k].size;
 		run.pass = 0;

@@ -252,6 +252,11 @@ bw-2)
     ;;
 suite-4)
     run_cluster -n 4 -- "niu-suite && niu-suite -s fft=4096 fft"
+    # Every kernel waits as the launcher says (docs/datapath.md §3.17),
+    # also after the serial runs, when the other nodes slept.
+    waits='0 us'
+    [ 4 -le "$(nproc)" ] || waits='1000 us, empty polls yield the core'
+    expect "every kernel waits as the launcher says" "^\\[node 0\\] niu-suite: [a-z]+ +\\.\\.\\. \\(waits: idle sleep $waits\\)\$" 6
     expect "every kernel verified, with times" '^\[node 0\] niu-suite: (dmm|fft|gauss|jacobi|sort) +[0-9].* nodes=4 parallel=[0-9]+\.[0-9]{3}s serial=[0-9]+\.[0-9]{3}s speedup=[0-9]+\.[0-9]{2} PASS$' 6
     # 1024 points over 4 nodes leave blocks under ARCTIC_D: messages;
     # 4096 points fill whole DMA units.
