@@ -150,9 +150,39 @@ struct arctic_ring_area {
     uint32_t version;           /* ARCTIC_RING_VERSION */
     uint32_t data_size;         /* bytes of each ring, a power of two */
     uint32_t reserved;          /* 0 */
-    uint8_t pad[ARCTIC_RING_ALIGN - 16];
+    /*
+     * A direct area's sender counts the packets and bytes it wrote, per
+     * priority, for the switch's statistics (which trust them no further
+     * than a counter); 0 in a link's area.
+     */
+    uint64_t sent_packets[2];
+    uint64_t sent_bytes[2];
+    uint8_t pad[ARCTIC_RING_ALIGN - 48];
     struct arctic_ring_ctl ctl[ARCTIC_RING_DIRS];
     struct arctic_ring_kicks kicks;     /* version 2 */
+};
+
+/*
+ * Direct rings (link 1.5, docs/link-protocol.md §6.8).  On one host the
+ * switch may join two NIUs whose links use rings with an area of this
+ * same layout, written by one of them only: the sender puts the PACKET
+ * frames it routes to the other in ring ARCTIC_PRIORITY_LOW or _HIGH
+ * (ctl[] and data[] by priority), raises kicks.niu and makes a FUTEX_WAKE
+ * on it when the receiver said it sleeps, and counts what it wrote in
+ * sent_packets[] and sent_bytes[].  kicks.cpu[] and kicks.closing are not
+ * used.  The switch creates the area (a sealed memfd), sends it to both
+ * (DIRECT_RING) and keeps a mapping for its statistics; it never writes
+ * to it again.  Nobody waits for room: a sender that finds too little
+ * sends through the switch.  The receiver knows who wrote every packet
+ * (one writer per area) and drops one that names another source, or
+ * whose route does not lead to it.
+ */
+enum {
+    /*
+     * Bytes of each ring of a direct area: more than the frames of the
+     * most retransmit lines an NIU holds (128) and their acks.
+     */
+    ARCTIC_DIRECT_DATA_SIZE = 32 * 1024,
 };
 
 /* Bytes of an area with rings of @data_size bytes. */
@@ -223,6 +253,13 @@ static inline void arctic_ring_attach(struct arctic_ring *r, void *area,
     r->own = 0;
 }
 
+/* A direct area's ring of priority @prio (ARCTIC_PRIORITY_LOW or _HIGH). */
+static inline void arctic_direct_attach(struct arctic_ring *r, void *area,
+                                        uint32_t data_size, unsigned prio)
+{
+    arctic_ring_attach(r, area, data_size, (enum arctic_ring_dir)prio);
+}
+
 /* Returned by the calls below when the peer's index is impossible. */
 #define ARCTIC_RING_BROKEN ((size_t)-1)
 
@@ -284,6 +321,27 @@ static inline size_t arctic_ring_read(struct arctic_ring *r, void *buf,
     r->own += (uint32_t)len;
     __atomic_store_n(&r->ctl->tail, r->own, __ATOMIC_RELEASE);
     return len;
+}
+
+/*
+ * Consumer: copy the first @len bytes waiting to @buf without taking them;
+ * false if fewer wait (or the ring is broken: arctic_ring_used() says
+ * which).
+ */
+static inline bool arctic_ring_peek(const struct arctic_ring *r, void *buf,
+                                    size_t len)
+{
+    size_t used = arctic_ring_used(r);
+    uint32_t at, first;
+
+    if (used == ARCTIC_RING_BROKEN || used < len) {
+        return false;
+    }
+    at = r->own & (r->size - 1);
+    first = r->size - at < len ? r->size - at : (uint32_t)len;
+    __builtin_memcpy(buf, r->data + at, first);
+    __builtin_memcpy((uint8_t *)buf + first, r->data, len - first);
+    return true;
 }
 
 /*

@@ -48,9 +48,10 @@ enum {
      * (link-ring.h; a switch takes rings only from an NIU of 1.3 or
      * later), and authenticated joins over TCP (AUTH_CHALLENGE,
      * AUTH_RESPONSE, AUTH_PROOF below); 4: timed links (TIME_* and
-     * TIMED_PACKET below).
+     * TIMED_PACKET below); 5: direct rings between the NIUs of one host
+     * (DIRECT_RING and DIRECT_STOP below, arctic/link-ring.h).
      */
-    ARCTIC_LINK_VERSION_MINOR = 4,
+    ARCTIC_LINK_VERSION_MINOR = 5,
     ARCTIC_LINK_HEADER_SIZE = 8,
     /*
      * No frame body is larger than this; a bigger length is a protocol
@@ -94,6 +95,13 @@ enum arctic_frame_type {
     ARCTIC_FRAME_TIMED_PACKET = 11,     /* a stamped packet, both ways */
     ARCTIC_FRAME_TIME_SYNC = 12,        /* NIU -> switch */
     ARCTIC_FRAME_TIME_GRANT = 13,       /* switch -> NIU */
+    /*
+     * Link 1.5: direct rings (below, and arctic/link-ring.h), on the
+     * socket of a link whose frames go through the rings, the ring's
+     * memfd attached to DIRECT_RING (SCM_RIGHTS).
+     */
+    ARCTIC_FRAME_DIRECT_RING = 14,      /* switch -> NIU */
+    ARCTIC_FRAME_DIRECT_STOP = 15,      /* switch -> NIU */
 };
 
 /*
@@ -120,6 +128,33 @@ FIELD(ARCTIC_WELCOME_FLAGS, CPU_WAKE, 1, 1)
  */
 FIELD(ARCTIC_HELLO_FLAGS, TIMED, 0, 1)
 FIELD(ARCTIC_WELCOME_FLAGS, TIMED, 2, 1)
+/*
+ * Link 1.5, with rings only: the NIU takes direct rings (HELLO), and the
+ * switch may send it some (WELCOME): DIRECT_RING, DIRECT_STOP.
+ */
+FIELD(ARCTIC_HELLO_FLAGS, DIRECT, 1, 1)
+FIELD(ARCTIC_WELCOME_FLAGS, DIRECT, 3, 1)
+
+/*
+ * DIRECT_RING and DIRECT_STOP body: le32 peer node, le16 role, le16 0.
+ * DIRECT_RING: the attached area is a ring pair from this NIU to @peer
+ * (SEND: write the packets routed to @peer there) or from @peer to it
+ * (RECEIVE: read it; every packet in it is @peer's).  DIRECT_STOP: SEND,
+ * write no more to @peer's ring, send through the switch again (and
+ * unmap it); RECEIVE, read what @peer's ring holds and unmap it.
+ */
+enum arctic_direct_role {
+    ARCTIC_DIRECT_SEND = 0,
+    ARCTIC_DIRECT_RECEIVE = 1,
+    ARCTIC_DIRECT_ROLES,
+};
+
+enum { ARCTIC_DIRECT_SIZE = 8 };
+
+struct arctic_direct {
+    uint32_t peer;
+    uint16_t role;              /* enum arctic_direct_role */
+};
 
 struct arctic_frame_header {
     uint16_t type;
@@ -433,9 +468,11 @@ arctic_frame_header_check(const struct arctic_frame_header *h)
                        : h->type == ARCTIC_FRAME_WELCOME
                        ? R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
                          R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK |
-                         R_ARCTIC_WELCOME_FLAGS_TIMED_MASK
+                         R_ARCTIC_WELCOME_FLAGS_TIMED_MASK |
+                         R_ARCTIC_WELCOME_FLAGS_DIRECT_MASK
                        : h->type == ARCTIC_FRAME_HELLO
-                       ? R_ARCTIC_HELLO_FLAGS_TIMED_MASK : 0;
+                       ? R_ARCTIC_HELLO_FLAGS_TIMED_MASK |
+                         R_ARCTIC_HELLO_FLAGS_DIRECT_MASK : 0;
 
     if (h->flags & ~allowed) {
         return ARCTIC_FRAME_BAD_FLAGS;
@@ -478,6 +515,10 @@ arctic_frame_header_check(const struct arctic_frame_header *h)
     case ARCTIC_FRAME_TIME_GRANT:
         return h->length == ARCTIC_TIME_GRANT_SIZE
                ? ARCTIC_FRAME_OK : ARCTIC_FRAME_BAD_LENGTH;
+    case ARCTIC_FRAME_DIRECT_RING:
+    case ARCTIC_FRAME_DIRECT_STOP:
+        return h->length == ARCTIC_DIRECT_SIZE
+               ? ARCTIC_FRAME_OK : ARCTIC_FRAME_BAD_LENGTH;
     case ARCTIC_FRAME_TIMED_PACKET:
         return (h->length >= ARCTIC_TIMED_PACKET_HEADER +
                              ARCTIC_WIRE_MIN_SIZE &&
@@ -487,6 +528,28 @@ arctic_frame_header_check(const struct arctic_frame_header *h)
     default:
         return ARCTIC_FRAME_BAD_TYPE;
     }
+}
+
+static inline void arctic_direct_encode(void *buf,
+                                        const struct arctic_direct *m)
+{
+    uint8_t *b = (uint8_t *)buf;
+
+    arctic_put_le32(b, m->peer);
+    arctic_put_le16(b + 4, m->role);
+    arctic_put_le16(b + 6, 0);
+}
+
+/* False if the body breaks its rules (a role unknown, a reserved bit). */
+static inline bool arctic_direct_decode(const void *buf,
+                                        struct arctic_direct *m)
+{
+    const uint8_t *b = (const uint8_t *)buf;
+
+    m->peer = arctic_get_le32(b);
+    m->role = arctic_get_le16(b + 4);
+    return m->role < ARCTIC_DIRECT_ROLES && arctic_get_le16(b + 6) == 0 &&
+           m->peer < ARCTIC_LINK_MAX_NODES;
 }
 
 static inline void arctic_hello_encode(void *buf, const struct arctic_hello *m)

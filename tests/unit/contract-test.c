@@ -185,23 +185,69 @@ static void test_frame_header_check(void)
     arctic_frame_header_encode_flags(buf, ARCTIC_FRAME_WELCOME,
                                      R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
                                      R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK |
-                                     R_ARCTIC_WELCOME_FLAGS_TIMED_MASK,
+                                     R_ARCTIC_WELCOME_FLAGS_TIMED_MASK |
+                                     R_ARCTIC_WELCOME_FLAGS_DIRECT_MASK,
                                      ARCTIC_WELCOME_SIZE);
     arctic_frame_header_decode(buf, &h);
-    g_assert_cmpint(h.flags, ==, 7);
+    g_assert_cmpint(h.flags, ==, 15);
     g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
-    h.flags = 8;
+    h.flags = 16;
     g_assert_cmpint(arctic_frame_header_check(&h), ==,
                     ARCTIC_FRAME_BAD_FLAGS);
     arctic_frame_header_encode_flags(buf, ARCTIC_FRAME_HELLO,
-                                     R_ARCTIC_HELLO_FLAGS_TIMED_MASK,
+                                     R_ARCTIC_HELLO_FLAGS_TIMED_MASK |
+                                     R_ARCTIC_HELLO_FLAGS_DIRECT_MASK,
                                      ARCTIC_HELLO_SIZE);
     arctic_frame_header_decode(buf, &h);
-    g_assert_cmpint(h.flags, ==, 1);
+    g_assert_cmpint(h.flags, ==, 3);
     g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
-    h.flags = 2;
+    h.flags = 4;
     g_assert_cmpint(arctic_frame_header_check(&h), ==,
                     ARCTIC_FRAME_BAD_FLAGS);
+}
+
+/*
+ * Direct rings (link 1.5): DIRECT_RING and DIRECT_STOP are 8 bytes with
+ * no flags; the body names a node and a known role, its last two bytes 0.
+ */
+static void test_direct_frames(void)
+{
+    static const uint16_t types[] = {
+        ARCTIC_FRAME_DIRECT_RING, ARCTIC_FRAME_DIRECT_STOP,
+    };
+    struct arctic_frame_header h = { .length = ARCTIC_DIRECT_SIZE };
+    struct arctic_direct d = { .peer = 37, .role = ARCTIC_DIRECT_RECEIVE };
+    uint8_t body[ARCTIC_DIRECT_SIZE];
+    unsigned i;
+
+    for (i = 0; i < G_N_ELEMENTS(types); i++) {
+        h.type = types[i];
+        h.flags = 0;
+        h.length = ARCTIC_DIRECT_SIZE;
+        g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
+        h.length = ARCTIC_DIRECT_SIZE + 1;
+        g_assert_cmpint(arctic_frame_header_check(&h), ==,
+                        ARCTIC_FRAME_BAD_LENGTH);
+        h.length = ARCTIC_DIRECT_SIZE;
+        h.flags = 1;
+        g_assert_cmpint(arctic_frame_header_check(&h), ==,
+                        ARCTIC_FRAME_BAD_FLAGS);
+    }
+    arctic_direct_encode(body, &d);
+    g_assert_cmpint(arctic_get_le32(body), ==, 37);
+    g_assert_cmpint(arctic_get_le16(body + 4), ==, ARCTIC_DIRECT_RECEIVE);
+    memset(&d, 0xff, sizeof(d));
+    g_assert_true(arctic_direct_decode(body, &d));
+    g_assert_cmpint(d.peer, ==, 37);
+    g_assert_cmpint(d.role, ==, ARCTIC_DIRECT_RECEIVE);
+    arctic_put_le16(body + 4, ARCTIC_DIRECT_ROLES);
+    g_assert_false(arctic_direct_decode(body, &d));
+    arctic_put_le16(body + 4, ARCTIC_DIRECT_SEND);
+    arctic_put_le16(body + 6, 1);
+    g_assert_false(arctic_direct_decode(body, &d));
+    arctic_put_le16(body + 6, 0);
+    arctic_put_le32(body, ARCTIC_LINK_MAX_NODES);
+    g_assert_false(arctic_direct_decode(body, &d));
 }
 
 /*
@@ -593,6 +639,7 @@ int main(int argc, char **argv)
                     test_wire_check_corruption);
     g_test_add_func("/contract/frame-header-check", test_frame_header_check);
     g_test_add_func("/contract/timed-frames", test_timed_frames);
+    g_test_add_func("/contract/direct-frames", test_direct_frames);
     g_test_add_func("/contract/timing-costs", test_timing_costs);
     g_test_add_func("/contract/frame-reader", test_frame_reader);
     g_test_add_func("/contract/frame-reader-malformed",
