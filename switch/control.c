@@ -704,6 +704,8 @@ static void json_prio(JsonBuilder *b, const struct arctic_port_prio_stats *q)
     MEMBER(delayed);
     MEMBER(ingress_depth);
     MEMBER(ingress_depth_max);
+    MEMBER(direct_packets);
+    MEMBER(direct_in_packets);
     MEMBER(egress_depth);
 #undef MEMBER
     json_builder_set_member_name(b, "drops");

@@ -382,6 +382,12 @@ static bool config_check(const ArcticSwitchConfig *c, GError **errp)
                     "--timed has a model of its own (docs/timed-mode.md)");
         return false;
     }
+    if (c->direct && (c->timed || !c->rings)) {
+        g_set_error(errp, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--direct joins NIUs by rings of shared memory: not with "
+                    "%s", c->timed ? "--timed" : "--no-rings");
+        return false;
+    }
     if (c->secret && (c->secret_len < ARCTIC_AUTH_KEY_MIN ||
                       c->secret_len > ARCTIC_AUTH_KEY_MAX)) {
         g_set_error(errp, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
@@ -434,6 +440,7 @@ ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
         sw_timed_init(sw);
     }
     sw_faults_init(sw);
+    sw_direct_init(sw);
     if (!sw_loop_init(sw, switch_timer, switch_after_batch,
                       sw_port_may_sleep, switch_kicked, sw_port_cpu_wait,
                       errp)) {
@@ -497,6 +504,7 @@ static void snapshot_in_loop(ArcticSwitch *sw, void *opaque)
                 sw_port_egress_depth(sw, i, prio);
         }
     }
+    sw_direct_stats(sw, st->port);
     memcpy(st->unattached_disconnects, sw->unattached_disconnects,
            sizeof(st->unattached_disconnects));
     memcpy(st->latency, sw->latency, sizeof(st->latency));
@@ -547,6 +555,7 @@ void arctic_switch_free(ArcticSwitch *sw)
         return;
     }
     sw_port_close_all(sw);
+    sw_direct_cleanup(sw);
     arctic_switch_pcap_close(sw);
     if (sw->unix_listen_fd >= 0) {
         close(sw->unix_listen_fd);

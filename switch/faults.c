@@ -117,6 +117,8 @@ bool arctic_switch_set_faults(ArcticSwitch *sw, int port, int priority,
                         params->corrupt > 0 || params->delay > 0;
         }
     }
+    /* Faults apply to every packet: none may skip the switch now. */
+    sw_direct_revise(sw);
     return true;
 }
 

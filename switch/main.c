@@ -20,7 +20,7 @@ typedef struct {
     int credit_delay_us, time_hop_ns, time_wire_ns;
     double link_mbytes;
     gint64 seed;
-    gboolean timing, timed, verbose, no_stats, no_rings, no_cpu_wake;
+    gboolean timing, timed, verbose, no_stats, no_rings, no_cpu_wake, direct;
     gboolean tcp_open;
     char **faults;
 } Options;
@@ -156,6 +156,10 @@ static int options_parse(Options *o, int *argc, char ***argv)
           "One thread sleeps for every ring: no per-CPU wake-up threads "
           "(an NIU's kick then wakes it on whichever CPU it last ran)",
           NULL },
+        { "direct", 0, 0, G_OPTION_ARG_NONE, &o->direct,
+          "Join NIUs on rings with direct rings, so that their packets "
+          "skip this process, while no fault, capture or timing model "
+          "needs to see every packet (docs/switch.md)", NULL },
         { "seed", 0, 0, G_OPTION_ARG_INT64, &o->seed,
           "Seed of fault injection and random up-routes (default 1)",
           "SEED" },
@@ -245,6 +249,7 @@ static void options_to_config(const Options *o, GBytes *secret,
     config->credit_delay_us = o->credit_delay_us;
     config->rings = !o->no_rings;
     config->cpu_wake = !o->no_cpu_wake;
+    config->direct = o->direct;
 }
 
 int main(int argc, char **argv)

@@ -62,6 +62,8 @@ bool arctic_switch_pcap_open(ArcticSwitch *sw, const char *path,
     }
     sw->pcap = f;
     sw->pcap_path = g_strdup(path);
+    /* A capture shows every packet: none may skip the switch now. */
+    sw_direct_revise(sw);
     return true;
 }
 

@@ -713,6 +713,8 @@ void sw_conn_close(ArcticSwitch *sw, struct sw_conn *conn,
             link->credit_return_pending[prio] = 0;
         }
         link->credit_due_ns = 0;
+        /* Its direct rings go: the other ends are told. */
+        sw_direct_port_down(sw, conn->port);
         sw->port_ops->detached(sw, conn->port);
     } else {
         sw->unattached_disconnects[reason]++;
@@ -1039,6 +1041,11 @@ static void accept_hello(ArcticSwitch *sw, struct sw_conn *conn,
      */
     cpu_wake = rings && sw_loop_cpu_wakers(sw) &&
                sw->cpu_wake_links < SW_CPU_WAIT_MAX - 1;
+    /* Direct rings go on the socket of a link on rings (link 1.5). */
+    conn->direct = rings && sw->config.direct &&
+                   hello.version_minor >= 5 &&
+                   ARCTIC_FIELD_GET(ARCTIC_HELLO_FLAGS, DIRECT,
+                                    conn->hello_flags);
     frame = conn_output_reserve(conn, ARCTIC_LINK_HEADER_SIZE +
                                          ARCTIC_WELCOME_SIZE);
     arctic_frame_header_encode_flags(frame, ARCTIC_FRAME_WELCOME,
@@ -1048,7 +1055,9 @@ static void accept_hello(ArcticSwitch *sw, struct sw_conn *conn,
                                       R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK
                                       : 0) |
                                      (sw->config.timed ?
-                                      R_ARCTIC_WELCOME_FLAGS_TIMED_MASK : 0),
+                                      R_ARCTIC_WELCOME_FLAGS_TIMED_MASK : 0) |
+                                     (conn->direct ?
+                                      R_ARCTIC_WELCOME_FLAGS_DIRECT_MASK : 0),
                                      ARCTIC_WELCOME_SIZE);
     arctic_welcome_encode(frame + ARCTIC_LINK_HEADER_SIZE, &welcome);
     if (rings) {
@@ -1079,9 +1088,10 @@ static void accept_hello(ArcticSwitch *sw, struct sw_conn *conn,
     }
     conn_queue_flush(sw, conn);
     sw->port_ops->ready(sw, conn->port);
-    sw_log(sw, "port %u connected (credits low %u high %u%s%s)",
+    sw_log(sw, "port %u connected (credits low %u high %u%s%s%s)",
            hello.node_id, hello.credits[0], hello.credits[1],
-           rings ? ", rings" : "", cpu_wake ? ", per-CPU wake-ups" : "");
+           rings ? ", rings" : "", cpu_wake ? ", per-CPU wake-ups" : "",
+           conn->direct ? ", direct rings" : "");
 }
 
 /* --- frames ----------------------------------------------------------- */

@@ -95,6 +95,7 @@ void arctic_switch_stats_reset(ArcticSwitch *sw)
     memset(sw->unattached_disconnects, 0, sizeof(sw->unattached_disconnects));
     memset(sw->latency, 0, sizeof(sw->latency));
     sw->packets_in_use_max = sw->packets_in_use;
+    sw_direct_stats_reset(sw);
 }
 
 static uint64_t total_drops(const struct arctic_port_prio_stats *p)
@@ -224,6 +225,19 @@ void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
                     " ns in %" G_GUINT64_FORMAT " syncs%s\n", i,
                     p->time_reached, p->time_syncs,
                     p->time_waiting ? ", waits for a grant" : "");
+        }
+    }
+    for (i = 0; i < st->ports; i++) {
+        const struct arctic_port_stats *p = &st->port[i];
+        uint64_t sent = p->prio[ARCTIC_PRIORITY_LOW].direct_packets +
+                        p->prio[ARCTIC_PRIORITY_HIGH].direct_packets;
+        uint64_t taken = p->prio[ARCTIC_PRIORITY_LOW].direct_in_packets +
+                         p->prio[ARCTIC_PRIORITY_HIGH].direct_in_packets;
+
+        if (sent || taken) {
+            /* Counted in the table too: the share no router saw. */
+            fprintf(out, "port %u: direct rings: sent %" G_GUINT64_FORMAT
+                    ", received %" G_GUINT64_FORMAT "\n", i, sent, taken);
         }
     }
     if (st->refused_no_fd) {

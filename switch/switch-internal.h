@@ -253,6 +253,7 @@ struct sw_conn {
     uint8_t nonce[ARCTIC_AUTH_NONCE_SIZE];
     uint16_t hello_flags;       /* ARCTIC_HELLO_FLAGS */
     struct sw_rings *rings;     /* NULL: the link is on the socket */
+    bool direct;                /* the WELCOME said DIRECT (link 1.5) */
     bool waiting_room;          /* output waits for room in rings->out */
     /* Why conn_send() failed (an I/O error, or a broken ring). */
     enum arctic_disconnect_reason send_failure;
@@ -363,6 +364,11 @@ struct ArcticSwitch {
     /* timed.c (config.timed) */
     struct sw_timed *timed;
 
+    /* direct.c: [src * ports + dst], NULL without --direct */
+    struct sw_direct_pair **direct_pairs;
+    unsigned direct_live;           /* pairs made and not taken back */
+    unsigned *direct_in;            /* [dst]: live pairs into it */
+
     /* pcap.c */
     FILE *pcap;
     uint64_t pcap_time;             /* timed: the virtual time to record */
@@ -402,6 +408,15 @@ bool sw_wake_pair(int fds[2]);
 bool sw_is_wake_socket(int fd);
 void sw_kick(int fd);
 int sw_drain(int fd);
+
+/* direct.c: direct rings (link 1.5) */
+void sw_direct_init(ArcticSwitch *sw);
+void sw_direct_cleanup(ArcticSwitch *sw);
+void sw_direct_packet(ArcticSwitch *sw, unsigned src, unsigned dst);
+void sw_direct_port_down(ArcticSwitch *sw, unsigned port);
+void sw_direct_revise(ArcticSwitch *sw);
+void sw_direct_stats(const ArcticSwitch *sw, struct arctic_port_stats *st);
+void sw_direct_stats_reset(ArcticSwitch *sw);
 
 /* port.c */
 struct sw_conn *sw_conn_new(ArcticSwitch *sw, int fd);

@@ -111,6 +111,12 @@ typedef struct {
     /* With rings: one wake-up thread per CPU, whose eventfds the WELCOME
      * hands to the NIUs (arctic/link-ring.h, link 1.2). */
     bool cpu_wake;
+    /*
+     * Link 1.5: join NIUs of this host that take them with direct rings
+     * (switch/direct.c), while nothing needs the switch to see every
+     * packet (no faults, capture or timing model).
+     */
+    bool direct;
     bool verbose;               /* log connects and disconnects */
     /*
      * Timed mode (docs/timed-mode.md): the NIUs keep the cluster's
@@ -137,6 +143,12 @@ struct arctic_port_prio_stats {
     unsigned ingress_depth;     /* packets now in this port's input buffer */
     unsigned egress_depth;      /* packets now waiting to be sent to it */
     unsigned ingress_depth_max;
+    /*
+     * Of rx_packets, those the NIU wrote into direct rings (link 1.5),
+     * which no router saw; of tx_packets, those it read from them.
+     */
+    uint64_t direct_packets;
+    uint64_t direct_in_packets;
 };
 
 struct arctic_port_stats {

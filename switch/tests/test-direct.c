@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Direct rings (link 1.5, docs/link-protocol.md §6.8): with --direct, the
+ * first packet from one NIU on rings to another makes a ring pair that
+ * both get on their sockets (DIRECT_RING, one memfd, the receiver told
+ * that every packet in it is the sender's); what the sender writes there
+ * reaches the receiver without the switch, and the switch's counters add
+ * it from the sender's count.  The pair is taken back (DIRECT_STOP) when
+ * an end leaves and when fault injection or a capture starts, and none
+ * is made while they are on; a switch without --direct, or an NIU that
+ * did not ask, gets none; --direct refuses --timed.
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "switch-internal.h"
+
+enum { PORTS = 4, A = 1, B = 2, C = 3 };
+
+typedef struct {
+    TestSwitch *ts;
+    TestClient *a, *b;
+    uint32_t seq;
+} Fixture;
+
+/* A DIRECT_RING or DIRECT_STOP frame from @c's socket. */
+typedef struct {
+    uint16_t type;
+    struct arctic_direct body;
+    int fd;                     /* DIRECT_RING's, or -1 */
+} DirectFrame;
+
+static bool direct_recv(TestClient *c, DirectFrame *f, int timeout_ms)
+{
+    uint8_t buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_DIRECT_SIZE];
+    struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+    struct arctic_frame_header h;
+    unsigned nfds = 0;
+    ssize_t n;
+
+    f->fd = -1;
+    if (poll(&pfd, 1, timeout_ms) <= 0) {
+        return false;
+    }
+    /* The switch writes each frame whole, with its descriptor. */
+    n = sw_recv_fds(c->fd, buf, sizeof(buf), &f->fd, 1, &nfds);
+    g_assert_cmpint(n, ==, sizeof(buf));
+    arctic_frame_header_decode(buf, &h);
+    g_assert_cmpint(arctic_frame_header_check(&h), ==, ARCTIC_FRAME_OK);
+    f->type = h.type;
+    g_assert_true(arctic_direct_decode(buf + ARCTIC_LINK_HEADER_SIZE,
+                                       &f->body));
+    g_assert_cmpuint(nfds, ==, h.type == ARCTIC_FRAME_DIRECT_RING ? 1 : 0);
+    return true;
+}
+
+static void *map_area(int fd, size_t *size)
+{
+    struct stat st;
+    void *p;
+    uint32_t data_size = 0;
+
+    g_assert_cmpint(fstat(fd, &st), ==, 0);
+    /* Sealed: neither end can shrink it under the other. */
+    g_assert_true(fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK);
+    p = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    g_assert_true(p != MAP_FAILED);
+    g_assert_true(arctic_ring_area_check(p, st.st_size, &data_size));
+    g_assert_cmpuint(data_size, ==, ARCTIC_DIRECT_DATA_SIZE);
+    *size = st.st_size;
+    return p;
+}
+
+static TestClient *join(Fixture *f, unsigned node)
+{
+    TestClient *c = NULL;
+
+    g_assert_cmpuint(test_client_try_connect_offer(f->ts->socket_path, node,
+                                                   8, 8, TEST_OFFER_RINGS,
+                                                   &c), ==, 0);
+    return c;
+}
+
+static void start(Fixture *f, bool direct)
+{
+    ArcticSwitchConfig config;
+
+    arctic_switch_config_init(&config);
+    config.ports = PORTS;
+    config.direct = direct;
+    config.verbose = getenv("V") != NULL;
+    f->ts = test_switch_start(&config);
+    test_hello_flags = R_ARCTIC_HELLO_FLAGS_DIRECT_MASK;
+    f->a = join(f, A);
+    f->b = join(f, B);
+    f->seq = 0;
+}
+
+static void fixture_setup(Fixture *f, gconstpointer data)
+{
+    start(f, true);
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+    test_client_free(f->a);
+    test_client_free(f->b);
+    test_switch_stop(f->ts);
+    test_hello_flags = 0;
+}
+
+/* A packet from @from to @to through the switch's rings, received. */
+static void through_switch(Fixture *f, TestClient *from, TestClient *to)
+{
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    size_t size = test_build_packet(pkt, from->node, to->node, true, false,
+                                    f->seq++, 4);
+    GBytes *got;
+
+    g_assert_true(test_client_send_packet(from, pkt, size, 2000));
+    got = test_client_recv_packet(to, 2000);
+    g_assert_nonnull(got);
+    g_bytes_unref(got);
+}
+
+/* The pair from a to b, as both ends got it: their mappings. */
+typedef struct {
+    void *send_area, *recv_area;
+    size_t send_size, recv_size;
+} Pair;
+
+static void expect_pair(Fixture *f, Pair *p)
+{
+    DirectFrame fa, fb;
+
+    g_assert_true(direct_recv(f->b, &fb, 2000));
+    g_assert_cmpuint(fb.type, ==, ARCTIC_FRAME_DIRECT_RING);
+    g_assert_cmpuint(fb.body.role, ==, ARCTIC_DIRECT_RECEIVE);
+    g_assert_cmpuint(fb.body.peer, ==, A);
+    g_assert_true(direct_recv(f->a, &fa, 2000));
+    g_assert_cmpuint(fa.type, ==, ARCTIC_FRAME_DIRECT_RING);
+    g_assert_cmpuint(fa.body.role, ==, ARCTIC_DIRECT_SEND);
+    g_assert_cmpuint(fa.body.peer, ==, B);
+    p->send_area = map_area(fa.fd, &p->send_size);
+    p->recv_area = map_area(fb.fd, &p->recv_size);
+    close(fa.fd);
+    close(fb.fd);
+}
+
+static void unmap_pair(Pair *p)
+{
+    munmap(p->send_area, p->send_size);
+    munmap(p->recv_area, p->recv_size);
+}
+
+static void expect_stop(TestClient *c, unsigned peer,
+                        enum arctic_direct_role role)
+{
+    DirectFrame fr;
+
+    g_assert_true(direct_recv(c, &fr, 2000));
+    g_assert_cmpuint(fr.type, ==, ARCTIC_FRAME_DIRECT_STOP);
+    g_assert_cmpuint(fr.body.peer, ==, peer);
+    g_assert_cmpuint(fr.body.role, ==, role);
+    g_assert_cmpint(fr.fd, ==, -1);
+}
+
+static void test_pair(Fixture *f, gconstpointer data)
+{
+    uint8_t frame[ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE];
+    uint8_t got[sizeof(frame)];
+    struct arctic_ring out, in;
+    struct arctic_ring_area *sa;
+    g_autoptr(GBytes) none = NULL;
+    ArcticSwitchStats *st;
+    size_t size;
+    Pair p;
+    unsigned src, dst;
+    uint32_t seq;
+    bool high;
+
+    g_assert_true(f->a->welcome_flags & R_ARCTIC_WELCOME_FLAGS_DIRECT_MASK);
+    through_switch(f, f->a, f->b);
+    expect_pair(f, &p);
+    /* Only the first packet makes it: a second one makes none. */
+    through_switch(f, f->a, f->b);
+    g_assert_false(direct_recv(f->a, &(DirectFrame){ 0 }, 100));
+
+    /* The sender writes a frame; the receiver's mapping has it. */
+    sa = p.send_area;
+    arctic_direct_attach(&out, p.send_area, ARCTIC_DIRECT_DATA_SIZE,
+                         ARCTIC_PRIORITY_HIGH);
+    arctic_direct_attach(&in, p.recv_area, ARCTIC_DIRECT_DATA_SIZE,
+                         ARCTIC_PRIORITY_HIGH);
+    size = test_build_packet(frame + ARCTIC_LINK_HEADER_SIZE, A, B, true,
+                             false, 77, 6);
+    arctic_frame_header_encode_flags(frame, ARCTIC_FRAME_PACKET,
+                                     R_ARCTIC_FRAME_FLAGS_PRIORITY_MASK,
+                                     size);
+    g_assert_cmpuint(arctic_ring_write(&out, frame,
+                                       ARCTIC_LINK_HEADER_SIZE + size), ==,
+                     ARCTIC_LINK_HEADER_SIZE + size);
+    sa->sent_packets[ARCTIC_PRIORITY_HIGH] = 1;
+    sa->sent_bytes[ARCTIC_PRIORITY_HIGH] = size;
+    g_assert_cmpuint(arctic_ring_read(&in, got, sizeof(got)), ==,
+                     ARCTIC_LINK_HEADER_SIZE + size);
+    g_assert_true(test_packet_valid(got + ARCTIC_LINK_HEADER_SIZE, size,
+                                    &src, &dst, &seq, &high));
+    g_assert_cmpuint(src, ==, A);
+    g_assert_cmpuint(seq, ==, 77);
+    /* ... and the switch did not see it. */
+    none = test_client_recv_packet(f->b, 100);
+    g_assert_null(none);
+
+    /* Counted: two through the routers, one direct. */
+    st = test_switch_stats(f->ts);
+    g_assert_cmpuint(st->port[A].prio[ARCTIC_PRIORITY_HIGH].rx_packets, ==,
+                     3);
+    g_assert_cmpuint(st->port[A].prio[ARCTIC_PRIORITY_HIGH].direct_packets,
+                     ==, 1);
+    g_assert_cmpuint(st->port[B].prio[ARCTIC_PRIORITY_HIGH].tx_packets, ==,
+                     3);
+    g_assert_cmpuint(
+        st->port[B].prio[ARCTIC_PRIORITY_HIGH].direct_in_packets, ==, 1);
+    g_assert_cmpuint(st->port[B].prio[ARCTIC_PRIORITY_HIGH].direct_packets,
+                     ==, 0);
+    arctic_switch_stats_free(st);
+
+    /* B leaves: A is told to stop writing to it; the counts stay. */
+    test_client_free(f->b);
+    f->b = NULL;
+    expect_stop(f->a, B, ARCTIC_DIRECT_SEND);
+    st = test_switch_stats(f->ts);
+    g_assert_cmpuint(st->port[A].prio[ARCTIC_PRIORITY_HIGH].direct_packets,
+                     ==, 1);
+    g_assert_cmpuint(st->port[A].prio[ARCTIC_PRIORITY_HIGH].rx_packets, ==,
+                     3);
+    arctic_switch_stats_free(st);
+    unmap_pair(&p);
+}
+
+/* In the switch's loop, as its control socket does. */
+static void faults_on(ArcticSwitch *sw, void *opaque)
+{
+    struct arctic_fault_params delay = { .delay = 1, .delay_us = 1 };
+
+    g_assert_true(arctic_switch_set_faults(sw, C, -1, &delay, NULL));
+}
+
+static void faults_off(ArcticSwitch *sw, void *opaque)
+{
+    struct arctic_fault_params none = { 0 };
+
+    g_assert_true(arctic_switch_set_faults(sw, -1, -1, &none, NULL));
+}
+
+static void capture_on(ArcticSwitch *sw, void *opaque)
+{
+    g_assert_true(arctic_switch_pcap_open(sw, opaque, NULL));
+}
+
+/* Faults, then a capture: the pairs go, and none is made meanwhile. */
+static void test_taken_back(Fixture *f, gconstpointer data)
+{
+    g_autofree char *pcap = g_build_filename(f->ts->dir, "cap.pcap", NULL);
+    Pair p;
+
+    through_switch(f, f->a, f->b);
+    expect_pair(f, &p);
+    unmap_pair(&p);
+    arctic_switch_invoke(f->ts->sw, faults_on, NULL);
+    expect_stop(f->a, B, ARCTIC_DIRECT_SEND);
+    expect_stop(f->b, A, ARCTIC_DIRECT_RECEIVE);
+    through_switch(f, f->a, f->b);
+    g_assert_false(direct_recv(f->a, &(DirectFrame){ 0 }, 200));
+    g_assert_false(direct_recv(f->b, &(DirectFrame){ 0 }, 0));
+
+    /* No fault left: the next packet makes a pair again. */
+    arctic_switch_invoke(f->ts->sw, faults_off, NULL);
+    through_switch(f, f->a, f->b);
+    expect_pair(f, &p);
+    unmap_pair(&p);
+
+    arctic_switch_invoke(f->ts->sw, capture_on, pcap);
+    expect_stop(f->a, B, ARCTIC_DIRECT_SEND);
+    expect_stop(f->b, A, ARCTIC_DIRECT_RECEIVE);
+    through_switch(f, f->a, f->b);
+    g_assert_false(direct_recv(f->a, &(DirectFrame){ 0 }, 200));
+}
+
+/* Without --direct, or for an NIU that did not ask: no pair. */
+static void test_not_asked(void)
+{
+    Fixture f;
+    TestClient *c = NULL;
+
+    start(&f, false);
+    g_assert_false(f.a->welcome_flags & R_ARCTIC_WELCOME_FLAGS_DIRECT_MASK);
+    through_switch(&f, f.a, f.b);
+    g_assert_false(direct_recv(f.a, &(DirectFrame){ 0 }, 200));
+    g_assert_false(direct_recv(f.b, &(DirectFrame){ 0 }, 0));
+    fixture_teardown(&f, NULL);
+
+    start(&f, true);
+    test_hello_flags = 0;
+    c = join(&f, C);
+    g_assert_false(c->welcome_flags & R_ARCTIC_WELCOME_FLAGS_DIRECT_MASK);
+    through_switch(&f, f.a, c);
+    through_switch(&f, c, f.a);
+    g_assert_false(direct_recv(f.a, &(DirectFrame){ 0 }, 200));
+    g_assert_false(direct_recv(c, &(DirectFrame){ 0 }, 0));
+    test_client_free(c);
+    fixture_teardown(&f, NULL);
+}
+
+static void test_refuses_timed(void)
+{
+    ArcticSwitchConfig config;
+    GError *err = NULL;
+    ArcticSwitch *sw;
+
+    arctic_switch_config_init(&config);
+    config.ports = PORTS;
+    config.direct = true;
+    config.timed = true;
+    config.socket_path = "/nonexistent/direct.sock";
+    sw = arctic_switch_new(&config, &err);
+    g_assert_null(sw);
+    g_assert_nonnull(strstr(err->message, "--timed"));
+    g_error_free(err);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add("/switch/direct/pair", Fixture, NULL, fixture_setup,
+               test_pair, fixture_teardown);
+    g_test_add("/switch/direct/taken-back", Fixture, NULL, fixture_setup,
+               test_taken_back, fixture_teardown);
+    g_test_add_func("/switch/direct/not-asked", test_not_asked);
+    g_test_add_func("/switch/direct/refuses-timed", test_refuses_timed);
+    return g_test_run();
+}
