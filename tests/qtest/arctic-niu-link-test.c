@@ -6,7 +6,9 @@
 
 #include "qemu/osdep.h"
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include "qemu/futex.h"
 #include "arctic-niu-test.h"
 
 /*
@@ -311,6 +313,197 @@ static void test_link_rings_bad_head(void)
 static void test_link_rings_socket_bytes(void)
 {
     rings_broken(0);
+}
+
+/*
+ * Direct rings (link 1.5, link-protocol.md §6.8): this test plays the
+ * switch that hands them out and node PEER at their other end.
+ */
+
+/* A direct area, as arctic-switch makes one: a sealed memfd, mapped. */
+static int direct_area(struct arctic_ring_area **area, size_t *size)
+{
+    int fd = memfd_create("arctic-test-direct", MFD_CLOEXEC |
+                                                MFD_ALLOW_SEALING);
+
+    *size = arctic_ring_area_size(ARCTIC_DIRECT_DATA_SIZE);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, *size), ==, 0);
+    g_assert_cmpint(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW),
+                    ==, 0);
+    *area = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    g_assert_true(*area != MAP_FAILED);
+    arctic_ring_area_init(*area, ARCTIC_DIRECT_DATA_SIZE);
+    return fd;
+}
+
+/* DIRECT_RING (with @fd) or DIRECT_STOP (@fd -1) on the link's socket. */
+static void direct_tell(Niu *n, uint16_t type, unsigned peer,
+                        enum arctic_direct_role role, int fd)
+{
+    uint8_t buf[ARCTIC_LINK_HEADER_SIZE + ARCTIC_DIRECT_SIZE];
+    struct arctic_direct d = { .peer = peer, .role = role };
+    struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+
+    arctic_frame_header_encode_flags(buf, type, 0, ARCTIC_DIRECT_SIZE);
+    arctic_direct_encode(buf + ARCTIC_LINK_HEADER_SIZE, &d);
+    g_assert_cmpint(qio_channel_writev_full(QIO_CHANNEL(n->sioc), &iov, 1,
+                                            fd >= 0 ? &fd : NULL,
+                                            fd >= 0 ? 1 : 0, 0,
+                                            &error_abort), ==, sizeof(buf));
+}
+
+/* PEER writes @wire into its direct ring of priority @prio, and kicks. */
+static void direct_put(struct arctic_ring_area *a, uint8_t prio,
+                       const uint8_t *wire, size_t size)
+{
+    uint8_t frame[ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_ring r;
+
+    arctic_direct_attach(&r, a, ARCTIC_DIRECT_DATA_SIZE, prio);
+    r.own = a->ctl[prio].head;
+    arctic_frame_header_encode_flags(frame, ARCTIC_FRAME_PACKET,
+                                     FIELD_DP32(0, ARCTIC_FRAME_FLAGS,
+                                                PRIORITY, prio), size);
+    memcpy(frame + ARCTIC_LINK_HEADER_SIZE, wire, size);
+    g_assert_cmpuint(arctic_ring_write(&r, frame,
+                                       ARCTIC_LINK_HEADER_SIZE + size), ==,
+                     ARCTIC_LINK_HEADER_SIZE + size);
+    if (arctic_ring_wake_consumer(&r)) {
+        qatomic_inc(&a->kicks.niu);
+        qemu_futex_wake(&a->kicks.niu, INT_MAX);
+    }
+}
+
+/* The next packet the NIU wrote into direct ring @prio, within @ms. */
+static size_t direct_take(struct arctic_ring_area *a, uint8_t prio,
+                          uint8_t *wire, int ms)
+{
+    uint8_t frame[ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_frame_header h;
+    struct arctic_ring r;
+    int i;
+
+    arctic_direct_attach(&r, a, ARCTIC_DIRECT_DATA_SIZE, prio);
+    r.own = a->ctl[prio].tail;
+    for (i = 0; i < ms && !arctic_ring_used(&r); i++) {
+        g_usleep(1000);
+    }
+    if (!arctic_ring_used(&r)) {
+        return 0;
+    }
+    g_assert_true(arctic_ring_peek(&r, frame, ARCTIC_LINK_HEADER_SIZE));
+    arctic_frame_header_decode(frame, &h);
+    g_assert_cmpint(h.type, ==, ARCTIC_FRAME_PACKET);
+    g_assert_cmpint(h.flags, ==, FIELD_DP32(0, ARCTIC_FRAME_FLAGS, PRIORITY,
+                                            prio));
+    g_assert_cmpuint(arctic_ring_read(&r, frame,
+                                      ARCTIC_LINK_HEADER_SIZE + h.length),
+                     ==, ARCTIC_LINK_HEADER_SIZE + h.length);
+    g_assert_cmpint(arctic_wire_check(frame + ARCTIC_LINK_HEADER_SIZE,
+                                      h.length), ==, ARCTIC_WIRE_OK);
+    memcpy(wire, frame + ARCTIC_LINK_HEADER_SIZE, h.length);
+    return h.length;
+}
+
+static uint64_t state_count(Niu *n, const char *name)
+{
+    QDict *rsp, *state = niu_state(n, &rsp);
+    uint64_t v = qdict_get_int(state, name);
+
+    qobject_unref(rsp);
+    return v;
+}
+
+/*
+ * Given the pair to and from PEER, the NIU takes PEER's message from its
+ * ring and answers there, sends its own there and takes PEER's ack from
+ * the ring; a packet in PEER's ring that names another source is dropped
+ * and counted; once the pair to PEER is taken back, the NIU sends through
+ * the switch again.  A switch that sends a direct ring to an NIU whose
+ * WELCOME did not say DIRECT breaks the link (rings_broken(0), above,
+ * sends bytes on the socket; that is what those are).
+ */
+static void test_link_direct(void)
+{
+    const uint8_t hi = ARCTIC_PRIORITY_HIGH;
+    struct arctic_ring_area *to_peer, *from_peer;
+    size_t to_size, from_size, size;
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_e2e_header h;
+    uint32_t v = 0xd12ec7, w = 0xface;
+    int to_fd, from_fd;
+    Niu *n;
+
+    if (!link_rings_wanted()) {
+        g_test_skip("direct rings come with the rings");
+        return;
+    }
+    n = start_to_hello("x-ack-delay-ns=0,retry-timeout-ns=10000000000");
+    g_assert_cmphex(n->in_flags, ==, R_ARCTIC_HELLO_FLAGS_DIRECT_MASK);
+    link_adopt_rings(n);
+    link_send_welcome_flags(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
+                               R_ARCTIC_WELCOME_FLAGS_DIRECT_MASK, 8, 8);
+    wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
+    mark_rx_slots(n);
+    from_fd = direct_area(&from_peer, &from_size);
+    to_fd = direct_area(&to_peer, &to_size);
+    /* The ring to PEER first, so that the answer to PEER finds it. */
+    direct_tell(n, ARCTIC_FRAME_DIRECT_RING, PEER, ARCTIC_DIRECT_SEND, to_fd);
+    direct_tell(n, ARCTIC_FRAME_DIRECT_RING, PEER, ARCTIC_DIRECT_RECEIVE,
+                from_fd);
+    close(from_fd);
+    close(to_fd);
+
+    /* PEER's message comes from its ring; the ack goes back the same way. */
+    size = peer_data(n, wire, PEER, hi, n->peer_epoch, 0, 3, 1, 2, &v, 1);
+    direct_put(from_peer, hi, wire, size);
+    guest_wait_rx(n, ARCTIC_RXQ_HI);
+    guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, 3, 1, 2, &v, 1);
+    size = direct_take(to_peer, hi, wire, WAIT_MS);
+    g_assert_cmpuint(size, >, 0);
+    arctic_e2e_decode(wire, &h);
+    g_assert_cmpuint(h.kind, ==, ARCTIC_E2E_ACK);
+    g_assert_cmpuint(h.src_node, ==, NIU_NODE);
+    g_assert_cmpuint(h.dst_node, ==, PEER);
+    g_assert_cmpuint(h.seq, ==, 0);
+
+    /* Forged: PEER's ring says node 2 sent it.  Dropped, counted. */
+    size = peer_data(n, wire, 2, hi, n->peer_epoch, 0, 3, 1, 2, &w, 1);
+    direct_put(from_peer, hi, wire, size);
+    for (int i = 0; i < WAIT_MS &&
+         !state_count(n, "link-direct-refused"); i++) {
+        g_usleep(1000);
+    }
+    g_assert_cmpuint(state_count(n, "link-direct-refused"), ==, 1);
+
+    /* The NIU's own message goes into the ring to PEER, not the switch's. */
+    guest_send(n, ARCTIC_TXQ_LO, PEER, 5, 6, 7, &w, 1);
+    doorbell(n);
+    size = direct_take(to_peer, ARCTIC_PRIORITY_LOW, wire, WAIT_MS);
+    g_assert_cmpuint(size, >, 0);
+    arctic_e2e_decode(wire, &h);
+    g_assert_cmpuint(h.kind, ==, ARCTIC_E2E_DATA);
+    g_assert_cmpuint(h.dst_node, ==, PEER);
+    peer_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, h.epoch,
+                 h.seq, 0);
+    link_expect_silence(n);
+    g_assert_cmpuint(state_count(n, "link-direct-received"), ==, 1);
+    g_assert_cmpuint(state_count(n, "link-direct-sent"), ==, 2);
+    g_assert_cmpuint(to_peer->sent_packets[hi], ==, 1);
+    g_assert_cmpuint(to_peer->sent_packets[ARCTIC_PRIORITY_LOW], ==, 1);
+
+    /* Taken back: through the switch again. */
+    direct_tell(n, ARCTIC_FRAME_DIRECT_STOP, PEER, ARCTIC_DIRECT_SEND, -1);
+    g_usleep(50 * 1000);    /* the NIU reads its socket every 10 ms */
+    guest_send(n, ARCTIC_TXQ_LO, PEER, 5, 6, 8, &w, 1);
+    doorbell(n);
+    expect_data(n, PEER, ARCTIC_PRIORITY_LOW, h.seq + 1, 5, 6, 8, &w, 1);
+    g_assert_cmpuint(direct_take(to_peer, ARCTIC_PRIORITY_LOW, wire, 100),
+                     ==, 0);
+    munmap(to_peer, to_size);
+    munmap(from_peer, from_size);
+    niu_stop(n);
 }
 
 /* This switch goes to sleep on its empty ring, as arctic-switch does. */
@@ -788,6 +981,7 @@ void niu_test_add_link(void)
                    test_link_rings_bad_head);
     qtest_add_func("/arctic-niu/link/rings-socket-bytes",
                    test_link_rings_socket_bytes);
+    qtest_add_func("/arctic-niu/link/direct", test_link_direct);
     qtest_add_func("/arctic-niu/link/rings-hostile-switch",
                    test_link_rings_hostile_switch);
     qtest_add_func("/arctic-niu/link/auth-good", test_link_auth_good);

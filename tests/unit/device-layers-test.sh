@@ -34,7 +34,8 @@ only() {
 only niu-e2e.c niu-link.c
 only niu-link.c
 only niu-link-chr.c niu-link.c
-only niu-link-thread.c niu-link.c
+only niu-link-thread.c niu-link.c niu-link-direct.c
+only niu-link-direct.c niu-link.c
 only niu-dma.c
 only niu-status.c niu-link-thread.c
 

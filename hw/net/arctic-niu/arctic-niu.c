@@ -892,6 +892,13 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_u64(v, "link-kick-yields", stat64_get(&s->link.kick_yields), &err);
     visit_u64(v, "link-poll-yields", stat64_get(&s->poll_yields), &err);
     visit_u64(v, "link-cpu-kicks", stat64_get(&s->link.cpu_kicks), &err);
+    visit_bool(v, "link-direct", s->link.direct, &err);
+    visit_u64(v, "link-direct-sent", stat64_get(&s->link.direct_sent), &err);
+    visit_u64(v, "link-direct-received",
+              stat64_get(&s->link.direct_received), &err);
+    visit_u64(v, "link-direct-full", stat64_get(&s->link.direct_full), &err);
+    visit_u64(v, "link-direct-refused", stat64_get(&s->link.direct_refused),
+              &err);
     visit_u64(v, "link-up-count", s->link.up_count, &err);
     visit_str(v, "time", niu_time_state_names[s->time.state], &err);
     visit_u64(v, "time-now-ns", niu_time_now(s), &err);
@@ -1297,7 +1304,8 @@ static bool niu_link_setup(ArcticNiuState *s, Error **errp)
                                     s->time.enabled ? 0
                                         : s->link_cfg.busy_poll_ns,
                                     s->link_cfg.rings, s->link_cfg.kick_yield,
-                                    s->link_cfg.cpu_wake, errp) &&
+                                    s->link_cfg.cpu_wake,
+                                    s->link_cfg.direct, errp) &&
                niu_link_wait_timed(s, errp);
     }
     if (qemu_chr_fe_backend_connected(&s->chr)) {
@@ -1475,6 +1483,7 @@ static const Property arctic_niu_properties[] = {
                      link_cfg.kick_yield, true),
     DEFINE_PROP_BOOL("x-link-cpu-wake", ArcticNiuState, link_cfg.cpu_wake,
                      true),
+    DEFINE_PROP_BOOL("x-link-direct", ArcticNiuState, link_cfg.direct, true),
 };
 
 static void niu_class_init(ObjectClass *klass, void *data)

@@ -61,6 +61,7 @@
 #include <sys/un.h>
 
 #include "niu-link.h"         /* before arctic/: QEMU's registerfields */
+#include "niu-link-direct.h"
 #include "arctic/link-ring.h"
 
 enum {
@@ -70,6 +71,15 @@ enum {
      */
     NIU_LINK_THREAD_READ = 16 * 1024,
 };
+
+/*
+ * Descriptors the socket may bring at once once the rings carry the link:
+ * one per DIRECT_RING frame (link 1.5); more is a protocol error.
+ */
+enum { NIU_LINK_CONTROL_FDS = 16, NIU_LINK_CONTROL_READ = 512 };
+
+/* The futex words one sleep of the thread waits on at most. */
+enum { NIU_LINK_WAITERS = 128 };
 
 /* A wait for the device lock longer than this is traced (..._lock_wait). */
 #define NIU_LINK_THREAD_SLOW_LOCK_NS (10 * SCALE_MS)
@@ -155,6 +165,17 @@ struct NiuLinkThread {
     bool timed_reader;
     int64_t socket_looked;  /* with the rings: when the socket was */
     bool rings_asleep;      /* the thread sleeps on the futexes now */
+    /*
+     * Link 1.5: the direct rings of this connection (its WELCOME said
+     * DIRECT), and the frames the switch sends on the socket to hand
+     * them out, with their descriptors, under rx_lock.
+     */
+    NiuDirectRings *direct;
+    struct arctic_frame_reader control;
+    uint8_t control_buf[NIU_LINK_CONTROL_READ];
+    size_t control_len;
+    int control_fds[NIU_LINK_CONTROL_FDS];
+    unsigned n_control_fds;
 };
 
 /* With the rings on, the socket has said the link's end (or bytes). */
@@ -176,26 +197,44 @@ static void thread_kick(NiuLinkThread *t)
 }
 
 /*
- * With the rings on: sleep until the switch or another thread of ours
- * kicks (either counter leaves what was seen before the last look at
- * everything), or @timeout_ns pass; true if the time ran out.
+ * With the rings on, before the last look at everything: the words the
+ * thread sleeps on, with what they hold now: our own kick word, the
+ * switch's kick counter in the area (unless @timed), and those of the
+ * direct rings from other nodes (at most NIU_LINK_WAITERS in all; more
+ * are looked at every ARCTIC_RING_LOOK_MS).  Returns how many.
  */
-static bool thread_futex_wait(NiuLinkThread *t, uint32_t kick_seen,
-                              uint32_t switch_seen, bool switch_kicks,
-                              int64_t timeout_ns)
+static unsigned thread_waiters(NiuLinkThread *t, struct futex_waitv *w,
+                               bool timed)
 {
     struct arctic_ring_area *area = t->rings->area;
-    struct futex_waitv waiters[2] = {
-        {
-            .uaddr = (uintptr_t)&t->kick_word,
-            .val = kick_seen,
-            .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG,
-        }, {
-            .uaddr = (uintptr_t)&area->kicks.niu,
-            .val = switch_seen,
-            .flags = FUTEX_32,
-        },
+    unsigned n = 0;
+
+    w[n++] = (struct futex_waitv) {
+        .uaddr = (uintptr_t)&t->kick_word,
+        .val = qatomic_load_acquire(&t->kick_word),
+        .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG,
     };
+    if (!timed) {
+        w[n++] = (struct futex_waitv) {
+            .uaddr = (uintptr_t)&area->kicks.niu,
+            .val = qatomic_load_acquire(&area->kicks.niu),
+            .flags = FUTEX_32,
+        };
+    }
+    if (t->direct && !timed) {
+        n += niu_direct_waiters(t->direct, w + n, NIU_LINK_WAITERS - n);
+    }
+    return n;
+}
+
+/*
+ * Sleep until one of the @n words of @w leaves what was seen before the
+ * last look at everything (a kick), or @timeout_ns pass; true if the
+ * time ran out.
+ */
+static bool thread_futex_wait(struct futex_waitv *w, unsigned n,
+                              int64_t timeout_ns)
+{
     struct timespec ts;
     int64_t deadline;
 
@@ -205,8 +244,8 @@ static bool thread_futex_wait(NiuLinkThread *t, uint32_t kick_seen,
     deadline = get_clock() + timeout_ns;
     ts.tv_sec = deadline / NANOSECONDS_PER_SECOND;
     ts.tv_nsec = deadline % NANOSECONDS_PER_SECOND;
-    return syscall(SYS_futex_waitv, waiters, switch_kicks ? 2 : 1, 0, &ts,
-                   CLOCK_MONOTONIC) < 0 && errno == ETIMEDOUT;
+    return syscall(SYS_futex_waitv, w, n, 0, &ts, CLOCK_MONOTONIC) < 0 &&
+           errno == ETIMEDOUT;
 }
 
 /* Sleep until kicked or @ms pass; false when the device goes away. */
@@ -333,6 +372,26 @@ fail_area:
 }
 
 /*
+ * What a call of the socket's QIOChannel returned (@n, @err): the bytes,
+ * or -1 with errno EAGAIN (it would block) or EPIPE (an error, traced).
+ */
+static ssize_t channel_done(NiuLinkThread *t, ssize_t n, Error *err)
+{
+    if (n == QIO_CHANNEL_ERR_BLOCK) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (n < 0) {
+        trace_arctic_niu_link_thread_error(t->link->node_id,
+                                           error_get_pretty(err));
+        error_free(err);
+        errno = EPIPE;
+        return -1;
+    }
+    return n;
+}
+
+/*
  * Send @buf with the rings' descriptors attached; they go with the first
  * byte that leaves.
  */
@@ -351,17 +410,7 @@ static ssize_t rings_send_offer(NiuLinkThread *t, const uint8_t *buf,
     /* SCM_RIGHTS, by QIOChannelSocket; never blocks (non-blocking). */
     n = qio_channel_writev_full(QIO_CHANNEL(t->sioc), &iov, 1, fds,
                                 ARCTIC_RING_FDS, 0, &err);
-    if (n == QIO_CHANNEL_ERR_BLOCK) {
-        errno = EAGAIN;
-        return -1;
-    }
-    if (n < 0) {
-        trace_arctic_niu_link_thread_error(t->link->node_id,
-                                           error_get_pretty(err));
-        error_free(err);
-        errno = EPIPE;
-        return -1;
-    }
+    n = channel_done(t, n, err);
     if (n > 0) {
         t->rings_offer = false;
         /*
@@ -464,6 +513,126 @@ static size_t rings_read(NiuLinkThread *t, uint8_t *buf, size_t max)
     return n;
 }
 
+/* --- direct rings (link 1.5) ----------------------------------------- */
+
+/* Under the device lock and rx_lock: the connection's direct rings go. */
+static void direct_control_reset(NiuLinkThread *t)
+{
+    unsigned i;
+
+    niu_direct_free(t->direct);
+    t->direct = NULL;
+    for (i = 0; i < t->n_control_fds; i++) {
+        close(t->control_fds[i]);
+    }
+    t->n_control_fds = 0;
+    t->control_len = 0;
+    arctic_frame_reader_reset(&t->control);
+}
+
+/*
+ * Under rx_lock: once the rings carry the link, the socket brings only
+ * DIRECT_RING and DIRECT_STOP frames, each DIRECT_RING with its memfd.
+ * Their bytes and descriptors wait in @control_buf and @control_fds for
+ * direct_control() under the device lock.  Returns the bytes read (0:
+ * none), -1 at the socket's end, -2 (with *@broken) for what the link
+ * must not carry.
+ */
+static ssize_t direct_control_read(NiuLinkThread *t, const char **broken)
+{
+    struct iovec iov = {
+        .iov_base = t->control_buf + t->control_len,
+        .iov_len = sizeof(t->control_buf) - t->control_len,
+    };
+    g_autofree int *fds = NULL;
+    size_t nfds = 0, i;
+    Error *err = NULL;
+    ssize_t n;
+
+    if (!iov.iov_len) {
+        return 0;       /* direct_control() has not taken the last batch */
+    }
+    n = qio_channel_readv_full(QIO_CHANNEL(t->sioc), &iov, 1, &fds, &nfds,
+                               0, &err);
+    n = channel_done(t, n, err);
+    if (n < 0) {
+        return errno == EAGAIN ? 0 : -1;
+    }
+    for (i = 0; i < nfds; i++) {
+        if (t->n_control_fds < NIU_LINK_CONTROL_FDS) {
+            t->control_fds[t->n_control_fds++] = fds[i];
+        } else {
+            close(fds[i]);
+            *broken = "more descriptors than direct-ring frames";
+        }
+    }
+    if (*broken) {
+        return -2;
+    }
+    if (n == 0) {
+        errno = 0;      /* an orderly end */
+        return -1;
+    }
+    t->control_len += n;
+    return n;
+}
+
+/*
+ * Under the device lock and rx_lock: the frames direct_control_read()
+ * gathered, each DIRECT_RING with the oldest descriptor that came; false
+ * (with *@broken) when the switch broke the rules.
+ */
+static bool direct_control(NiuLinkThread *t, const char **broken)
+{
+    const uint8_t *buf = t->control_buf;
+    size_t size = t->control_len;
+    bool ok = true;
+
+    if (!t->link->direct) {
+        *broken = "bytes on the socket after the rings took over";
+        return false;
+    }
+    if (!t->direct) {
+        t->direct = niu_direct_new(t->link);
+    }
+    while (ok) {
+        struct arctic_frame_reader *r = &t->control;
+        enum arctic_frame_status st = arctic_frame_read(r, &buf, &size);
+        int fd = -1;
+
+        if (st == ARCTIC_FRAME_NEED_MORE) {
+            break;
+        }
+        if (st == ARCTIC_FRAME_MALFORMED ||
+            (r->header.type != ARCTIC_FRAME_DIRECT_RING &&
+             r->header.type != ARCTIC_FRAME_DIRECT_STOP)) {
+            *broken = "bytes on the socket after the rings took over";
+            ok = false;
+            break;
+        }
+        if (r->header.type == ARCTIC_FRAME_DIRECT_RING && t->n_control_fds) {
+            fd = t->control_fds[0];
+            t->n_control_fds--;
+            memmove(t->control_fds, t->control_fds + 1,
+                    t->n_control_fds * sizeof(int));
+        }
+        ok = niu_direct_control(t->direct, r->header.type, r->body, fd,
+                                broken);
+    }
+    /* The reader holds a frame split between reads, if any. */
+    t->control_len = 0;
+    return ok;
+}
+
+/* Under the device lock. */
+static bool thread_direct_write(NiuLink *link, unsigned dst, uint8_t prio,
+                                const uint8_t *frame, size_t len)
+{
+    NiuLinkThread *t = link->thread;
+
+    return t->direct && niu_direct_write(t->direct, dst, prio, frame, len);
+}
+
 /* --- the connection ---------------------------------------------------- */
 
 /* Under the device lock. */
@@ -484,6 +653,7 @@ static void thread_close(NiuLinkThread *t)
         t->rings_offer = false;
         rings_free(t->rings);
         t->rings = NULL;
+        direct_control_reset(t);
     }
 }
 
@@ -574,59 +744,46 @@ static ssize_t thread_take_input(NiuLinkThread *t, uint8_t *buf,
 }
 
 /*
- * Once the rings carry the link the socket says only that it ended: its
- * end (-1), or bytes it must not carry (-2).
- */
-static ssize_t thread_socket_after_rings(NiuLinkThread *t,
-                                         const char **broken)
-{
-    uint8_t byte;
-    ssize_t n = recv(t->fd, &byte, 1, MSG_DONTWAIT);
-
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        return 0;
-    }
-    if (n > 0) {
-        *broken = "bytes on the socket after the rings took over";
-        return -2;
-    }
-    if (n == 0) {
-        errno = 0;          /* an orderly end */
-    }
-    return -1;
-}
-
-/*
  * What one wake-up found, handed to the session under one hold of the
  * device lock: posted work, room to write, a batch of input (or the
  * end of the connection), a deferral run out.  Input is read before the
  * lock is taken.
  */
 static void thread_serve(NiuLinkThread *t, bool writable, bool socket_ready,
-                         bool ring_ready, uint8_t *buf)
+                         bool ring_ready, bool direct_ready, uint8_t *buf)
 {
     bool posted = qatomic_xchg(&t->posted, false);
     int64_t deadline = qatomic_read(&t->deadline);
     int64_t now = get_clock();
     bool due = deadline && now >= deadline;
     bool reading = false, rings = qatomic_read(&t->rings_on);
+    bool control = false;
     const char *broken = NULL;
     ssize_t n = 0;
 
     if (socket_ready && rings) {
-        /* Held while the rings may be freed: a timed vCPU sleeps on them. */
+        /*
+         * Held while the rings may be freed: a timed vCPU sleeps on them.
+         * The socket brings the direct rings, its end, or what it must
+         * not carry.
+         */
         qemu_mutex_lock(&t->rx_lock);
         reading = true;
-        n = thread_socket_after_rings(t, &broken);
+        n = direct_control_read(t, &broken);
+        control = n > 0;
     } else if (socket_ready || ring_ready) {
         qemu_mutex_lock(&t->rx_lock);
         reading = true;
         n = thread_take_input(t, buf, &broken);
     }
+    if (direct_ready && !reading) {
+        qemu_mutex_lock(&t->rx_lock);
+        reading = true;
+    }
     if (writable) {
         qatomic_set(&t->want_out, false);
     }
-    if (!posted && !writable && !n && !due) {
+    if (!posted && !writable && !n && !due && !direct_ready) {
         if (reading) {
             qemu_mutex_unlock(&t->rx_lock);
         }
@@ -655,7 +812,10 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool socket_ready,
     if (writable) {
         niu_link_writable(t->link);
     }
-    if (n > 0 && !broken) {
+    if (control && !direct_control(t, &broken)) {
+        n = -2;
+    }
+    if (n > 0 && !control) {
         thread_input(t, buf, n);
     } else if (n == -2) {
         trace_arctic_niu_link_rings_broken(t->link->node_id, broken);
@@ -663,6 +823,9 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool socket_ready,
     } else if (n < 0) {
         trace_arctic_niu_link_thread_closed(t->link->node_id, errno);
         thread_close(t);
+    }
+    if (reading && t->direct && t->fd >= 0) {
+        niu_direct_deliver(t->direct, true);
     }
     if (reading) {
         qemu_mutex_unlock(&t->rx_lock);
@@ -696,8 +859,9 @@ static void *thread_run(void *opaque)
     while (!qatomic_read(&t->quit)) {
         GPollFD pfd[2];
         int64_t now, polled_until, timeout;
-        uint32_t kick_seen = 0, switch_seen = 0;
-        bool take_input, rings, ring_ready = false;
+        struct futex_waitv waiters[NIU_LINK_WAITERS];
+        unsigned n_waiters = 0;
+        bool take_input, rings, ring_ready = false, direct_ready = false;
         QIOChannelSocket *sioc;
         Error *err = NULL;
 
@@ -737,10 +901,8 @@ static void *thread_run(void *opaque)
         }
         if (rings) {
             /* Seen before the last look: a kick after it ends the sleep. */
-            struct arctic_ring_area *area = t->rings->area;
-
-            kick_seen = qatomic_load_acquire(&t->kick_word);
-            switch_seen = qatomic_load_acquire(&area->kicks.niu);
+            n_waiters = thread_waiters(t, waiters,
+                                       qatomic_read(&t->timed_reader));
         }
         now = get_clock();
         polled_until = qatomic_read(&t->polled_until);
@@ -760,6 +922,7 @@ static void *thread_run(void *opaque)
             bool socket_ready = false;
 
             if ((!timed && thread_ring_input_waits(t, take_input)) ||
+                (t->direct && take_input && !niu_direct_sleep(t->direct)) ||
                 qatomic_read(&t->posted) || qatomic_read(&t->fd_shut)) {
                 timeout = 0;
             }
@@ -773,8 +936,7 @@ static void *thread_run(void *opaque)
              * when the device dropped the link, and at least every
              * ARCTIC_RING_LOOK_MS however often the thread is woken.
              */
-            if (thread_futex_wait(t, kick_seen, switch_seen, !timed,
-                                  timeout) ||
+            if (thread_futex_wait(waiters, n_waiters, timeout) ||
                 qatomic_read(&t->fd_shut) ||
                 qatomic_read(&((struct arctic_ring_area *)
                                t->rings->area)->kicks.closing) ||
@@ -785,6 +947,11 @@ static void *thread_run(void *opaque)
             if (!timed) {
                 arctic_ring_consumer_awake(&t->rings->in);
             }
+            if (t->direct) {
+                niu_direct_awake(t->direct);
+                direct_ready = take_input &&
+                               niu_direct_input_waits(t->direct);
+            }
             ring_ready = take_input && arctic_ring_used(&t->rings->in);
             /*
              * Output that waits is retried at every wake-up: room is said
@@ -792,7 +959,7 @@ static void *thread_run(void *opaque)
              * by our own.
              */
             thread_serve(t, qatomic_read(&t->want_out), socket_ready,
-                         ring_ready, buf);
+                         ring_ready, direct_ready, buf);
             continue;
         }
         pfd[0] = (GPollFD) {
@@ -812,7 +979,7 @@ static void *thread_run(void *opaque)
         }
         thread_serve(t, pfd[0].revents & G_IO_OUT,
                      pfd[0].revents & (G_IO_IN | G_IO_HUP | G_IO_ERR),
-                     false, buf);
+                     false, false, buf);
     }
     rcu_unregister_thread();
     return NULL;
@@ -934,6 +1101,7 @@ static bool thread_poll_input(NiuLink *link)
 {
     NiuLinkThread *t = link->thread;
     const char *broken = NULL;
+    bool direct;
     int64_t now;
     ssize_t n;
 
@@ -949,20 +1117,29 @@ static bool thread_poll_input(NiuLink *link)
         qatomic_xchg(&t->polled_until, now + t->busy_poll_ns) <= now) {
         thread_kick(t);
     }
-    if ((qatomic_read(&t->rings_on) && !arctic_ring_used(&t->rings->in)) ||
-        qemu_mutex_trylock(&t->rx_lock)) {
+    /*
+     * The direct rings are the thread's to change, under rx_lock and the
+     * lock we hold: read without rx_lock, @direct may only be freed
+     * after the thread took both, so it stays for this look.
+     */
+    direct = t->direct && niu_direct_input_waits(t->direct);
+    if ((qatomic_read(&t->rings_on) && !arctic_ring_used(&t->rings->in) &&
+         !direct) || qemu_mutex_trylock(&t->rx_lock)) {
         thread_deferral(t, now);
         return false;
     }
     n = thread_take_input(t, t->poll_buf, &broken);
+    t->in_poll = true;
     if (n > 0) {
-        t->in_poll = true;
         thread_input(t, t->poll_buf, n);
-        t->in_poll = false;
     } else if (n == -2) {
         trace_arctic_niu_link_rings_broken(t->link->node_id, broken);
         niu_link_broken(t->link, broken, 0);
     }
+    if (direct && niu_direct_deliver(t->direct, false)) {
+        n = MAX(n, 1);
+    }
+    t->in_poll = false;
     thread_deferral(t, now);
     qemu_mutex_unlock(&t->rx_lock);
     return n > 0;     /* an end or an error: the thread sees it too */
@@ -1004,6 +1181,7 @@ static void thread_cleanup(NiuLink *link)
         object_unref(OBJECT(t->sioc));
     }
     rings_free(t->rings);
+    direct_control_reset(t);
     event_notifier_cleanup(&t->wake);
     qemu_mutex_destroy(&t->rx_lock);
     g_free(t->poll_buf);
@@ -1120,6 +1298,7 @@ static const NiuTransportOps thread_transport = {
     .poll_input = thread_poll_input,
     .poll_end = thread_poll_end,
     .rings_up = thread_rings_up,
+    .direct_write = thread_direct_write,
     .timed = thread_timed,
     .read_input = thread_read_input,
     .wait_input = thread_wait_input,
@@ -1129,7 +1308,7 @@ static const NiuTransportOps thread_transport = {
 bool niu_link_init_thread(NiuLink *link, const char *path,
                           uint32_t reconnect_ms, uint64_t busy_poll_ns,
                           bool rings, bool kick_yield, bool cpu_wake,
-                          Error **errp)
+                          bool direct, Error **errp)
 {
     g_autoptr(SocketAddress) addr = g_new0(SocketAddress, 1);
     NiuLinkThread *t;
@@ -1166,6 +1345,8 @@ bool niu_link_init_thread(NiuLink *link, const char *path,
     t->addr = g_steal_pointer(&addr);
     /* Descriptors cross only a UNIX socket. */
     t->rings_wanted = rings && t->addr->type == SOCKET_ADDRESS_TYPE_UNIX;
+    /* Direct rings come on the socket of a link on rings (link 1.5). */
+    link->direct_ok = direct && t->rings_wanted;
     t->reconnect_ms = reconnect_ms;
     t->busy_poll_ns = busy_poll_ns;
     t->kick_yield = kick_yield;

@@ -74,12 +74,48 @@ bool niu_link_can_send(const NiuLink *link, uint8_t prio)
            link->out_buf->len < NIU_LINK_OUT_LIMIT;
 }
 
+/*
+ * Link 1.5: a packet whose route leads to a node a direct ring reaches
+ * goes into that ring, with no credit (the ring's room is the window).
+ * Whatever the switch would drop (a route out of the tree, to no node or
+ * back to us) goes to the switch, which drops and counts it.
+ */
+static bool link_send_direct(NiuLink *link, uint16_t flags, uint8_t prio,
+                             const uint8_t *wire, size_t size)
+{
+    uint8_t frame[ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE];
+    uint32_t w0 = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET);
+    uint32_t w1 = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET + 4);
+    uint32_t up = ARCTIC_FIELD_GET(ARCTIC_W0, UPROUTE, w0);
+    unsigned dst;
+
+    if (ARCTIC_FIELD_GET(UPROUTE, HOPS, up) >= link->levels ||
+        size > ARCTIC_WIRE_MAX_SIZE) {
+        return false;
+    }
+    dst = arctic_route_destination(link->node_id, w0, w1);
+    if (dst >= link->num_nodes || dst == link->node_id) {
+        return false;
+    }
+    arctic_frame_header_encode_flags(frame, ARCTIC_FRAME_PACKET, flags, size);
+    memcpy(frame + ARCTIC_LINK_HEADER_SIZE, wire, size);
+    if (!link->transport->direct_write(link, dst, prio, frame,
+                                       ARCTIC_LINK_HEADER_SIZE + size)) {
+        return false;
+    }
+    stat64_add(&link->direct_sent, 1);
+    return true;
+}
+
 void niu_link_send(NiuLink *link, uint8_t prio, const uint8_t *wire,
                    size_t size)
 {
     uint16_t flags = FIELD_DP32(0, ARCTIC_FRAME_FLAGS, PRIORITY, prio);
 
     assert(niu_link_can_send(link, prio));
+    if (link->direct && link_send_direct(link, flags, prio, wire, size)) {
+        return;
+    }
     if (link->timed) {
         uint8_t body[ARCTIC_TIMED_PACKET_HEADER + ARCTIC_WIRE_MAX_SIZE];
 
@@ -433,6 +469,14 @@ static void link_handle_welcome(NiuLink *link, uint16_t flags,
         }
         link->rings = true;
     }
+    if (FIELD_EX32(flags, ARCTIC_WELCOME_FLAGS, DIRECT)) {
+        if (!link->rings || !link->direct_ok || link->timed) {
+            niu_link_broken(link, "WELCOME with DIRECT the HELLO did not "
+                            "offer", flags);
+            return;
+        }
+        link->direct = true;
+    }
     link->num_nodes = w.num_nodes;
     link->levels = w.levels;
     link->rejected = false;
@@ -473,6 +517,45 @@ static void link_handle_packet(NiuLink *link, uint8_t prio,
     /* The NIU answers every packet at once, so the buffer is free again. */
     link->credits_to_return[prio]++;
     link->ops->packet(link, prio, body, len);
+}
+
+/*
+ * Link 1.5: a packet read from the direct ring of node @src.  Only @src
+ * writes that ring, so a packet that names another source is forged and
+ * one whose route does not lead here was not routed; both are dropped and
+ * counted, as the switch drops them on its path.  No credit: the room the
+ * reader makes is the sender's window.
+ */
+void niu_link_direct_packet(NiuLink *link, unsigned src, uint8_t prio,
+                            const uint8_t *wire, size_t size)
+{
+    uint32_t w0 = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET);
+    uint32_t w1 = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET + 4);
+    uint32_t up = ARCTIC_FIELD_GET(ARCTIC_W0, UPROUTE, w0);
+    struct arctic_e2e_header h;
+
+    if (link->state != NIU_LINK_UP || !link->direct) {
+        return;
+    }
+    arctic_e2e_decode(wire, &h);
+    if (h.src_node != src || ARCTIC_FIELD_GET(UPROUTE, HOPS, up) >=
+        link->levels || arctic_route_destination(src, w0, w1) !=
+        link->node_id) {
+        stat64_add(&link->direct_refused, 1);
+        trace_arctic_niu_link_direct_refused(link->node_id, src, h.src_node);
+        return;
+    }
+    stat64_add(&link->direct_received, 1);
+    link->ops->packet(link, prio, wire, size);
+}
+
+/* After a batch of direct packets: the answers go in one write. */
+void niu_link_direct_done(NiuLink *link)
+{
+    if (link->state == NIU_LINK_UP) {
+        link->ops->ready(link);
+    }
+    niu_link_flush(link);
 }
 
 static void link_handle_credit(NiuLink *link, const uint8_t *body)
@@ -695,6 +778,7 @@ void niu_link_opened(NiuLink *link)
         .version_minor = ARCTIC_LINK_VERSION_MINOR,
         .node_id = link->node_id,
     };
+    uint32_t flags;
     unsigned p;
 
     g_byte_array_set_size(link->out_buf, 0);
@@ -702,6 +786,7 @@ void niu_link_opened(NiuLink *link)
     link->credits_due = false;
     link->own_due_ns = 0;
     link->rings = false;
+    link->direct = false;
     link->time_started = false;
     link->challenged = link->proved = false;
     arctic_frame_reader_reset(&link->reader);
@@ -714,9 +799,10 @@ void niu_link_opened(NiuLink *link)
     link_set_state(link, NIU_LINK_HELLO_SENT);
     arctic_hello_encode(body, &hello);
     memcpy(link->hello_body, body, sizeof(body));
-    link_append_frame(link, ARCTIC_FRAME_HELLO,
-                      FIELD_DP32(0, ARCTIC_HELLO_FLAGS, TIMED, link->timed),
-                      body, sizeof(body));
+    flags = FIELD_DP32(0, ARCTIC_HELLO_FLAGS, TIMED, link->timed);
+    flags = FIELD_DP32(flags, ARCTIC_HELLO_FLAGS, DIRECT,
+                       link->direct_ok && !link->timed);
+    link_append_frame(link, ARCTIC_FRAME_HELLO, flags, body, sizeof(body));
     niu_link_flush(link);
 }
 
@@ -731,6 +817,7 @@ void niu_link_closed(NiuLink *link)
     link_set_state(link, NIU_LINK_DOWN);
     g_byte_array_set_size(link->out_buf, 0);
     link->out_blocked = false;
+    link->direct = false;
     if (was_up) {
         link->ops->down(link);
     }

@@ -149,6 +149,14 @@ typedef struct NiuTransportOps {
      */
     bool (*rings_up)(NiuLink *link, bool cpu_wake);
     /*
+     * Direct rings (link 1.5): write the PACKET frame @frame of @len
+     * bytes into the ring to node @dst of priority @prio; false if there
+     * is none or it has too little room (the frame then goes through the
+     * switch).  NULL: the transport takes no direct rings.
+     */
+    bool (*direct_write)(NiuLink *link, unsigned dst, uint8_t prio,
+                         const uint8_t *frame, size_t len);
+    /*
      * A timed link is up: from now on only the owner's thread reads the
      * input (niu_link_read_input(), niu_link_wait_input()), at the
      * instants of virtual time it chooses; the transport's own reader
@@ -177,6 +185,7 @@ typedef struct NiuLinkConfig {
     bool rings;                 /* offer the switch shared-memory rings */
     bool kick_yield;            /* give the CPU to a switch just kicked */
     bool cpu_wake;              /* kick the switch's thread of our CPU */
+    bool direct;                /* take direct rings (link 1.5) */
     uint32_t rx_credits;        /* granted to the switch per priority */
     uint64_t ack_delay_ns;      /* acks and credits wait for company */
 } NiuLinkConfig;
@@ -206,6 +215,15 @@ struct NiuLink {
     uint8_t own_nonce[ARCTIC_AUTH_NONCE_SIZE];
     bool challenged, proved;
     bool rings;                         /* this session runs over rings */
+    /*
+     * Direct rings (link 1.5): the HELLO offers to take them (@direct_ok)
+     * and the WELCOME said the switch may send some (@direct).  Counted:
+     * packets written to and read from them, packets that found a ring
+     * too full and went through the switch, and packets dropped as read
+     * from a peer's ring that named another source or led elsewhere.
+     */
+    bool direct_ok, direct;
+    Stat64 direct_sent, direct_received, direct_full, direct_refused;
     /*
      * A timed link (link 1.4): the HELLO says TIMED; packets go stamped
      * (NiuLinkOps.stamp) and without credits once the switch started the
@@ -254,7 +272,7 @@ bool niu_link_init_chr(NiuLink *link, CharBackend *chr, Error **errp);
 bool niu_link_init_thread(NiuLink *link, const char *path,
                           uint32_t reconnect_ms, uint64_t busy_poll_ns,
                           bool rings, bool kick_yield, bool cpu_wake,
-                          Error **errp);
+                          bool direct, Error **errp);
 void niu_link_set_secret(NiuLink *link, const uint8_t *key, size_t len);
 void niu_link_set_timed(NiuLink *link);
 void niu_link_time_ready(NiuLink *link, const struct arctic_time_ready *ready);
@@ -287,5 +305,8 @@ void niu_link_posted_due(NiuLink *link);
 void niu_link_released(NiuLink *link);
 bool niu_link_thread_is_self(NiuLink *link);
 void niu_link_broken(NiuLink *link, const char *what, uint32_t value);
+void niu_link_direct_packet(NiuLink *link, unsigned src, uint8_t prio,
+                            const uint8_t *wire, size_t size);
+void niu_link_direct_done(NiuLink *link);
 
 #endif /* HW_NET_ARCTIC_NIU_LINK_H */
