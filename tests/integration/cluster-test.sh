@@ -343,6 +343,55 @@ collectives-8)
     expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'
     expect "all nodes ok" '^node [0-7]: ok$' 8
     ;;
+direct-4)
+    # In the fast mode the NIUs of one host on rings write to each other
+    # through the direct rings the switch hands out (link 1.5): the
+    # collectives are right, every port sent and received most of its
+    # packets that way, and --no-direct keeps every packet in the switch.
+    run_cluster -k -n 4 -- "niu-coll-test -r 100"
+    expect "the switch may hand out direct rings" '^==> starting arctic-switch \(.* --direct( .*)?\)$'
+    expect "no wrong value in any primitive" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
+    expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'
+    expect "all nodes ok" '^node [0-3]: ok$' 4
+    run_dir=$(sed -n 's/^==> run directory kept: //p' "$out" | tail -1)
+    # The exit summary: per port, packets in (rx) of both priorities, and
+    # how many of them went through direct rings.
+    share=$(awk '$1 ~ /^[0-3]$/ && ($2 == "low" || $2 == "high") { rx[$1] += $3 }
+                 /^port [0-3]: direct rings: sent / {
+                     p = $2; sub(":", "", p); sent[p] = $6 + 0
+                 }
+                 END {
+                     for (p = 0; p < 4; p++) {
+                         printf "%d:%d/%d ", p, sent[p], rx[p]
+                     }
+                 }' "$run_dir/switch.log" 2>/dev/null)
+    low=$(awk -v s="$share" 'BEGIN {
+              n = split(s, a, " "); bad = 0
+              for (i = 1; i <= n; i++) {
+                  split(a[i], f, "[:/]")
+                  if (f[3] == 0 || f[2] < 0.9 * f[3]) bad++
+              }
+              print (n == 4 ? bad : 4)
+          }')
+    if [ "$low" = 0 ]; then
+        echo "ok: every port sent 90% or more of its packets direct (port:direct/all: $share)"
+    else
+        echo "FAIL: direct share below 90% on $low port(s) (port:direct/all: ${share:-no summary})"
+        failures=$((failures + 1))
+    fi
+    [ -z "$run_dir" ] || rm -rf "$run_dir"
+    run_cluster -k -n 4 --no-direct -- "niu-coll-test -r 20"
+    expect "--no-direct: a switch without --direct" '^==> starting arctic-switch \(.* --direct( .*)?\)$' 0
+    expect "the verdict without direct rings" '^\[node 0\] niu-coll-test: PASS$'
+    run_dir=$(sed -n 's/^==> run directory kept: //p' "$out" | tail -1)
+    if grep -q 'direct rings' "$run_dir/switch.log" 2>/dev/null; then
+        echo "FAIL: --no-direct: the switch handed out direct rings"
+        failures=$((failures + 1))
+    else
+        echo "ok: --no-direct: no direct rings"
+    fi
+    [ -z "$run_dir" ] || rm -rf "$run_dir"
+    ;;
 switch-restart-4)
     # The switch is killed mid-run and a new one started: the NIUs reconnect
     # and resend what was not acknowledged; nothing may be lost or doubled.
