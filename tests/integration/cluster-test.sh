@@ -41,6 +41,9 @@
 #           (about 5 minutes): every node ok and no node given up by a
 #           peer's NIU (docs/scale.md: a full high-priority queue left
 #           unread during a collective made them give up on each other)
+#   direct-4  niu-coll-test on 4 nodes whose NIUs write to each other
+#           through direct rings (link 1.5): every port sent 90% or more
+#           of its packets that way; --no-direct keeps them in the switch
 #   hosts-4  niu-coll-test on 4 nodes placed on two "hosts"
 #           (--hosts, with tests/integration/local-rsh as the remote
 #           shell): the guest image copied once to each, the NIUs on TCP,
@@ -120,7 +123,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4}
 if [ ! -r "$ARCTIC_GUEST_DIR/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_GUEST_DIR/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_GUEST_DIR; run scripts/build-guest (or scripts/niu-cluster once)"
