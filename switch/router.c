@@ -177,17 +177,8 @@ void sw_mark_dirty(ArcticSwitch *sw, struct sw_router *router)
 bool sw_route_destination(const ArcticSwitch *sw, unsigned src, uint32_t w0,
                           uint32_t w1, unsigned *dst)
 {
-    uint32_t up = ARCTIC_FIELD_GET(ARCTIC_W0, UPROUTE, w0);
-    unsigned hops = ARCTIC_FIELD_GET(UPROUTE, HOPS, up);
-    uint32_t down = ARCTIC_FIELD_GET(ARCTIC_W1, DOWNROUTE, w1);
-    uint32_t mask;
-
-    if (hops >= sw->levels) {
-        return false;
-    }
-    mask = (2u << hops) - 1;
-    *dst = (src & ~mask) | (down & mask);
-    return *dst < sw->ports;
+    return arctic_route_in_tree(src, sw->levels, w0, w1, dst) &&
+           *dst < sw->ports;
 }
 
 /* The output a packet takes at @router, having come in on @input. */

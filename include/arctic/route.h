@@ -116,6 +116,23 @@ static inline unsigned arctic_route_destination(unsigned src, uint32_t w0,
 }
 
 /*
+ * The same for a tree of @levels levels: false if the route climbs to its
+ * top or above (a switch drops such a packet), else the node in *@dst.
+ */
+static inline bool arctic_route_in_tree(unsigned src, unsigned levels,
+                                        uint32_t w0, uint32_t w1,
+                                        unsigned *dst)
+{
+    uint32_t up = ARCTIC_FIELD_GET(ARCTIC_W0, UPROUTE, w0);
+
+    if (ARCTIC_FIELD_GET(UPROUTE, HOPS, up) >= levels) {
+        return false;
+    }
+    *dst = arctic_route_destination(src, w0, w1);
+    return true;
+}
+
+/*
  * Fill @table[2][num_nodes] (ARCTIC_ROUTE_TABLE_HIGH/LOW rows) for node
  * @self.  This is what a driver loads at probe time.
  */

@@ -74,6 +74,18 @@ bool niu_link_can_send(const NiuLink *link, uint8_t prio)
            link->out_buf->len < NIU_LINK_OUT_LIMIT;
 }
 
+/* Where the route of @wire, a packet from @src, leads in this network. */
+static bool link_route(const NiuLink *link, unsigned src, const uint8_t *wire,
+                       unsigned *dst)
+{
+    return arctic_route_in_tree(src, link->levels,
+                                arctic_get_le32(wire +
+                                                ARCTIC_WIRE_WORDS_OFFSET),
+                                arctic_get_le32(wire +
+                                                ARCTIC_WIRE_WORDS_OFFSET + 4),
+                                dst);
+}
+
 /*
  * Link 1.5: a packet whose route leads to a node a direct ring reaches
  * goes into that ring, with no credit (the ring's room is the window).
@@ -84,17 +96,11 @@ static bool link_send_direct(NiuLink *link, uint16_t flags, uint8_t prio,
                              const uint8_t *wire, size_t size)
 {
     uint8_t frame[ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE];
-    uint32_t w0 = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET);
-    uint32_t w1 = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET + 4);
-    uint32_t up = ARCTIC_FIELD_GET(ARCTIC_W0, UPROUTE, w0);
     unsigned dst;
 
-    if (ARCTIC_FIELD_GET(UPROUTE, HOPS, up) >= link->levels ||
-        size > ARCTIC_WIRE_MAX_SIZE) {
-        return false;
-    }
-    dst = arctic_route_destination(link->node_id, w0, w1);
-    if (dst >= link->num_nodes || dst == link->node_id) {
+    if (size > ARCTIC_WIRE_MAX_SIZE ||
+        !link_route(link, link->node_id, wire, &dst) ||
+        dst >= link->num_nodes || dst == link->node_id) {
         return false;
     }
     arctic_frame_header_encode_flags(frame, ARCTIC_FRAME_PACKET, flags, size);
@@ -529,18 +535,15 @@ static void link_handle_packet(NiuLink *link, uint8_t prio,
 void niu_link_direct_packet(NiuLink *link, unsigned src, uint8_t prio,
                             const uint8_t *wire, size_t size)
 {
-    uint32_t w0 = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET);
-    uint32_t w1 = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET + 4);
-    uint32_t up = ARCTIC_FIELD_GET(ARCTIC_W0, UPROUTE, w0);
     struct arctic_e2e_header h;
+    unsigned dst;
 
     if (link->state != NIU_LINK_UP || !link->direct) {
         return;
     }
     arctic_e2e_decode(wire, &h);
-    if (h.src_node != src || ARCTIC_FIELD_GET(UPROUTE, HOPS, up) >=
-        link->levels || arctic_route_destination(src, w0, w1) !=
-        link->node_id) {
+    if (h.src_node != src || !link_route(link, src, wire, &dst) ||
+        dst != link->node_id) {
         stat64_add(&link->direct_refused, 1);
         trace_arctic_niu_link_direct_refused(link->node_id, src, h.src_node);
         return;
