@@ -209,7 +209,7 @@ void sw_direct_packet(ArcticSwitch *sw, unsigned src, unsigned dst)
     }
     a = sw->port[src].link.conn;
     b = sw->port[dst].link.conn;
-    if (!a || !b || !a->direct || !b->direct || !direct_wanted(sw) ||
+    if (!a || !b || !a->direct || !b->direct || !sw->direct_open ||
         sw->direct_live >= SW_DIRECT_PAIRS_MAX ||
         sw->direct_in[dst] >= SW_DIRECT_IN_MAX) {
         return;
@@ -255,14 +255,16 @@ void sw_direct_port_down(ArcticSwitch *sw, unsigned port)
 }
 
 /*
- * Faults, capture or the timing model may have been turned on: if so,
- * every pair goes, and every packet crosses the switch again.
+ * Faults or a capture were turned on or off: whether pairs may be made
+ * from now on (so that a packet need not look at every port's faults);
+ * if not, every pair goes, and every packet crosses the switch again.
  */
 void sw_direct_revise(ArcticSwitch *sw)
 {
     unsigned i, j;
 
-    if (!sw->direct_live || direct_wanted(sw)) {
+    sw->direct_open = direct_wanted(sw);
+    if (!sw->direct_live || sw->direct_open) {
         return;
     }
     sw_log(sw, "direct rings taken back: the switch must see every packet");
@@ -319,6 +321,7 @@ void sw_direct_init(ArcticSwitch *sw)
                                   (size_t)sw->ports * sw->ports);
         sw->direct_in = g_new0(unsigned, sw->ports);
     }
+    sw_direct_revise(sw);
 }
 
 void sw_direct_cleanup(ArcticSwitch *sw)

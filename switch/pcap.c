@@ -74,6 +74,8 @@ void arctic_switch_pcap_close(ArcticSwitch *sw)
         sw->pcap = NULL;
     }
     g_clear_pointer(&sw->pcap_path, g_free);
+    /* The packets need not all be seen any more: pairs may be made. */
+    sw_direct_revise(sw);
 }
 
 void sw_pcap_record(ArcticSwitch *sw, enum sw_pcap_event event,

@@ -367,6 +367,7 @@ struct ArcticSwitch {
     /* direct.c: [src * ports + dst], NULL without --direct */
     struct sw_direct_pair **direct_pairs;
     unsigned direct_live;           /* pairs made and not taken back */
+    bool direct_open;               /* pairs may be made (sw_direct_revise) */
     unsigned *direct_in;            /* [dst]: live pairs into it */
 
     /* pcap.c */

@@ -6,8 +6,8 @@
  * that every packet in it is the sender's); what the sender writes there
  * reaches the receiver without the switch, and the switch's counters add
  * it from the sender's count.  The pair is taken back (DIRECT_STOP) when
- * an end leaves and when fault injection or a capture starts, and none
- * is made while they are on; a switch without --direct, or an NIU that
+ * an end leaves and when fault injection or a capture starts, none is
+ * made while they are on, and pairs are made again once they stop; a switch without --direct, or an NIU that
  * did not ask, gets none; --direct refuses --timed.
  */
 #include <fcntl.h>
@@ -265,6 +265,11 @@ static void capture_on(ArcticSwitch *sw, void *opaque)
     g_assert_true(arctic_switch_pcap_open(sw, opaque, NULL));
 }
 
+static void capture_off(ArcticSwitch *sw, void *opaque)
+{
+    arctic_switch_pcap_close(sw);
+}
+
 /* Faults, then a capture: the pairs go, and none is made meanwhile. */
 static void test_taken_back(Fixture *f, gconstpointer data)
 {
@@ -292,6 +297,12 @@ static void test_taken_back(Fixture *f, gconstpointer data)
     expect_stop(f->b, A, ARCTIC_DIRECT_RECEIVE);
     through_switch(f, f->a, f->b);
     g_assert_false(direct_recv(f->a, &(DirectFrame){ 0 }, 200));
+
+    /* The capture stopped: the next packet makes a pair again. */
+    arctic_switch_invoke(f->ts->sw, capture_off, NULL);
+    through_switch(f, f->a, f->b);
+    expect_pair(f, &p);
+    unmap_pair(&p);
 }
 
 /* Without --direct, or for an NIU that did not ask: no pair. */
