@@ -485,6 +485,180 @@ static void test_daemon_run(void)
     g_rmdir(dir);
 }
 
+/* --- replies while other clients come and go ---------------------- */
+
+enum { CHURN_THREADS = 3, CHURN_HELD = 8, STATS_REQUESTS = 200 };
+
+typedef struct {
+    const char *path;
+    volatile int stop;
+    unsigned connections;
+} ControlChurn;
+
+/*
+ * Other control clients, coming and going: each round connects
+ * CHURN_HELD clients that say nothing and closes them a moment later,
+ * so that with CHURN_THREADS of these more than the switch's 16 clients
+ * are connected at times (bounded: at most 20 s of rounds).
+ */
+static gpointer control_churn(gpointer opaque)
+{
+    ControlChurn *churn = opaque;
+    gint64 deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+    int fds[CHURN_HELD];
+    unsigned i;
+
+    while (!churn->stop && g_get_monotonic_time() < deadline) {
+        for (i = 0; i < CHURN_HELD; i++) {
+            fds[i] = test_connect_unix(churn->path);
+        }
+        g_usleep(500);
+        for (i = 0; i < CHURN_HELD; i++) {
+            close(fds[i]);
+        }
+        __atomic_fetch_add(&churn->connections, CHURN_HELD, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+static void control_churn_start(ControlChurn *churn, GThread **threads,
+                                const char *path)
+{
+    unsigned i;
+
+    *churn = (ControlChurn) { .path = path };
+    for (i = 0; i < CHURN_THREADS; i++) {
+        threads[i] = g_thread_new("control-churn", control_churn, churn);
+    }
+}
+
+static unsigned control_churn_stop(ControlChurn *churn, GThread **threads)
+{
+    unsigned i;
+
+    churn->stop = 1;
+    for (i = 0; i < CHURN_THREADS; i++) {
+        g_thread_join(threads[i]);
+    }
+    return churn->connections;
+}
+
+/*
+ * One "stats" request on a fresh connection, as arctic-ctl sends it; its
+ * reply read @chunk bytes at a time, @pause_us apart (a slow reader),
+ * until its newline or 5 s.  True if it is the whole reply: JSON that
+ * says ok, with stats for every one of @ports ports.
+ */
+static bool stats_reply_whole(const char *path, unsigned ports, size_t chunk,
+                              gulong pause_us, size_t *size)
+{
+    static const char request[] = "{\"command\":\"stats\"}\n";
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GString) reply = g_string_new(NULL);
+    gint64 deadline = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+    g_autofree char *buf = g_malloc(chunk);
+    int fd = test_connect_unix(path);
+    JsonObject *root, *stats;
+
+    g_assert_cmpint(send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL), ==,
+                    (ssize_t)sizeof(request) - 1);
+    while (!memchr(reply->str, '\n', reply->len) &&
+           g_get_monotonic_time() < deadline) {
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        ssize_t n;
+
+        if (poll(&pfd, 1, 100) <= 0) {
+            continue;
+        }
+        n = recv(fd, buf, chunk, 0);
+        if (n <= 0) {
+            break;          /* the switch closed us before the end */
+        }
+        g_string_append_len(reply, buf, n);
+        if (pause_us) {
+            g_usleep(pause_us);
+        }
+    }
+    close(fd);
+    *size = reply->len;
+    if (!memchr(reply->str, '\n', reply->len) ||
+        !json_parser_load_from_data(parser, reply->str, -1, NULL) ||
+        !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
+        return false;
+    }
+    root = json_node_get_object(json_parser_get_root(parser));
+    if (!json_object_get_boolean_member_with_default(root, "ok", FALSE) ||
+        !json_object_has_member(root, "stats")) {
+        return false;
+    }
+    stats = json_object_get_object_member(root, "stats");
+    return json_object_has_member(stats, "port") &&
+           json_array_get_length(json_object_get_array_member(stats, "port"))
+           == ports;
+}
+
+/*
+ * 200 "stats" requests, one after another, while other clients connect
+ * and leave: every one gets its whole reply.  The switch closed the
+ * client quiet longest to make room for a new one, and a client whose
+ * request it had not read yet, or whose reply it was still writing,
+ * counted as quiet: its reply came back empty or cut short.
+ */
+static void test_control_churn_replies(void)
+{
+    ArcticSwitchConfig config;
+    TestSwitch *ts;
+    ControlChurn churn;
+    GThread *threads[CHURN_THREADS];
+    unsigned i, whole = 0, churned;
+    size_t size;
+
+    arctic_switch_config_init(&config);
+    config.ports = 8;
+    ts = test_switch_start(&config);
+    control_churn_start(&churn, threads, ts->control_path);
+    for (i = 0; i < STATS_REQUESTS; i++) {
+        whole += stats_reply_whole(ts->control_path, config.ports, 4096, 0,
+                                   &size);
+    }
+    churned = control_churn_stop(&churn, threads);
+    g_test_message("%u of %u stats replies whole beside %u other clients",
+                   whole, STATS_REQUESTS, churned);
+    g_assert_cmpuint(churned, >, 0);
+    g_assert_cmpuint(whole, ==, STATS_REQUESTS);
+    test_switch_stop(ts);
+}
+
+/*
+ * A reply larger than the socket takes at once (the stats of 256 ports)
+ * comes back whole to a client that reads it slowly, while other
+ * clients come and go: writing it is not being quiet.
+ */
+static void test_control_slow_reader(void)
+{
+    ArcticSwitchConfig config;
+    TestSwitch *ts;
+    ControlChurn churn;
+    GThread *threads[CHURN_THREADS];
+    unsigned i, whole = 0, churned;
+    size_t size = 0;
+
+    arctic_switch_config_init(&config);
+    config.ports = ARCTIC_LINK_MAX_NODES;
+    ts = test_switch_start(&config);
+    control_churn_start(&churn, threads, ts->control_path);
+    for (i = 0; i < 3; i++) {
+        whole += stats_reply_whole(ts->control_path, config.ports, 16384,
+                                   5000, &size);
+    }
+    churned = control_churn_stop(&churn, threads);
+    g_test_message("%u of 3 replies of %zu bytes whole, read slowly beside "
+                   "%u other clients", whole, size, churned);
+    g_assert_cmpuint(whole, ==, 3);
+    g_assert_cmpuint(size, >, 256 * 1024);
+    test_switch_stop(ts);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -494,5 +668,8 @@ int main(int argc, char **argv)
     g_test_add_func("/switch/control/free", test_control_free);
     g_test_add_func("/switch/daemon/options", test_daemon_options);
     g_test_add_func("/switch/daemon/run", test_daemon_run);
+    g_test_add_func("/switch/control/churn-replies",
+                    test_control_churn_replies);
+    g_test_add_func("/switch/control/slow-reader", test_control_slow_reader);
     return g_test_run();
 }
