@@ -849,6 +849,76 @@ static void test_auth_replay(void)
     test_switch_stop(ts);
 }
 
+/*
+ * Answer the challenge of a new connection with the right proof of the
+ * cluster's key, but for one bit of its byte @flip (-1: none), and see
+ * what the switch answers (its REJECT reason in *@reason).
+ */
+static uint16_t auth_answer_flipped(int port, int flip, uint32_t *reason)
+{
+    g_autoptr(GBytes) key = g_bytes_new_static(test_key, strlen(test_key));
+    TestClient *c = test_client_hello(test_connect_tcp(port), A, 8, 8,
+                                      TEST_OFFER_NONE,
+                                      ARCTIC_LINK_VERSION_MINOR);
+    uint8_t frame[ARCTIC_LINK_HEADER_SIZE + ARCTIC_AUTH_RESPONSE_SIZE];
+    uint8_t *nonce = frame + ARCTIC_LINK_HEADER_SIZE;
+    uint8_t *mac = nonce + ARCTIC_AUTH_NONCE_SIZE;
+    uint16_t type;
+    unsigned i;
+
+    while (!c->challenged && test_client_read(c, 1000, NULL, NULL)) {
+    }
+    g_assert_true(c->challenged);
+    for (i = 0; i < ARCTIC_AUTH_NONCE_SIZE; i++) {
+        nonce[i] = g_random_int_range(0, 256);
+    }
+    arctic_frame_header_encode(frame, ARCTIC_FRAME_AUTH_RESPONSE,
+                               ARCTIC_AUTH_RESPONSE_SIZE);
+    test_auth_mac(key, ARCTIC_AUTH_NIU, c->switch_nonce, nonce,
+                  c->hello_body, mac);
+    if (flip >= 0) {
+        mac[flip] ^= 0x01;
+    }
+    /* Should the switch take it, its proof is checked as any other. */
+    c->key = g_bytes_ref(key);
+    memcpy(c->nonce, nonce, ARCTIC_AUTH_NONCE_SIZE);
+    test_client_write(c, frame, sizeof(frame));
+    type = handshake_end(c, reason);
+    test_client_free(c);
+    return type;
+}
+
+/*
+ * A proof that differs from the right one only in its last byte, or only
+ * in one in the middle, is refused: a compare that stopped at the first
+ * byte (which a wrong key's proof almost always differs in) would take
+ * it.  The same proof unchanged joins, so the one bit is what was
+ * refused.
+ */
+static void test_auth_one_byte_off(void)
+{
+    static const int flips[] = { ARCTIC_AUTH_MAC_SIZE - 1,
+                                 ARCTIC_AUTH_MAC_SIZE / 2 };
+    int port;
+    TestSwitch *ts = start_tcp_switch(&port);
+    ArcticSwitchStats *st;
+    uint32_t reason;
+    unsigned i;
+
+    for (i = 0; i < G_N_ELEMENTS(flips); i++) {
+        g_assert_cmpuint(auth_answer_flipped(port, flips[i], &reason), ==,
+                         ARCTIC_FRAME_REJECT);
+        g_assert_cmpuint(reason, ==, ARCTIC_REJECT_AUTH);
+    }
+    g_assert_cmpuint(auth_answer_flipped(port, -1, &reason), ==,
+                     ARCTIC_FRAME_WELCOME);
+    st = test_switch_stats(ts);
+    g_assert_cmpuint(st->auth_failures, ==, G_N_ELEMENTS(flips));
+    g_assert_cmpuint(st->port[A].connects, ==, 1);
+    arctic_switch_stats_free(st);
+    test_switch_stop(ts);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -866,5 +936,6 @@ int main(int argc, char **argv)
     g_test_add_func("/switch/auth/good", test_auth_good);
     g_test_add_func("/switch/auth/refused", test_auth_refused);
     g_test_add_func("/switch/auth/replay", test_auth_replay);
+    g_test_add_func("/switch/auth/one-byte-off", test_auth_one_byte_off);
     return g_test_run();
 }
