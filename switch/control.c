@@ -576,7 +576,11 @@ static void cmd_pcap_start(ArcticSwitch *sw, struct sw_control_client *c,
         reply_error(c, "\"path\" must be a file name");
         return;
     }
-    if (!arctic_switch_pcap_open(sw, json_node_get_string(node), &err)) {
+    /* A name in the switch's capture directory, never a path: a control
+     * client must not choose which of the switch user's files to write. */
+    if (!arctic_switch_pcap_open_in_dir(sw, json_node_get_string(node),
+                                        &err)) {
+        sw_log(sw, "pcap-start refused: %s", err->message);
         reply_error(c, "%s", err->message);
         g_error_free(err);
         return;

@@ -470,6 +470,9 @@ ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
                                                       errp)) {
         goto fail;
     }
+    if (config->pcap_dir && !sw_pcap_dir_open(sw, config->pcap_dir, errp)) {
+        goto fail;
+    }
     return sw;
 
 fail:
@@ -557,6 +560,7 @@ void arctic_switch_free(ArcticSwitch *sw)
     sw_port_close_all(sw);
     sw_direct_cleanup(sw);
     arctic_switch_pcap_close(sw);
+    sw_pcap_dir_close(sw);
     if (sw->unix_listen_fd >= 0) {
         close(sw->unix_listen_fd);
         unlink(sw->socket_path);

@@ -92,7 +92,8 @@ int main(int argc, char **argv)
         "             [duplicate=P] [corrupt=P] [delay=P] [delay_us=US]\n"
         "             (or --fault's spellings dup, reorder, delay-us;\n"
         "             any other key is refused),\n"
-        "  seed seed=N, pcap-start path=FILE, pcap-stop, pcap-flush, stop.\n"
+        "  seed seed=N, pcap-start path=NAME (a new file in the switch's\n"
+        "  --pcap-dir), pcap-stop, pcap-flush, stop.\n"
         "Example: arctic-ctl -s /tmp/arctic.ctl set-faults port=2 "
         "priority=low drop=0.1");
     if (!g_option_context_parse(context, &argc, &argv, &err)) {

@@ -16,6 +16,7 @@
 
 typedef struct {
     char *socket_path, *tcp_address, *control_path, *pcap_path, *secret_path;
+    char *pcap_dir;
     int ports, levels, credits, buffers, hop_latency_ns, handshake_timeout_ms;
     int credit_delay_us, time_hop_ns, time_wire_ns;
     double link_mbytes;
@@ -33,6 +34,7 @@ static void options_clear(Options *o)
     g_free(o->tcp_address);
     g_free(o->control_path);
     g_free(o->pcap_path);
+    g_free(o->pcap_dir);
     g_free(o->secret_path);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Options, options_clear)
@@ -168,6 +170,9 @@ static int options_parse(Options *o, int *argc, char ***argv)
           "corrupt=P,delay=P,delay-us=US (repeatable)", "SPEC" },
         { "pcap", 'w', 0, G_OPTION_ARG_FILENAME, &o->pcap_path,
           "Capture packets to a pcap file (LINKTYPE_USER0)", "FILE" },
+        { "pcap-dir", 0, 0, G_OPTION_ARG_FILENAME, &o->pcap_dir,
+          "The directory where control-socket pcap-start creates its "
+          "captures, by name (without it pcap-start is refused)", "DIR" },
         { "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose,
           "Log connections, disconnections and protocol errors", NULL },
         { "no-stats", 0, 0, G_OPTION_ARG_NONE, &o->no_stats,
@@ -233,6 +238,7 @@ static void options_to_config(const Options *o, GBytes *secret,
         config->secret = g_bytes_get_data(secret, &config->secret_len);
     }
     config->pcap_path = o->pcap_path;
+    config->pcap_dir = o->pcap_dir;
     config->ports = o->ports;
     config->levels = o->levels;
     config->credits = o->credits;

@@ -11,10 +11,20 @@
  * instead of the host's: the file's timestamps are in nanoseconds, and
  * each capture header (version 2) carries the virtual time too: the stamp
  * a packet left its NIU with, or the time its receiver takes it.
+ *
+ * A control client names a capture, it does not choose where it goes: the
+ * name must be a new plain file in the directory the switch was given at
+ * start (--pcap-dir), created there relative to that directory's
+ * descriptor and never through a link, so the control socket cannot make
+ * the switch write, or empty, any other file its user may write.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <gio/gio.h>
 
@@ -33,19 +43,13 @@ enum {
     ARCTIC_PCAP_TIMED_SIZE = 16,
 };
 
-bool arctic_switch_pcap_open(ArcticSwitch *sw, const char *path,
-                             GError **errp)
+/* Write the file header to @f and make it the capture (@path: its name
+ * in messages and "info"); @f is closed on failure. */
+static bool pcap_begin(ArcticSwitch *sw, FILE *f, const char *path,
+                       GError **errp)
 {
     uint8_t header[24];
-    FILE *f;
 
-    arctic_switch_pcap_close(sw);
-    f = fopen(path, "wb");
-    if (!f) {
-        g_set_error(errp, G_IO_ERROR, g_io_error_from_errno(errno),
-                    "cannot write pcap file %s: %s", path, g_strerror(errno));
-        return false;
-    }
     arctic_put_le32(header, sw->config.timed ? PCAP_MAGIC_NSEC
                                              : PCAP_MAGIC_USEC);
     arctic_put_le16(header + 4, PCAP_VERSION_MAJOR);
@@ -65,6 +69,132 @@ bool arctic_switch_pcap_open(ArcticSwitch *sw, const char *path,
     /* A capture shows every packet: none may skip the switch now. */
     sw_direct_revise(sw);
     return true;
+}
+
+bool arctic_switch_pcap_open(ArcticSwitch *sw, const char *path,
+                             GError **errp)
+{
+    FILE *f;
+
+    arctic_switch_pcap_close(sw);
+    f = fopen(path, "wb");
+    if (!f) {
+        g_set_error(errp, G_IO_ERROR, g_io_error_from_errno(errno),
+                    "cannot write pcap file %s: %s", path, g_strerror(errno));
+        return false;
+    }
+    return pcap_begin(sw, f, path, errp);
+}
+
+bool sw_pcap_dir_open(ArcticSwitch *sw, const char *dir, GError **errp)
+{
+    /* O_PATH: the switch never lists or reads the directory, it only
+     * creates files in it with openat(). */
+    int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+    if (fd < 0) {
+        g_set_error(errp, G_IO_ERROR, g_io_error_from_errno(errno),
+                    "--pcap-dir %s: %s", dir, g_strerror(errno));
+        return false;
+    }
+    sw->pcap_dir_fd = fd;
+    sw->pcap_dir = g_strdup(dir);
+    sw->config.pcap_dir = sw->pcap_dir;
+    return true;
+}
+
+void sw_pcap_dir_close(ArcticSwitch *sw)
+{
+    if (sw->pcap_dir) {
+        close(sw->pcap_dir_fd);
+        g_clear_pointer(&sw->pcap_dir, g_free);
+        sw->config.pcap_dir = NULL;
+    }
+}
+
+/* Whether @name is one plain entry of a directory: not empty, no '/',
+ * not "." or "..", short enough to be a name at all. */
+static bool pcap_name_check(const char *name, GError **errp)
+{
+    const char *why = NULL;
+
+    if (!*name) {
+        why = "is empty";
+    } else if (strchr(name, '/')) {
+        why = "contains '/'";
+    } else if (!strcmp(name, ".") || !strcmp(name, "..")) {
+        why = "names a directory";
+    } else if (strlen(name) > NAME_MAX) {
+        why = "is longer than " G_STRINGIFY(NAME_MAX) " bytes";
+    }
+    if (why) {
+        /* The name as far as a name may go: a reply is not an echo of
+         * whatever a client sent. */
+        g_set_error(errp, G_IO_ERROR, G_IO_ERROR_INVALID_FILENAME,
+                    "capture name \"%.*s%s\" %s: give a plain file name, "
+                    "to be created in the --pcap-dir directory", NAME_MAX,
+                    name, strlen(name) > NAME_MAX ? "..." : "", why);
+        return false;
+    }
+    return true;
+}
+
+/* Why @name could not be created in the capture directory (@err: the
+ * errno of openat). */
+static void pcap_name_refused(ArcticSwitch *sw, const char *name, int err,
+                              GError **errp)
+{
+    const char *why = g_strerror(err);
+    struct stat st;
+
+    if (err == EEXIST &&
+        fstatat(sw->pcap_dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        why = S_ISLNK(st.st_mode) ? "is a symbolic link"
+            : S_ISDIR(st.st_mode) ? "is a directory"
+            : S_ISREG(st.st_mode) ? "exists (a capture never replaces a file)"
+            : "exists and is not a regular file";
+    }
+    g_set_error(errp, G_IO_ERROR, g_io_error_from_errno(err),
+                "capture \"%s\" in %s: %s", name, sw->pcap_dir, why);
+}
+
+bool arctic_switch_pcap_open_in_dir(ArcticSwitch *sw, const char *name,
+                                    GError **errp)
+{
+    g_autofree char *path = NULL;
+    FILE *f;
+    int fd;
+
+    if (!sw->pcap_dir) {
+        g_set_error(errp, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED,
+                    "captures from the control socket need a directory: "
+                    "start the switch with --pcap-dir DIR");
+        return false;
+    }
+    if (!pcap_name_check(name, errp)) {
+        return false;
+    }
+    /* O_EXCL: nothing that exists is opened (no file is truncated, no
+     * FIFO or device written, no symbolic link followed even dangling;
+     * O_NOFOLLOW says so twice), so what is opened is a new regular file.
+     * Mode 0666 less the umask, as fopen() makes the --pcap file. */
+    fd = openat(sw->pcap_dir_fd, name,
+                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        pcap_name_refused(sw, name, errno, errp);
+        return false;
+    }
+    f = fdopen(fd, "wb");
+    if (!f) {
+        int err = errno;
+
+        close(fd);
+        pcap_name_refused(sw, name, err, errp);
+        return false;
+    }
+    path = g_build_filename(sw->pcap_dir, name, NULL);
+    arctic_switch_pcap_close(sw);
+    return pcap_begin(sw, f, path, errp);
 }
 
 void arctic_switch_pcap_close(ArcticSwitch *sw)

@@ -374,6 +374,8 @@ struct ArcticSwitch {
     FILE *pcap;
     uint64_t pcap_time;             /* timed: the virtual time to record */
     char *pcap_path;
+    char *pcap_dir;                 /* config.pcap_dir, or NULL */
+    int pcap_dir_fd;                /* open while pcap_dir is set */
 };
 
 /* loop.c */
@@ -518,6 +520,10 @@ enum {
 void sw_pcap_record(ArcticSwitch *sw, enum sw_pcap_event event,
                     int drop_reason, unsigned flags, unsigned in_port,
                     unsigned out_port, const uint8_t *bytes, size_t size);
+/* Open config.pcap_dir once, at start: control clients' captures go there
+ * whatever later happens to the path. */
+bool sw_pcap_dir_open(ArcticSwitch *sw, const char *dir, GError **errp);
+void sw_pcap_dir_close(ArcticSwitch *sw);
 
 /* stats.c */
 void sw_stats_latency(ArcticSwitch *sw, unsigned priority, uint64_t ns);

@@ -93,6 +93,8 @@ typedef struct {
     size_t secret_len;
     bool tcp_open;
     const char *pcap_path;      /* capture file, or NULL */
+    /* Where control clients' captures go (pcap-start), or NULL: none. */
+    const char *pcap_dir;
     unsigned ports;             /* 1..ARCTIC_LINK_MAX_NODES */
     unsigned levels;            /* 0: arctic_tree_levels(ports) */
     unsigned credits;           /* granted to each NIU per priority */
@@ -249,6 +251,11 @@ bool arctic_fault_spec_parse(const char *spec, int *port, int *priority,
 /* Start or stop the pcap capture (loop thread or before the loop). */
 bool arctic_switch_pcap_open(ArcticSwitch *sw, const char *path,
                              GError **errp);
+/* Start a capture into @name, a new plain file in config.pcap_dir (what
+ * a control client may ask for): anything else is refused, and the
+ * capture running, if any, goes on. */
+bool arctic_switch_pcap_open_in_dir(ArcticSwitch *sw, const char *name,
+                                    GError **errp);
 void arctic_switch_pcap_close(ArcticSwitch *sw);
 
 /*

@@ -659,6 +659,89 @@ static void test_control_slow_reader(void)
     test_switch_stop(ts);
 }
 
+/* --- captures from the control socket, through the daemon --------- */
+
+/* arctic-ctl -s @ctl @command [@arg]: its exit code (output: @out, @err). */
+static int run_ctl(const char *ctl, const char *command, const char *arg,
+                   char **out, char **err)
+{
+    char *argv[] = { (char *)g_getenv("ARCTIC_CTL"), (char *)"-s",
+                     (char *)ctl, (char *)command, (char *)arg, NULL };
+    GError *error = NULL;
+    int status, code;
+
+    g_assert_nonnull(argv[0]);
+    g_clear_pointer(out, g_free);
+    g_clear_pointer(err, g_free);
+    run_switch(argv, &status, out, err);
+    g_spawn_check_wait_status(status, &error);
+    code = error ? error->code : 0;
+    g_clear_error(&error);
+    return code;
+}
+
+/*
+ * arctic-switch --pcap-dir DIR: arctic-ctl pcap-start path=NAME captures
+ * into DIR/NAME; a path is refused (exit 1, the reason on stderr) and
+ * creates nothing; a directory that does not exist stops the switch
+ * from starting (status 1, naming the option).
+ */
+static void test_daemon_pcap_dir(void)
+{
+    const char *exe = g_getenv("ARCTIC_SWITCH");
+    g_autofree char *dir = g_dir_make_tmp("arctic-daemon-XXXXXX", NULL);
+    g_autofree char *sock = g_build_filename(dir, "s", NULL);
+    g_autofree char *ctl = g_build_filename(dir, "c", NULL);
+    g_autofree char *captures = g_build_filename(dir, "captures", NULL);
+    g_autofree char *capture = g_build_filename(captures, "run.pcap", NULL);
+    g_autofree char *elsewhere = g_build_filename(dir, "elsewhere", NULL);
+    g_autofree char *missing = g_build_filename(dir, "missing", NULL);
+    g_autofree char *out = NULL, *err = NULL, *data = NULL;
+    char *argv[] = { (char *)exe, (char *)"-s", sock, (char *)"-c", ctl,
+                     (char *)"-n", (char *)"2", (char *)"--no-stats",
+                     (char *)"--pcap-dir", captures, NULL };
+    GPid pid;
+    gsize len = 0;
+    int status = -1, tries;
+
+    g_assert_nonnull(exe);
+    g_assert_cmpint(g_mkdir(captures, 0700), ==, 0);
+    g_assert_true(g_spawn_async(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
+                                NULL, NULL, &pid, NULL));
+    for (tries = 0; tries < 500 && !g_file_test(ctl, G_FILE_TEST_EXISTS);
+         tries++) {
+        g_usleep(10000);
+    }
+    g_assert_cmpint(run_ctl(ctl, "pcap-start", "path=run.pcap", &out, &err),
+                    ==, 0);
+    g_assert_nonnull(strstr(out, capture));
+    g_assert_cmpint(run_ctl(ctl, "pcap-start", "path=../elsewhere", &out,
+                            &err), ==, 1);
+    g_assert_nonnull(strstr(err, "contains '/'"));
+    g_assert_cmpint(run_ctl(ctl, "pcap-stop", NULL, &out, &err), ==, 0);
+    g_assert_cmpint(run_ctl(ctl, "stop", NULL, &out, &err), ==, 0);
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_spawn_close_pid(pid);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    g_assert_false(g_file_test(elsewhere, G_FILE_TEST_EXISTS));
+    /* The capture: a pcap file header (no packet went). */
+    g_assert_true(g_file_get_contents(capture, &data, &len, NULL));
+    g_assert_cmpuint(len, ==, 24);
+    g_assert_cmphex(arctic_get_le32((const uint8_t *)data), ==, 0xa1b2c3d4);
+    g_unlink(capture);
+    g_rmdir(captures);
+
+    /* A capture directory that is not there: refused at start. */
+    argv[G_N_ELEMENTS(argv) - 2] = missing;
+    run_switch(argv, &status, &out, &err);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 1);
+    g_assert_nonnull(strstr(err, "--pcap-dir"));
+    g_assert_false(g_file_test(sock, G_FILE_TEST_EXISTS));
+    g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -671,5 +754,6 @@ int main(int argc, char **argv)
     g_test_add_func("/switch/control/churn-replies",
                     test_control_churn_replies);
     g_test_add_func("/switch/control/slow-reader", test_control_slow_reader);
+    g_test_add_func("/switch/daemon/pcap-dir", test_daemon_pcap_dir);
     return g_test_run();
 }

@@ -3,13 +3,19 @@
  * pcap capture tests of arctic-switch: the file format (LINKTYPE_USER0,
  * the capture header of each record, the wire bytes) read back in C, and,
  * when run with --tshark, the Wireshark Lua dissector read through tshark
- * (exit 77, meson's "skipped", only when tshark is not installed).
+ * (exit 77, meson's "skipped", only when tshark is not installed); and
+ * the control socket's pcap-start played by a hostile client, who may
+ * name a new capture in the switch's --pcap-dir and write nothing else.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
 
 #include "harness.h"
 
@@ -201,6 +207,285 @@ static void test_tshark_dissector(void)
     free_capture(&cap);
 }
 
+/* --- pcap-start from the control socket -------------------------------- */
+
+enum { VICTIM_SIZE = 1000 };
+
+/* A control request @command (with "path": @name unless NULL); the
+ * reply, parsed (free *parser). */
+static JsonObject *control_call(TestSwitch *ts, const char *command,
+                                const char *name, JsonParser **parser)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = NULL;
+    g_autofree char *line = NULL;
+    GString *reply = g_string_new(NULL);
+    int fd = test_connect_unix(ts->control_path);
+    char buf[4096];
+    ssize_t n;
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "command");
+    json_builder_add_string_value(b, command);
+    if (name) {
+        json_builder_set_member_name(b, "path");
+        json_builder_add_string_value(b, name);
+    }
+    json_builder_end_object(b);
+    root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    line = g_strconcat(json_generator_to_data(gen, NULL), "\n", NULL);
+    g_assert_cmpint(send(fd, line, strlen(line), MSG_NOSIGNAL), ==,
+                    (ssize_t)strlen(line));
+    while (!strchr(reply->str, '\n') &&
+           (n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+        g_string_append_len(reply, buf, n);
+    }
+    close(fd);
+    *parser = json_parser_new();
+    g_assert_true(json_parser_load_from_data(*parser, reply->str, -1, NULL));
+    g_string_free(reply, TRUE);
+    return json_node_get_object(json_parser_get_root(*parser));
+}
+
+/* The capture "info" names (NULL: none). */
+static char *capture_running(TestSwitch *ts)
+{
+    JsonParser *parser;
+    JsonObject *reply = control_call(ts, "info", NULL, &parser);
+    char *path;
+
+    g_assert_true(json_object_get_boolean_member(reply, "ok"));
+    path = g_strdup(json_object_get_string_member(reply, "pcap"));
+    g_object_unref(parser);
+    return path;
+}
+
+/* pcap-start @name is refused with an error that contains @reason. */
+static void pcap_start_refused(TestSwitch *ts, const char *name,
+                               const char *reason)
+{
+    JsonParser *parser;
+    JsonObject *reply = control_call(ts, "pcap-start", name, &parser);
+
+    g_test_message("pcap-start \"%s\": %s", name,
+                   json_object_get_string_member_with_default(
+                       reply, "error", "(accepted)"));
+    g_assert_false(json_object_get_boolean_member(reply, "ok"));
+    g_assert_nonnull(strstr(json_object_get_string_member(reply, "error"),
+                            reason));
+    g_object_unref(parser);
+}
+
+/* A file of VICTIM_SIZE bytes of 'v' at @path. */
+static void victim_make(const char *path)
+{
+    char bytes[VICTIM_SIZE];
+
+    memset(bytes, 'v', sizeof(bytes));
+    g_assert_true(g_file_set_contents(path, bytes, sizeof(bytes), NULL));
+}
+
+/* The file at @path is still the one victim_make() wrote. */
+static void victim_intact(const char *path)
+{
+    g_autofree char *data = NULL;
+    char bytes[VICTIM_SIZE];
+    gsize len = 0;
+
+    memset(bytes, 'v', sizeof(bytes));
+    g_assert_true(g_file_get_contents(path, &data, &len, NULL));
+    g_assert_cmpmem(data, len, bytes, sizeof(bytes));
+}
+
+static int name_compare(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names in directory @path, sorted, separated by spaces. */
+static char *dir_names(const char *path)
+{
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+    GDir *dir = g_dir_open(path, 0, NULL);
+    const char *name;
+
+    g_assert_nonnull(dir);
+    while ((name = g_dir_read_name(dir))) {
+        g_ptr_array_add(names, g_strdup(name));
+    }
+    g_dir_close(dir);
+    g_ptr_array_sort(names, name_compare);
+    g_ptr_array_add(names, NULL);
+    return g_strjoinv(" ", (char **)names->pdata);
+}
+
+/* Without --pcap-dir the control socket starts no capture at all, not
+ * even into a file its client could have made itself. */
+static void test_pcap_start_needs_dir(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("arctic-pcap-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "run.pcap", NULL);
+    ArcticSwitchConfig config;
+    TestSwitch *ts;
+
+    arctic_switch_config_init(&config);
+    config.ports = 2;
+    ts = test_switch_start(&config);
+    pcap_start_refused(ts, path, "--pcap-dir");
+    pcap_start_refused(ts, "run.pcap", "--pcap-dir");
+    g_assert_null(capture_running(ts));
+    test_switch_stop(ts);
+    g_assert_false(g_file_test(path, G_FILE_TEST_EXISTS));
+    g_rmdir(dir);
+}
+
+/*
+ * The capture directory holds a symbolic link to a file outside it, a
+ * regular file, a FIFO with a reader and a directory; the client also
+ * tries paths that leave the directory.  Each is refused with its reason,
+ * no file changes, and nothing is created.  The test runs in the capture
+ * directory, so that a switch that took names relative to its own working
+ * directory would reach the same files.
+ */
+static void test_pcap_start_hostile_names(void)
+{
+    g_autofree char *top = g_dir_make_tmp("arctic-pcap-XXXXXX", NULL);
+    g_autofree char *dir = g_build_filename(top, "captures", NULL);
+    g_autofree char *outside = g_build_filename(top, "outside", NULL);
+    g_autofree char *victim = g_build_filename(outside, "victim", NULL);
+    g_autofree char *link = g_build_filename(dir, "link", NULL);
+    g_autofree char *existing = g_build_filename(dir, "existing", NULL);
+    g_autofree char *fifo = g_build_filename(dir, "fifo", NULL);
+    g_autofree char *subdir = g_build_filename(dir, "subdir", NULL);
+    g_autofree char *cwd = g_get_current_dir();
+    g_autofree char *long_name = g_strnfill(300, 'x');
+    ArcticSwitchConfig config;
+    TestSwitch *ts;
+    int fifo_reader;
+
+    g_assert_cmpint(g_mkdir(dir, 0700), ==, 0);
+    g_assert_cmpint(g_mkdir(outside, 0700), ==, 0);
+    g_assert_cmpint(g_mkdir(subdir, 0700), ==, 0);
+    victim_make(victim);
+    victim_make(existing);
+    g_assert_cmpint(symlink(victim, link), ==, 0);
+    g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+    /* A reader, so that a switch that opened the FIFO would not hang. */
+    fifo_reader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    g_assert_cmpint(fifo_reader, >=, 0);
+    g_assert_cmpint(chdir(dir), ==, 0);
+
+    arctic_switch_config_init(&config);
+    config.ports = 2;
+    config.pcap_dir = dir;
+    ts = test_switch_start(&config);
+    pcap_start_refused(ts, "link", "symbolic link");
+    pcap_start_refused(ts, "existing", "never replaces");
+    pcap_start_refused(ts, "fifo", "not a regular file");
+    pcap_start_refused(ts, "subdir", "is a directory");
+    pcap_start_refused(ts, victim, "'/'");
+    pcap_start_refused(ts, "../outside/victim", "'/'");
+    pcap_start_refused(ts, "subdir/new", "'/'");
+    pcap_start_refused(ts, "/proc/self/mem", "'/'");
+    pcap_start_refused(ts, "..", "names a directory");
+    pcap_start_refused(ts, ".", "names a directory");
+    pcap_start_refused(ts, "", "is empty");
+    pcap_start_refused(ts, long_name, "longer than 255");
+    g_assert_null(capture_running(ts));
+    test_switch_stop(ts);
+
+    g_assert_cmpint(chdir(cwd), ==, 0);
+    close(fifo_reader);
+    victim_intact(victim);
+    victim_intact(existing);
+    /* Nothing new anywhere: the directories hold what was planted. */
+    {
+        g_autofree char *names = dir_names(dir);
+        g_autofree char *in_subdir = dir_names(subdir);
+        g_autofree char *in_outside = dir_names(outside);
+
+        g_assert_cmpstr(names, ==, "existing fifo link subdir");
+        g_assert_cmpstr(in_subdir, ==, "");
+        g_assert_cmpstr(in_outside, ==, "victim");
+    }
+    g_assert_cmpint(g_rmdir(subdir), ==, 0);
+    g_unlink(fifo);
+    g_unlink(link);
+    g_unlink(existing);
+    g_unlink(victim);
+    g_rmdir(outside);
+    g_rmdir(dir);
+    g_rmdir(top);
+}
+
+/*
+ * A plain new name is taken: the capture is that file in the capture
+ * directory (not in the switch's working directory), a regular file with
+ * a pcap header and the packet sent.  A refused request meanwhile leaves
+ * the running capture alone.
+ */
+static void test_pcap_start_in_dir(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("arctic-pcap-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "run.pcap", NULL);
+    g_autofree char *running = NULL;
+    g_autofree uint8_t *data = NULL;
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    ArcticSwitchConfig config;
+    JsonParser *parser;
+    JsonObject *reply;
+    TestSwitch *ts;
+    TestClient *a, *b;
+    struct arctic_e2e_header e2e;
+    GStatBuf st;
+    size_t size;
+    gsize len;
+
+    arctic_switch_config_init(&config);
+    config.ports = 2;
+    config.pcap_dir = dir;
+    ts = test_switch_start(&config);
+    reply = control_call(ts, "pcap-start", "run.pcap", &parser);
+    g_assert_true(json_object_get_boolean_member(reply, "ok"));
+    g_assert_cmpstr(json_object_get_string_member(reply, "pcap"), ==, path);
+    g_object_unref(parser);
+    pcap_start_refused(ts, "run.pcap", "never replaces");
+    running = capture_running(ts);
+    g_assert_cmpstr(running, ==, path);
+
+    a = test_client_connect(ts->socket_path, 0, 8, 8);
+    b = test_client_connect(ts->socket_path, 1, 8, 8);
+    size = test_build_packet(pkt, 0, 1, false, false, 21, 2);
+    g_assert_true(test_client_send_packet(a, pkt, size, 2000));
+    {
+        g_autoptr(GBytes) got = test_client_recv_packet(b, 2000);
+
+        g_assert_nonnull(got);
+    }
+    test_client_free(a);
+    test_client_free(b);
+    test_switch_stop(ts);       /* closes and flushes the capture */
+
+    g_assert_cmpint(g_lstat(path, &st), ==, 0);
+    g_assert_true(S_ISREG(st.st_mode));
+    g_assert_true(g_file_get_contents(path, (char **)&data, &len, NULL));
+    g_assert_cmpuint(len, >=, PCAP_HEADER + RECORD_HEADER + CAPTURE_HEADER +
+                     size);
+    g_assert_cmphex(arctic_get_le32(data), ==, 0xa1b2c3d4);
+    g_assert_cmpuint(arctic_get_le32(data + 20), ==, 147);
+    /* The first record: the packet entering at port 0. */
+    g_assert_cmpuint(arctic_get_le32(data + PCAP_HEADER + 8), ==,
+                     CAPTURE_HEADER + size);
+    g_assert_cmpuint(data[PCAP_HEADER + RECORD_HEADER + 1], ==, 1);
+    arctic_e2e_decode(data + PCAP_HEADER + RECORD_HEADER + CAPTURE_HEADER,
+                      &e2e);
+    g_assert_cmpuint(e2e.seq, ==, 21);
+    g_unlink(path);
+    g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     bool tshark_only = argc > 1 && !strcmp(argv[argc - 1], "--tshark");
@@ -219,6 +504,11 @@ int main(int argc, char **argv)
                         test_tshark_dissector);
     } else {
         g_test_add_func("/switch/pcap/format", test_pcap_format);
+        g_test_add_func("/switch/pcap/start-needs-dir",
+                        test_pcap_start_needs_dir);
+        g_test_add_func("/switch/pcap/start-hostile-names",
+                        test_pcap_start_hostile_names);
+        g_test_add_func("/switch/pcap/start-in-dir", test_pcap_start_in_dir);
     }
     return g_test_run();
 }
