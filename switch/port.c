@@ -1301,6 +1301,9 @@ void sw_port_timer(ArcticSwitch *sw)
     struct sw_conn *conn, *next;
     unsigned port_no;
     bool rings = false;
+    /* One timerfd_settime() for them all: the list runs newest first, so
+     * arming each deadline in turn cost a system call per pending one. */
+    uint64_t handshake_due_ns = UINT64_MAX;
 
     for (port_no = 0; port_no < sw->ports; port_no++) {
         struct sw_link *link = &sw->port[port_no].link;
@@ -1335,8 +1338,12 @@ void sw_port_timer(ArcticSwitch *sw)
         if (conn->handshake_deadline_ns <= sw->now_ns) {
             sw_conn_close(sw, conn, ARCTIC_DISCONNECT_HANDSHAKE_TIMEOUT);
         } else {
-            sw_arm_timer(sw, conn->handshake_deadline_ns);
+            handshake_due_ns = MIN(handshake_due_ns,
+                                   conn->handshake_deadline_ns);
         }
+    }
+    if (handshake_due_ns != UINT64_MAX) {
+        sw_arm_timer(sw, handshake_due_ns);
     }
     if (rings) {
         sw_arm_timer(sw, sw->now_ns + ARCTIC_RING_LOOK_MS * 1000000ull);
