@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <linux/sockios.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -73,6 +74,11 @@ static uint8_t *conn_output_reserve(struct sw_conn *conn, size_t bytes)
 {
     uint8_t *p;
 
+    if (!conn->output) {
+        /* Only a connection that says something needs one (a flood of
+         * silent ones costs no buffers). */
+        conn->output = g_malloc(SW_CONN_OUTPUT_BUFFER);
+    }
     if (conn->output_end + bytes > SW_CONN_OUTPUT_BUFFER) {
         memmove(conn->output, conn->output + conn->output_start,
                 conn->output_end - conn->output_start);
@@ -612,20 +618,102 @@ bool sw_port_uses_rings(const ArcticSwitch *sw, unsigned port_no)
 
 /* --- connection lifecycle --------------------------------------------- */
 
-/* The connection still in its handshake that was accepted first. */
-static struct sw_conn *oldest_pending_conn(ArcticSwitch *sw)
+/*
+ * Who is at the other end of @fd, to tell a flood's connections from an
+ * NIU's: the process on a UNIX socket (SO_PEERCRED), the host over TCP
+ * (all of loopback is one); 0 if neither is known.
+ */
+static uint64_t conn_peer(int fd)
 {
-    struct sw_conn *conn, *oldest = NULL;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    struct sockaddr_storage addr;
+    uint64_t halves[2];
 
-    for (conn = sw->conns; conn; conn = conn->next) {
-        if ((conn->state == SW_CONN_HANDSHAKE ||
-             conn->state == SW_CONN_AUTH) &&
-            (!oldest ||
-             conn->handshake_deadline_ns < oldest->handshake_deadline_ns)) {
-            oldest = conn;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+        cred.pid > 0) {
+        return (uint64_t)AF_UNIX << 48 | (uint32_t)cred.pid;
+    }
+    len = sizeof(addr);
+    if (getpeername(fd, (struct sockaddr *)&addr, &len) < 0) {
+        return 0;
+    }
+    if (addr.ss_family == AF_INET) {
+        return (uint64_t)AF_INET << 48 |
+               ((struct sockaddr_in *)&addr)->sin_addr.s_addr;
+    }
+    if (addr.ss_family == AF_INET6) {
+        /* Folded: a collision only makes two hosts share their fairness. */
+        memcpy(halves, &((struct sockaddr_in6 *)&addr)->sin6_addr,
+               sizeof(halves));
+        return (uint64_t)AF_INET6 << 48 ^ halves[0] ^ halves[1];
+    }
+    return 0;
+}
+
+static bool conn_pending(const struct sw_conn *conn)
+{
+    return conn->state == SW_CONN_HANDSHAKE || conn->state == SW_CONN_AUTH;
+}
+
+/* Between two pending connections of one peer: whether @a goes first. */
+static bool evict_before(const struct sw_conn *a, const struct sw_conn *b)
+{
+    bool a_answering = a->state == SW_CONN_AUTH;
+    bool b_answering = b->state == SW_CONN_AUTH;
+
+    if (a_answering != b_answering) {
+        return b_answering;
+    }
+    return a->handshake_deadline_ns < b->handshake_deadline_ns;
+}
+
+/*
+ * The pending connection to close for a new one, and in *@held how many
+ * its peer holds.  It comes from the peer that holds the most: a flood
+ * from one process or host pushes out its own connections, never an
+ * NIU's, whose one connection may be waiting in the middle of its keyed
+ * join (a challenge answered in 5 ms lost to 64 newer connections, at
+ * 40 k a second, before).  Of that peer's, the one that has not said a
+ * whole HELLO goes before one that answers a challenge, and the oldest
+ * first: a real NIU says HELLO at once, so connections that never speak,
+ * however often reopened, cannot keep it out.
+ */
+static struct sw_conn *pending_victim(ArcticSwitch *sw, unsigned *held)
+{
+    struct sw_conn *pending[SW_MAX_PENDING_CONNECTIONS], *victim = NULL;
+    unsigned same[SW_MAX_PENDING_CONNECTIONS];
+    struct sw_conn *conn;
+    unsigned n = 0, i, j;
+
+    for (conn = sw->conns; conn && n < G_N_ELEMENTS(pending);
+         conn = conn->next) {
+        if (conn_pending(conn)) {
+            pending[n++] = conn;
         }
     }
-    return oldest;
+    /* Each peer counted once, at its first connection: a flood's one
+     * peer costs a pass, not one per connection. */
+    for (i = 0; i < n; i++) {
+        for (j = 0; j < i && pending[j]->peer != pending[i]->peer; j++) {
+        }
+        if (j < i) {
+            same[i] = same[j];
+            continue;
+        }
+        for (same[i] = 1, j = i + 1; j < n; j++) {
+            same[i] += pending[j]->peer == pending[i]->peer;
+        }
+    }
+    *held = 0;
+    for (i = 0; i < n; i++) {
+        if (same[i] > *held ||
+            (same[i] == *held && evict_before(pending[i], victim))) {
+            victim = pending[i];
+            *held = same[i];
+        }
+    }
+    return victim;
 }
 
 struct sw_conn *sw_conn_new(ArcticSwitch *sw, int fd)
@@ -634,29 +722,31 @@ struct sw_conn *sw_conn_new(ArcticSwitch *sw, int fd)
 
     if (sw->pending_conns >= SW_MAX_PENDING_CONNECTIONS) {
         /*
-         * Make room by closing the connection that has waited longest for
-         * its HELLO: refusing the new one instead let idle connections,
-         * reopened as they time out, lock real NIUs out for ever.  A real
-         * NIU says HELLO at once, so it is never the oldest for long.
+         * Make room by closing one (pending_victim()): refusing the new
+         * one instead let idle connections, reopened as they time out,
+         * lock real NIUs out for ever.
          */
-        struct sw_conn *oldest = oldest_pending_conn(sw);
+        unsigned held;
+        struct sw_conn *victim = pending_victim(sw, &held);
 
-        sw_log(sw, "%d connections without HELLO; closing the oldest",
-               SW_MAX_PENDING_CONNECTIONS);
-        if (!oldest) {
+        if (!victim) {
             close(fd);      /* cannot happen: the count says they exist */
             return NULL;
         }
-        sw_conn_close(sw, oldest, ARCTIC_DISCONNECT_EVICTED);
+        sw_log(sw, "%d connections without a port: closing one of the %u "
+               "of %s %#llx", SW_MAX_PENDING_CONNECTIONS, held,
+               victim->peer >> 48 == AF_UNIX ? "process" : "host",
+               (unsigned long long)victim->peer & 0xffffffffffffull);
+        sw_conn_close(sw, victim, ARCTIC_DISCONNECT_EVICTED);
     }
     conn = g_new0(struct sw_conn, 1);
     conn->watch.ready = conn_ready;
     conn->watch.object = conn;
     conn->fd = fd;
+    conn->peer = conn_peer(fd);
     conn->port = -1;
     conn->state = SW_CONN_HANDSHAKE;
     arctic_frame_reader_reset(&conn->reader);
-    conn->output = g_malloc(SW_CONN_OUTPUT_BUFFER);
     conn->handshake_deadline_ns = sw_clock_ns() +
         (uint64_t)sw->config.handshake_timeout_ms * 1000000ull;
     conn->next = sw->conns;
@@ -686,6 +776,10 @@ void sw_conn_close(ArcticSwitch *sw, struct sw_conn *conn,
                    conn->output_end - conn->output_start,
                    MSG_NOSIGNAL | MSG_DONTWAIT);
     }
+    /* Its buffer goes now, not after the batch: a flood's batch closes
+     * many. */
+    g_clear_pointer(&conn->output, g_free);
+    conn->output_start = conn->output_end = 0;
     close_offered(conn);
     if (conn->rings && conn->rings->area) {
         struct arctic_ring_area *area = conn->rings->area;

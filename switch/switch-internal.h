@@ -250,6 +250,7 @@ struct sw_conn {
     int fd;
     enum sw_conn_state state;
     int port;                   /* attached port, or -1 */
+    uint64_t peer;              /* its process or host (port.c), 0: unknown */
     uint64_t handshake_deadline_ns;
     struct arctic_frame_reader reader;  /* a frame split between reads */
     uint8_t *output;

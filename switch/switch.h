@@ -51,7 +51,7 @@ enum arctic_disconnect_reason {
     ARCTIC_DISCONNECT_HANDSHAKE_TIMEOUT,
     ARCTIC_DISCONNECT_IO_ERROR,
     ARCTIC_DISCONNECT_SHUTDOWN,         /* the switch is stopping */
-    ARCTIC_DISCONNECT_EVICTED,          /* pending, oldest, made room */
+    ARCTIC_DISCONNECT_EVICTED,          /* pending, closed to make room */
     ARCTIC_DISCONNECT_BROKEN_RING,      /* impossible shared-ring indices */
     /* a timed link's clock went backwards, or beyond its grant, or it
      * flooded the switch with packets (docs/timed-mode.md) */
