@@ -237,6 +237,21 @@ void sw_loop_cpu_wait_on(ArcticSwitch *sw, unsigned cpu, uint32_t *const *words,
     }
 }
 
+/*
+ * Model lock: the word in @cpu's set whose FUTEX_WAKE last woke its
+ * thread, taken (NULL: none since the last look).  The futex says which
+ * word woke it, not whether anything changed: the owner, which knows
+ * what the word held, sees whether it rose; if not, the wake-up was a
+ * FUTEX_WAKE alone, which costs the switch a pass over every ring and
+ * was not counted as a kick.  Only compared, never read: the link may
+ * be gone.
+ */
+uint32_t *sw_loop_cpu_woken_by(ArcticSwitch *sw, unsigned cpu)
+{
+    return (uint32_t *)__atomic_exchange_n(&sw->loop.cpu[cpu].woken_by, 0,
+                                           __ATOMIC_ACQ_REL);
+}
+
 /* Take a flag that is 1: true if this caller turned it to 0. */
 static bool sw_atomic_claim(int *flag)
 {
@@ -302,13 +317,14 @@ void sw_loop_serve_kick(ArcticSwitch *sw, int self_cpu)
     struct sw_loop *loop = &sw->loop;
     unsigned cpu;
 
+    /* Before the counters: a flood found there is muted from now. */
+    sw->now_ns = sw_clock_ns();
     for (cpu = 0; cpu < loop->cpu_wakers; cpu++) {
         if ((int)cpu == self_cpu ||
             sw_atomic_claim(&loop->cpu_left[cpu])) {
             loop->on_cpu_wait(sw, cpu);
         }
     }
-    sw->now_ns = sw_clock_ns();
     loop->on_kick(sw);
 }
 
@@ -391,6 +407,11 @@ static gpointer cpu_wake_thread(gpointer opaque)
         if (woken < 0 &&
             __atomic_load_n(&w->control, __ATOMIC_ACQUIRE) != control) {
             continue;
+        }
+        if (woken > 0) {
+            /* A link's word: whoever serves sees whether it rose. */
+            __atomic_store_n(&w->woken_by, (uintptr_t)vec[woken].uaddr,
+                             __ATOMIC_RELEASE);
         }
         __atomic_fetch_add(&loop->cpu_wakeups[cw->cpu], 1, __ATOMIC_RELAXED);
         cpu_wake_serve(sw, cw->cpu);

@@ -372,11 +372,14 @@ static void rings_mute(ArcticSwitch *sw, struct sw_conn *conn);
  * CPU @cpu's thread gets the kick counters of every link it serves, with
  * their values now (sw_loop_cpu_wait_on()).  What each counter rose by
  * since it was last looked at is that link's kicks, counted against what
- * the switch asked for: a link far beyond it is muted, and left out.
+ * the switch asked for; a counter that woke the thread without rising is
+ * a bare wake-up, counted against the link's kicks: a link far beyond
+ * either is muted, and left out.
  */
 void sw_port_cpu_wait(ArcticSwitch *sw, unsigned cpu)
 {
     uint32_t *words[SW_CPU_WAIT_MAX];
+    uint32_t *woken_by = sw_loop_cpu_woken_by(sw, cpu);
     struct sw_conn *conn;
     unsigned n = 0;
 
@@ -391,9 +394,12 @@ void sw_port_cpu_wait(ArcticSwitch *sw, unsigned cpu)
         }
         area = r->area;
         now = __atomic_load_n(&area->kicks.cpu[cpu], __ATOMIC_ACQUIRE);
+        r->bare_wakes += woken_by == &area->kicks.cpu[cpu] &&
+                         now == r->cpu_seen[cpu];
         r->kicks += (uint32_t)(now - r->cpu_seen[cpu]);
         r->cpu_seen[cpu] = now;
-        if (r->kicks > r->invited + SW_KICK_SLACK) {
+        if (r->kicks > r->invited + SW_KICK_SLACK ||
+            r->bare_wakes > r->kicks + SW_KICK_SLACK) {
             rings_mute(sw, conn);       /* leaves the other sets too */
             continue;
         }
@@ -485,9 +491,9 @@ static void rings_mute(ArcticSwitch *sw, struct sw_conn *conn)
     struct sw_rings *r = conn->rings;
 
     sw_log(sw, "port %d: %" G_GUINT64_FORMAT " kicks, %" G_GUINT64_FORMAT
-           " asked for: its "
+           " asked for, %" G_GUINT64_FORMAT " bare wake-ups: its "
            "wake-ups are ignored for %d ms", conn->port, r->kicks,
-           r->invited, SW_KICK_MUTE_MS);
+           r->invited, r->bare_wakes, SW_KICK_MUTE_MS);
     sw->port[conn->port].stats.kick_floods++;
     rings_watch(sw, r, false);
     r->muted_until_ns = sw->now_ns + SW_KICK_MUTE_MS * 1000000ull;
@@ -1419,7 +1425,7 @@ void sw_port_timer(ArcticSwitch *sw)
             rings = true;
             if (r->muted_until_ns && r->muted_until_ns <= sw->now_ns) {
                 r->muted_until_ns = 0;
-                r->invited = r->kicks;
+                r->invited = r->bare_wakes = r->kicks;
                 rings_watch(sw, r, true);
             } else if (r->muted_until_ns) {
                 sw_arm_timer(sw, r->muted_until_ns);

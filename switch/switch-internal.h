@@ -192,6 +192,9 @@ struct sw_loop {
         struct futex_waitv vec[SW_CPU_WAIT_MAX];  /* [0]: control */
         unsigned n;
         uint32_t control;           /* futex: a new set, or stop */
+        /* Atomic: the link's word whose FUTEX_WAKE woke the thread (0:
+         * none since the owner looked: sw_loop_cpu_woken_by()). */
+        uintptr_t woken_by;
     } cpu[ARCTIC_CPU_WAKE_MAX];
     /*
      * Atomic [i]: CPU i's thread left its kick to the lock's holder,
@@ -239,8 +242,12 @@ struct sw_rings {
      * kick): more than SW_KICK_SLACK beyond is a flood, and the link is
      * not listened to until @muted_until_ns.  @sleep_set, @wait_set: the
      * switch set its flag in the ring in, out, since it last looked.
+     * @bare_wakes: a CPU thread woken by one of its counters that had not
+     * risen (a FUTEX_WAKE alone); more than SW_KICK_SLACK beyond @kicks
+     * (each kick can cause one, when the switch counted it before its
+     * wake-up came) is a flood too.
      */
-    uint64_t kicks, invited;
+    uint64_t kicks, invited, bare_wakes;
     bool sleep_set, wait_set;
     uint64_t muted_until_ns;    /* 0: watched */
 };
@@ -410,6 +417,7 @@ void sw_arm_timer(ArcticSwitch *sw, uint64_t deadline_ns);
 unsigned sw_loop_cpu_wakers(const ArcticSwitch *sw);
 void sw_loop_cpu_wait_on(ArcticSwitch *sw, unsigned cpu,
                          uint32_t *const *words, unsigned n);
+uint32_t *sw_loop_cpu_woken_by(ArcticSwitch *sw, unsigned cpu);
 /* A kick and the model lock (loop.c): serve it, or leave it to the holder. */
 bool sw_kick_claim(struct sw_loop *loop);
 bool sw_kick_release(struct sw_loop *loop);
