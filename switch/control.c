@@ -18,7 +18,15 @@
 
 enum {
     CONTROL_MAX_LINE = 65536,
+    /*
+     * Clients connected at once: beyond CONTROL_MAX_CLIENTS, a new one
+     * closes one that is quiet, or gone; one asking, or active within
+     * CONTROL_RECENT_MS (an honest client sends its request as soon as
+     * it connects), is closed only beyond CONTROL_HARD_MAX_CLIENTS.
+     */
     CONTROL_MAX_CLIENTS = 16,
+    CONTROL_HARD_MAX_CLIENTS = 2 * CONTROL_MAX_CLIENTS,
+    CONTROL_RECENT_MS = 10,
     /* Replies a client has not read yet: above this, its requests wait
      * (the switch stops reading them) until it reads, so a client that
      * asks and never reads holds one reply's worth of memory, not all. */
@@ -99,12 +107,15 @@ void arctic_switch_control_free(ArcticSwitchControl *ctl)
 /* How much a client stands to lose if it is closed now. */
 enum client_stake {
     CLIENT_GONE,        /* it closed its end: nothing */
-    CLIENT_IDLE,        /* connected, asking nothing */
+    CLIENT_QUIET,       /* it has asked nothing for CONTROL_RECENT_MS */
+    CLIENT_RECENT,      /* it connected, or was answered, just now: its
+                         * request may be on its way */
     CLIENT_ASKING,      /* a request unread or unanswered, or a reply
                          * not all written */
 };
 
-static enum client_stake client_stake(const struct sw_control_client *c)
+static enum client_stake client_stake(const struct sw_control_client *c,
+                                      uint64_t now_ns)
 {
     char byte;
     ssize_t n;
@@ -113,24 +124,32 @@ static enum client_stake client_stake(const struct sw_control_client *c)
         return CLIENT_ASKING;
     }
     n = recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n > 0 ? CLIENT_ASKING : n == 0 ? CLIENT_GONE : CLIENT_IDLE;
+    if (n >= 0) {
+        return n ? CLIENT_ASKING : CLIENT_GONE;
+    }
+    return now_ns - c->last_active_ns < CONTROL_RECENT_MS * 1000000ull
+           ? CLIENT_RECENT : CLIENT_QUIET;
 }
 
 /*
- * Make room for a new client by closing another: refusing the new one
- * instead let clients that connect and never ask lock arctic-ctl out for
- * as long as they stay, as idle NIU connections once did (port.c).  The
- * one closed stands to lose least (client_stake()), and of those the one
- * quiet longest.  A client whose request still waited in its socket, or
- * whose reply was being written, lost it when it looked quiet because it
- * had sent nothing since (38 of 193 replies, while other clients came
- * and went).  Only when every client is asking does one lose its reply:
- * the one that has neither sent nor read for longest.
+ * @open clients, CONTROL_MAX_CLIENTS or more: make room for a new one by
+ * closing another.  Refusing the new one instead let clients that
+ * connect and never ask lock arctic-ctl out for as long as they stay, as
+ * idle NIU connections once did (port.c).  The one closed stands to lose
+ * least (client_stake()), and of those the one quiet longest.  A client
+ * whose request still waited in its socket, or whose reply was being
+ * written, lost it when it looked quiet because it had sent nothing
+ * since (38 of 193 replies, while other clients came and went); so did
+ * one that had connected but not yet sent.  So while every client is
+ * asking or has just come, the new one joins them, up to
+ * CONTROL_HARD_MAX_CLIENTS; only beyond does one lose its request: the
+ * one that has neither sent nor read for longest.
  */
-static void control_evict_idlest(ArcticSwitchControl *ctl)
+static void control_make_room(ArcticSwitchControl *ctl, unsigned open)
 {
     struct sw_control_client *idlest = NULL;
     enum client_stake idlest_stake = CLIENT_ASKING;
+    uint64_t now_ns = sw_clock_ns();
     GList *l;
 
     for (l = ctl->clients; l; l = l->next) {
@@ -140,7 +159,7 @@ static void control_evict_idlest(ArcticSwitchControl *ctl)
         if (c->closing) {
             continue;
         }
-        stake = client_stake(c);
+        stake = client_stake(c, now_ns);
         if (!idlest || stake < idlest_stake ||
             (stake == idlest_stake &&
              c->last_active_ns < idlest->last_active_ns)) {
@@ -148,18 +167,19 @@ static void control_evict_idlest(ArcticSwitchControl *ctl)
             idlest_stake = stake;
         }
     }
-    if (idlest) {
-        /*
-         * Not freed here: this batch of events may still name it.  Its
-         * socket reads the end now, and its own event frees it.
-         */
-        sw_log(ctl->sw, "%d control clients: closing the one %s",
-               CONTROL_MAX_CLIENTS,
-               idlest_stake == CLIENT_ASKING ? "that read nothing longest"
-                                             : "quiet longest");
-        idlest->closing = true;
-        shutdown(idlest->fd, SHUT_RDWR);
+    if (!idlest ||
+        (idlest_stake >= CLIENT_RECENT && open < CONTROL_HARD_MAX_CLIENTS)) {
+        return;
     }
+    /*
+     * Not freed here: this batch of events may still name it.  Its
+     * socket reads the end now, and its own event frees it.
+     */
+    sw_log(ctl->sw, "%u control clients: closing the one %s", open,
+           idlest_stake >= CLIENT_RECENT ? "that read nothing longest"
+                                         : "quiet longest");
+    idlest->closing = true;
+    shutdown(idlest->fd, SHUT_RDWR);
 }
 
 /* Clients not being closed already: those the cap counts. */
@@ -175,26 +195,28 @@ static unsigned control_open_clients(const ArcticSwitchControl *ctl)
 }
 
 /*
- * At most CONTROL_MAX_CLIENTS connections per event: the listener is
- * level-triggered, so the rest wait for the next turn of the loop, after
- * the clients' own events (requests, and the ends of clients closed
- * here) are served.  Accepting until none waited never ended while
- * others kept connecting, and nobody was answered meanwhile.
+ * At most SW_ACCEPT_PER_TURN connections per event, as the NIUs'
+ * listeners (core.c): the listener is level-triggered, so the rest wait
+ * for the next turn of the loop, after the clients' own events
+ * (requests, and the ends of clients closed here) are served.  Accepting
+ * until none waited never ended while others kept connecting, and
+ * nobody was answered meanwhile.
  */
 static void control_accept(ArcticSwitch *sw, void *object, uint32_t events)
 {
     ArcticSwitchControl *ctl = object;
-    unsigned accepted;
+    unsigned accepted, open;
 
-    for (accepted = 0; accepted < CONTROL_MAX_CLIENTS; accepted++) {
+    for (accepted = 0; accepted < SW_ACCEPT_PER_TURN; accepted++) {
         int fd = sw_accept(sw, ctl->listen_fd, &ctl->watch);
         struct sw_control_client *c;
 
         if (fd < 0) {
             return;
         }
-        if (control_open_clients(ctl) >= CONTROL_MAX_CLIENTS) {
-            control_evict_idlest(ctl);
+        open = control_open_clients(ctl);
+        if (open >= CONTROL_MAX_CLIENTS) {
+            control_make_room(ctl, open);
         }
         c = g_new0(struct sw_control_client, 1);
         c->watch.ready = control_event;

@@ -659,6 +659,40 @@ static void test_control_slow_reader(void)
     test_switch_stop(ts);
 }
 
+/*
+ * Clients that have just connected are not closed to make room for
+ * another, but only up to a bound (control.c's CONTROL_HARD_MAX_CLIENTS,
+ * 32): 40 connected at once, and a 41st that asks, leave at most 32
+ * open, and the 41st is answered.
+ */
+static void test_control_clients_bounded(void)
+{
+    enum { SILENT = 40, HARD_MAX = 32 };
+    ArcticSwitchConfig config;
+    TestSwitch *ts;
+    int silent[SILENT];
+    unsigned i, closed = 0;
+    size_t size;
+    char byte;
+
+    arctic_switch_config_init(&config);
+    config.ports = 2;
+    ts = test_switch_start(&config);
+    for (i = 0; i < SILENT; i++) {
+        silent[i] = test_connect_unix(ts->control_path);
+    }
+    /* Accepted after all of them (the listener's queue is in order). */
+    g_assert_true(stats_reply_whole(ts->control_path, config.ports, 4096, 0,
+                                    &size));
+    for (i = 0; i < SILENT; i++) {
+        closed += recv(silent[i], &byte, 1, MSG_DONTWAIT) == 0;
+        close(silent[i]);
+    }
+    g_test_message("%u of %u silent clients closed", closed, SILENT);
+    g_assert_cmpuint(closed, >=, SILENT + 1 - HARD_MAX);
+    test_switch_stop(ts);
+}
+
 /* --- captures from the control socket, through the daemon --------- */
 
 /* arctic-ctl -s @ctl @command [@arg]: its exit code (output: @out, @err). */
@@ -754,6 +788,8 @@ int main(int argc, char **argv)
     g_test_add_func("/switch/control/churn-replies",
                     test_control_churn_replies);
     g_test_add_func("/switch/control/slow-reader", test_control_slow_reader);
+    g_test_add_func("/switch/control/clients-bounded",
+                    test_control_clients_bounded);
     g_test_add_func("/switch/daemon/pcap-dir", test_daemon_pcap_dir);
     return g_test_run();
 }
