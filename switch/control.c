@@ -768,12 +768,28 @@ static void control_event(ArcticSwitch *sw, void *object, uint32_t events)
 
 /* --- the stats as JSON --------------------------------------------- */
 
+/*
+ * A counter, as a JSON number: json-glib's are signed 64-bit, and a
+ * uint64_t at or above 2^63 cast to one came out negative (issue 48 item
+ * 9: a direct-ring sender's count).  Counters are unsigned: one that
+ * large says "at least 2^63 - 1", which is what it becomes.
+ */
+static gint64 json_count_value(uint64_t count)
+{
+    return count > G_MAXINT64 ? G_MAXINT64 : (gint64)count;
+}
+
+static void sw_json_count(JsonBuilder *b, const char *name, uint64_t count)
+{
+    sw_json_int(b, name, json_count_value(count));
+}
+
 static void json_prio(JsonBuilder *b, const struct arctic_port_prio_stats *q)
 {
     unsigned r;
 
     json_builder_begin_object(b);
-#define MEMBER(name) sw_json_int(b, #name, (gint64)q->name)
+#define MEMBER(name) sw_json_count(b, #name, q->name)
     MEMBER(rx_packets);
     MEMBER(rx_bytes);
     MEMBER(tx_packets);
@@ -793,7 +809,7 @@ static void json_prio(JsonBuilder *b, const struct arctic_port_prio_stats *q)
     json_builder_set_member_name(b, "drops");
     json_builder_begin_object(b);
     for (r = 0; r < ARCTIC_DROP_REASONS; r++) {
-        sw_json_int(b, arctic_drop_reason_name(r), (gint64)q->drops[r]);
+        sw_json_count(b, arctic_drop_reason_name(r), q->drops[r]);
     }
     json_builder_end_object(b);
     json_builder_end_object(b);
@@ -805,7 +821,7 @@ static void json_disconnects(JsonBuilder *b, const uint64_t *counts)
 
     json_builder_begin_object(b);
     for (r = 0; r < ARCTIC_DISCONNECT_REASONS; r++) {
-        sw_json_int(b, arctic_disconnect_reason_name(r), (gint64)counts[r]);
+        sw_json_count(b, arctic_disconnect_reason_name(r), counts[r]);
     }
     json_builder_end_object(b);
 }
@@ -820,19 +836,19 @@ static void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st)
     sw_json_int(b, "levels", st->levels);
     sw_json_int(b, "routers", st->routers);
     sw_json_int(b, "uptime_ns", (gint64)st->uptime_ns);
-    sw_json_int(b, "router_stalls", (gint64)st->router_stalls);
-    sw_json_int(b, "packets_in_use", (gint64)st->packets_in_use);
-    sw_json_int(b, "packets_in_use_max", (gint64)st->packets_in_use_max);
-    sw_json_int(b, "packet_bound", (gint64)st->packet_bound);
+    sw_json_count(b, "router_stalls", st->router_stalls);
+    sw_json_count(b, "packets_in_use", st->packets_in_use);
+    sw_json_count(b, "packets_in_use_max", st->packets_in_use_max);
+    sw_json_count(b, "packet_bound", st->packet_bound);
     json_builder_set_member_name(b, "cpu_wakeups");
     json_builder_begin_array(b);
     for (i = 0; i < st->cpu_wakers; i++) {
-        json_builder_add_int_value(b, (gint64)st->cpu_wakeups[i]);
+        json_builder_add_int_value(b, json_count_value(st->cpu_wakeups[i]));
     }
     json_builder_end_array(b);
-    sw_json_int(b, "cpu_handovers", (gint64)st->cpu_handovers);
-    sw_json_int(b, "refused_no_fd", (gint64)st->refused_no_fd);
-    sw_json_int(b, "auth_failures", (gint64)st->auth_failures);
+    sw_json_count(b, "cpu_handovers", st->cpu_handovers);
+    sw_json_count(b, "refused_no_fd", st->refused_no_fd);
+    sw_json_count(b, "auth_failures", st->auth_failures);
     if (st->timed) {
         /* Timed mode (docs/timed-mode.md): the clock, and totals. */
         json_builder_set_member_name(b, "timed");
@@ -853,7 +869,8 @@ static void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st)
         json_builder_set_member_name(b, sw_priority_name(prio));
         json_builder_begin_array(b);
         for (bucket = 0; bucket < ARCTIC_LATENCY_BUCKETS; bucket++) {
-            json_builder_add_int_value(b, (gint64)st->latency[prio][bucket]);
+            json_builder_add_int_value(
+                b, json_count_value(st->latency[prio][bucket]));
         }
         json_builder_end_array(b);
     }
@@ -886,8 +903,8 @@ static void sw_stats_build_json(JsonBuilder *b, const ArcticSwitchStats *st)
         sw_json_int(b, "port", i);
         sw_json_bool(b, "connected", p->connected);
         sw_json_bool(b, "rings", p->rings);
-        sw_json_int(b, "kick_floods", (gint64)p->kick_floods);
-        sw_json_int(b, "connects", (gint64)p->connects);
+        sw_json_count(b, "kick_floods", p->kick_floods);
+        sw_json_count(b, "connects", p->connects);
         if (st->timed) {
             /* Where its clock is: reached, granted, its promise. */
             sw_json_int(b, "time_reached_ns", (gint64)p->time_reached);
