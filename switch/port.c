@@ -1445,6 +1445,8 @@ void sw_port_timer(ArcticSwitch *sw)
     if (handshake_due_ns != UINT64_MAX) {
         sw_arm_timer(sw, handshake_due_ns);
     }
+    /* Direct-ring frames that waited for an NIU to read its socket. */
+    sw_direct_timer(sw);
     if (rings) {
         sw_arm_timer(sw, sw->now_ns + ARCTIC_RING_LOOK_MS * 1000000ull);
     }

@@ -388,7 +388,7 @@ struct ArcticSwitch {
     struct sw_direct_pair **direct_pairs;
     unsigned direct_live;           /* pairs made and not taken back */
     bool direct_open;               /* pairs may be made (sw_direct_revise) */
-    unsigned *direct_in;            /* [dst]: live pairs into it */
+    struct sw_direct_port *direct_port; /* [port]: its pairs, its socket */
 
     /* pcap.c */
     FILE *pcap;
@@ -439,7 +439,8 @@ void sw_direct_cleanup(ArcticSwitch *sw);
 void sw_direct_packet(ArcticSwitch *sw, unsigned src, unsigned dst);
 void sw_direct_port_down(ArcticSwitch *sw, unsigned port);
 void sw_direct_revise(ArcticSwitch *sw);
-void sw_direct_stats(const ArcticSwitch *sw, struct arctic_port_stats *st);
+void sw_direct_stats(ArcticSwitch *sw, struct arctic_port_stats *st);
+void sw_direct_timer(ArcticSwitch *sw);
 void sw_direct_stats_reset(ArcticSwitch *sw);
 
 /* port.c */

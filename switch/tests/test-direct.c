@@ -8,7 +8,11 @@
  * it from the sender's count.  The pair is taken back (DIRECT_STOP) when
  * an end leaves and when fault injection or a capture starts, none is
  * made while they are on, and pairs are made again once they stop; a switch without --direct, or an NIU that
- * did not ask, gets none; --direct refuses --timed.
+ * did not ask, gets none; --direct refuses --timed.  Hostile parties
+ * (issue 48): nodes that churn pairs with a victim that does not read
+ * its socket do not close the victim's link, stops its socket cannot
+ * take wait and go, and a sender's counts are believed only as far as
+ * its ring could have carried, never shown negative.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -17,6 +21,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <json-glib/json-glib.h>
 
 #include "harness.h"
 #include "switch-internal.h"
@@ -87,12 +93,12 @@ static TestClient *join(Fixture *f, unsigned node)
     return c;
 }
 
-static void start(Fixture *f, bool direct)
+static void start_ports(Fixture *f, bool direct, unsigned ports)
 {
     ArcticSwitchConfig config;
 
     arctic_switch_config_init(&config);
-    config.ports = PORTS;
+    config.ports = ports;
     config.direct = direct;
     config.verbose = getenv("V") != NULL;
     f->ts = test_switch_start(&config);
@@ -100,6 +106,11 @@ static void start(Fixture *f, bool direct)
     f->a = join(f, A);
     f->b = join(f, B);
     f->seq = 0;
+}
+
+static void start(Fixture *f, bool direct)
+{
+    start_ports(f, direct, PORTS);
 }
 
 static void fixture_setup(Fixture *f, gconstpointer data)
@@ -245,6 +256,130 @@ static void test_pair(Fixture *f, gconstpointer data)
     unmap_pair(&p);
 }
 
+/*
+ * Port @port's high-priority count @name in the switch's JSON statistics
+ * (arctic_switch_stats_to_json(), as the control socket sends them).
+ */
+static gint64 json_count(const ArcticSwitchStats *st, unsigned port,
+                         const char *name)
+{
+    g_autofree char *text = arctic_switch_stats_to_json(st);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *stats, *high;
+
+    g_assert_true(json_parser_load_from_data(parser, text, -1, NULL));
+    stats = json_node_get_object(json_parser_get_root(parser));
+    high = json_object_get_object_member(
+        json_array_get_object_element(
+            json_object_get_array_member(stats, "port"), port), "high");
+    return json_object_get_int_member(high, name);
+}
+
+/*
+ * The counts of A -> B are what a ring could have carried since @since_us
+ * (g_get_monotonic_time()) besides the @switched packets the routers
+ * saw: at most a packet a nanosecond, beyond what the ring holds at once
+ * (the switch believes less: one every SW_DIRECT_PACKET_NS_MIN), never
+ * more bytes than that many of the largest packets, and never negative
+ * where the control socket shows them.
+ */
+static void expect_counts_plausible(Fixture *f, gint64 since_us,
+                                    uint64_t switched)
+{
+    const unsigned hi = ARCTIC_PRIORITY_HIGH;
+    uint64_t most = switched + ARCTIC_DIRECT_DATA_SIZE /
+                    (ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MIN_SIZE) +
+                    (uint64_t)(g_get_monotonic_time() - since_us) * 1000;
+    ArcticSwitchStats *st = test_switch_stats(f->ts);
+    const struct arctic_port_prio_stats *a = &st->port[A].prio[hi];
+    const struct arctic_port_prio_stats *b = &st->port[B].prio[hi];
+
+    g_assert_cmpuint(b->tx_packets, >=, switched);
+    g_assert_cmpuint(b->tx_packets, <=, most);
+    g_assert_cmpuint(b->direct_in_packets, <=, b->tx_packets);
+    g_assert_cmpuint(b->tx_bytes, <=, b->tx_packets * ARCTIC_WIRE_MAX_SIZE);
+    g_assert_cmpuint(a->rx_packets, ==, b->tx_packets);
+    g_assert_cmpuint(a->rx_bytes, ==, b->tx_bytes);
+    g_assert_cmpint(json_count(st, B, "tx_packets"), ==,
+                    (gint64)b->tx_packets);
+    g_assert_cmpint(json_count(st, B, "tx_bytes"), >=, 0);
+    g_assert_cmpint(json_count(st, A, "direct_packets"), >=, 0);
+    arctic_switch_stats_free(st);
+}
+
+/*
+ * Counts a sender writes in its area are its word, not the truth
+ * (issue 48 item 9): a sender that claims 10^15 packets, then 2^63 + 5,
+ * then goes back to 5, leaves its receiver's (and its own) counts within
+ * what its ring could have carried, and none negative; honest counting
+ * goes on after, and what the pair carried stays when it goes.
+ */
+static void test_counts_bounded(Fixture *f, gconstpointer data)
+{
+    const unsigned hi = ARCTIC_PRIORITY_HIGH;
+    gint64 since = g_get_monotonic_time();
+    struct arctic_ring_area *sa;
+    ArcticSwitchStats *st;
+    uint64_t before;
+    Pair p;
+
+    through_switch(f, f->a, f->b);
+    expect_pair(f, &p);
+    sa = p.send_area;
+    expect_counts_plausible(f, since, 1);
+
+    sa->sent_packets[hi] = 1000000000000000ull;
+    sa->sent_bytes[hi] = 1000000000000000ull * ARCTIC_WIRE_MAX_SIZE;
+    expect_counts_plausible(f, since, 1);
+    sa->sent_packets[hi] = (1ull << 63) + 5;
+    sa->sent_bytes[hi] = UINT64_MAX;
+    expect_counts_plausible(f, since, 1);
+    sa->sent_packets[hi] = 5;
+    sa->sent_bytes[hi] = 5;
+    expect_counts_plausible(f, since, 1);
+
+    /* From there on, what it writes counts as it should. */
+    st = test_switch_stats(f->ts);
+    before = st->port[B].prio[hi].tx_packets;
+    arctic_switch_stats_free(st);
+    sa->sent_packets[hi] = 8;
+    sa->sent_bytes[hi] = 5 + 3 * ARCTIC_WIRE_MIN_SIZE;
+    st = test_switch_stats(f->ts);
+    g_assert_cmpuint(st->port[B].prio[hi].tx_packets, ==, before + 3);
+    arctic_switch_stats_free(st);
+
+    /* B leaves: the pair's counts stay in the ports', as bounded. */
+    test_client_free(f->b);
+    f->b = NULL;
+    expect_stop(f->a, B, ARCTIC_DIRECT_SEND);
+    expect_counts_plausible(f, since, 1);
+    unmap_pair(&p);
+}
+
+/*
+ * However a count got there, the JSON the control socket sends never
+ * shows a uint64_t at or above 2^63 as negative: it says 2^63 - 1.
+ */
+static void test_json_unsigned(void)
+{
+    ArcticSwitchStats *st = g_new0(ArcticSwitchStats, 1);
+    struct arctic_port_prio_stats *q;
+
+    st->ports = PORTS;
+    st->port = g_new0(struct arctic_port_stats, PORTS);
+    q = &st->port[B].prio[ARCTIC_PRIORITY_HIGH];
+    q->tx_packets = (1ull << 63) + 5;
+    q->tx_bytes = UINT64_MAX;
+    q->direct_in_packets = 1ull << 63;
+    q->rx_packets = G_MAXINT64;
+    g_assert_cmpint(json_count(st, B, "tx_packets"), ==, G_MAXINT64);
+    g_assert_cmpint(json_count(st, B, "tx_bytes"), ==, G_MAXINT64);
+    g_assert_cmpint(json_count(st, B, "direct_in_packets"), ==, G_MAXINT64);
+    g_assert_cmpint(json_count(st, B, "rx_packets"), ==, G_MAXINT64);
+    g_assert_cmpint(json_count(st, A, "tx_packets"), ==, 0);
+    arctic_switch_stats_free(st);
+}
+
 /* In the switch's loop, as its control socket does. */
 static void faults_on(ArcticSwitch *sw, void *opaque)
 {
@@ -305,6 +440,197 @@ static void test_taken_back(Fixture *f, gconstpointer data)
     unmap_pair(&p);
 }
 
+/*
+ * Churn (issue 48 item 5): hostile nodes that make and drop pairs with a
+ * victim, which reads its ring but leaves its socket unread meanwhile, as
+ * an NIU that looks at it only every ARCTIC_RING_LOOK_MS does when the
+ * switch runs faster.  Every pair made costs the victim a DIRECT_RING
+ * and a DIRECT_STOP on its socket.
+ */
+enum {
+    CHURN_PORTS = 16,
+    HOSTILE_FIRST = 4,          /* nodes 4..4+HOSTILES-1 */
+    HOSTILES = 8,
+    /* Pairs tried: their frames are more than the victim's socket holds. */
+    CHURN_ROUNDS = 200,
+};
+
+/* A packet from @from to @to through the switch: whether it arrived. */
+static bool packet_arrives(Fixture *f, TestClient *from, TestClient *to)
+{
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    size_t size = test_build_packet(pkt, from->node, to->node, true, false,
+                                    f->seq++, 4);
+    GBytes *got;
+
+    if (!test_client_send_packet(from, pkt, size, 2000)) {
+        return false;
+    }
+    got = test_client_recv_packet(to, 2000);
+    if (got) {
+        g_bytes_unref(got);
+        test_client_return_credits(to, 0, 1);
+    }
+    return got != NULL;
+}
+
+/* The direct-ring frames waiting on @c's socket, counted by type. */
+static void drain_direct(TestClient *c, unsigned *rings, unsigned *stops)
+{
+    DirectFrame fr;
+
+    *rings = *stops = 0;
+    while (direct_recv(c, &fr, 0)) {
+        if (fr.type == ARCTIC_FRAME_DIRECT_RING) {
+            (*rings)++;
+            close(fr.fd);
+        } else {
+            g_assert_cmpuint(fr.type, ==, ARCTIC_FRAME_DIRECT_STOP);
+            (*stops)++;
+        }
+        g_assert_cmpuint(fr.body.role, ==, ARCTIC_DIRECT_RECEIVE);
+    }
+}
+
+/* The victim's link is up and was never closed for a failed write. */
+static void expect_victim_up(Fixture *f, TestClient *victim)
+{
+    ArcticSwitchStats *st = test_switch_stats(f->ts);
+    const struct arctic_port_stats *p = &st->port[victim->node];
+
+    g_assert_cmpuint(p->disconnects[ARCTIC_DISCONNECT_IO_ERROR], ==, 0);
+    g_assert_true(p->connected);
+    arctic_switch_stats_free(st);
+}
+
+static void test_churn_victim(void)
+{
+    TestClient *victim, *late;
+    unsigned i, delivered = 0, honest = 0, honest_sent = 0;
+    unsigned rings, stops;
+    DirectFrame fr;
+    Fixture f;
+
+    start_ports(&f, true, CHURN_PORTS);
+    victim = f.a;
+    for (i = 0; i < CHURN_ROUNDS && delivered == i; i++) {
+        TestClient *h = join(&f, HOSTILE_FIRST + i % HOSTILES);
+
+        /* The pair is made as the packet passes the routers. */
+        delivered += packet_arrives(&f, h, victim);
+        test_client_free(h);
+        if (i % 10 == 0) {
+            honest_sent++;
+            honest += packet_arrives(&f, f.b, victim);
+        }
+    }
+    /* Every packet arrived, and the victim's link stayed up. */
+    g_assert_cmpuint(delivered, ==, CHURN_ROUNDS);
+    g_assert_cmpuint(honest, ==, honest_sent);
+    g_assert_true(packet_arrives(&f, f.b, victim));
+    expect_victim_up(&f, victim);
+
+    /*
+     * What its socket holds is whole: no pair was made into it beyond
+     * what it had not read, and each it was told of was taken back (the
+     * honest node's pair is still live).
+     */
+    drain_direct(victim, &rings, &stops);
+    g_assert_cmpuint(rings, >, 0);
+    g_assert_cmpuint(rings, <, CHURN_ROUNDS / 2);
+    g_assert_cmpuint(stops + 1, ==, rings);
+
+    /* Read: a later packet makes a pair into it again. */
+    late = join(&f, HOSTILE_FIRST + HOSTILES);
+    g_usleep(3 * ARCTIC_RING_LOOK_MS * 1000);
+    g_assert_true(packet_arrives(&f, late, victim));
+    g_assert_true(direct_recv(victim, &fr, 2000));
+    g_assert_cmpuint(fr.type, ==, ARCTIC_FRAME_DIRECT_RING);
+    g_assert_cmpuint(fr.body.peer, ==, late->node);
+    close(fr.fd);
+    expect_victim_up(&f, victim);
+    test_client_free(late);
+    fixture_teardown(&f, NULL);
+}
+
+/* In the switch's loop: port @opaque's socket takes only a few frames. */
+static void socket_shrink(ArcticSwitch *sw, void *opaque)
+{
+    struct sw_conn *conn = sw->port[GPOINTER_TO_UINT(opaque)].link.conn;
+    int least = 1;      /* the kernel makes it its least: 6 frames here */
+
+    g_assert_cmpint(setsockopt(conn->fd, SOL_SOCKET, SO_SNDBUF, &least,
+                               sizeof(least)), ==, 0);
+}
+
+/* Wait until the switch has seen nodes @first.. @first + @n - 1 go. */
+static void wait_gone(Fixture *f, unsigned first, unsigned n)
+{
+    unsigned i, tries, up = n;
+
+    for (tries = 0; up && tries < 200; tries++) {
+        ArcticSwitchStats *st = test_switch_stats(f->ts);
+
+        for (i = 0, up = 0; i < n; i++) {
+            up += st->port[first + i].connected;
+        }
+        arctic_switch_stats_free(st);
+        if (up) {
+            g_usleep(10 * 1000);
+        }
+    }
+    g_assert_cmpuint(up, ==, 0);
+}
+
+/*
+ * More DIRECT_STOPs at once than the victim's socket takes (12 pairs
+ * into it whose senders leave together; its socket made small here so
+ * that 12 do not fit): the victim's link stays up, and every stop comes,
+ * those that did not fit once it has read the others.
+ */
+static void test_stops_owed(void)
+{
+    enum { LEAVERS = 12 };
+    TestClient *h[LEAVERS], *victim;
+    bool told[CHURN_PORTS] = { false };
+    unsigned i, stops = 0;
+    DirectFrame fr;
+    Fixture f;
+
+    start_ports(&f, true, CHURN_PORTS);
+    victim = f.a;
+    arctic_switch_invoke(f.ts->sw, socket_shrink,
+                         GUINT_TO_POINTER(victim->node));
+    for (i = 0; i < LEAVERS; i++) {
+        h[i] = join(&f, HOSTILE_FIRST + i);
+        g_assert_true(packet_arrives(&f, h[i], victim));
+        /* The victim takes each ring: its socket is empty again. */
+        g_assert_true(direct_recv(victim, &fr, 2000));
+        g_assert_cmpuint(fr.type, ==, ARCTIC_FRAME_DIRECT_RING);
+        g_assert_cmpuint(fr.body.peer, ==, h[i]->node);
+        close(fr.fd);
+    }
+    for (i = 0; i < LEAVERS; i++) {
+        test_client_free(h[i]);
+    }
+    wait_gone(&f, HOSTILE_FIRST, LEAVERS);
+    expect_victim_up(&f, victim);
+
+    while (stops < LEAVERS && direct_recv(victim, &fr, 2000)) {
+        g_assert_cmpuint(fr.type, ==, ARCTIC_FRAME_DIRECT_STOP);
+        g_assert_cmpuint(fr.body.role, ==, ARCTIC_DIRECT_RECEIVE);
+        g_assert_cmpuint(fr.body.peer, >=, HOSTILE_FIRST);
+        g_assert_cmpuint(fr.body.peer, <, HOSTILE_FIRST + LEAVERS);
+        g_assert_false(told[fr.body.peer]);
+        told[fr.body.peer] = true;
+        stops++;
+    }
+    g_assert_cmpuint(stops, ==, LEAVERS);
+    g_assert_true(packet_arrives(&f, f.b, victim));
+    expect_victim_up(&f, victim);
+    fixture_teardown(&f, NULL);
+}
+
 /* Without --direct, or for an NIU that did not ask: no pair. */
 static void test_not_asked(void)
 {
@@ -354,7 +680,12 @@ int main(int argc, char **argv)
                test_pair, fixture_teardown);
     g_test_add("/switch/direct/taken-back", Fixture, NULL, fixture_setup,
                test_taken_back, fixture_teardown);
+    g_test_add("/switch/direct/counts-bounded", Fixture, NULL,
+               fixture_setup, test_counts_bounded, fixture_teardown);
     g_test_add_func("/switch/direct/not-asked", test_not_asked);
+    g_test_add_func("/switch/direct/json-unsigned", test_json_unsigned);
+    g_test_add_func("/switch/direct/churn-victim", test_churn_victim);
+    g_test_add_func("/switch/direct/stops-owed", test_stops_owed);
     g_test_add_func("/switch/direct/refuses-timed", test_refuses_timed);
     return g_test_run();
 }
