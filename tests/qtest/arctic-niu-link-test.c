@@ -353,22 +353,28 @@ static void direct_tell(Niu *n, uint16_t type, unsigned peer,
                                             &error_abort), ==, sizeof(buf));
 }
 
+/* The PACKET frame of @wire for a direct ring of priority @prio. */
+static size_t direct_frame(uint8_t *frame, uint8_t prio, const uint8_t *wire,
+                           size_t size)
+{
+    arctic_frame_header_encode_flags(frame, ARCTIC_FRAME_PACKET,
+                                     FIELD_DP32(0, ARCTIC_FRAME_FLAGS,
+                                                PRIORITY, prio), size);
+    memcpy(frame + ARCTIC_LINK_HEADER_SIZE, wire, size);
+    return ARCTIC_LINK_HEADER_SIZE + size;
+}
+
 /* PEER writes @wire into its direct ring of priority @prio, and kicks. */
 static void direct_put(struct arctic_ring_area *a, uint8_t prio,
                        const uint8_t *wire, size_t size)
 {
     uint8_t frame[ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE];
+    size_t len = direct_frame(frame, prio, wire, size);
     struct arctic_ring r;
 
     arctic_direct_attach(&r, a, ARCTIC_DIRECT_DATA_SIZE, prio);
     r.own = a->ctl[prio].head;
-    arctic_frame_header_encode_flags(frame, ARCTIC_FRAME_PACKET,
-                                     FIELD_DP32(0, ARCTIC_FRAME_FLAGS,
-                                                PRIORITY, prio), size);
-    memcpy(frame + ARCTIC_LINK_HEADER_SIZE, wire, size);
-    g_assert_cmpuint(arctic_ring_write(&r, frame,
-                                       ARCTIC_LINK_HEADER_SIZE + size), ==,
-                     ARCTIC_LINK_HEADER_SIZE + size);
+    g_assert_cmpuint(arctic_ring_write(&r, frame, len), ==, len);
     if (arctic_ring_wake_consumer(&r)) {
         qatomic_inc(&a->kicks.niu);
         qemu_futex_wake(&a->kicks.niu, INT_MAX);
@@ -416,6 +422,29 @@ static uint64_t state_count(Niu *n, const char *name)
 }
 
 /*
+ * An NIU that offered direct rings, its link on rings and its WELCOME
+ * saying DIRECT, Rx slots marked; NULL (the test skipped) when the link
+ * cannot have rings.
+ */
+static Niu *direct_start(void)
+{
+    Niu *n;
+
+    if (!link_rings_wanted()) {
+        g_test_skip("direct rings come with the rings");
+        return NULL;
+    }
+    n = start_to_hello("x-ack-delay-ns=0,retry-timeout-ns=10000000000");
+    g_assert_cmphex(n->in_flags, ==, R_ARCTIC_HELLO_FLAGS_DIRECT_MASK);
+    link_adopt_rings(n);
+    link_send_welcome_flags(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
+                               R_ARCTIC_WELCOME_FLAGS_DIRECT_MASK, 8, 8);
+    wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
+    mark_rx_slots(n);
+    return n;
+}
+
+/*
  * Given the pair to and from PEER, the NIU takes PEER's message from its
  * ring and answers there, sends its own there and takes PEER's ack from
  * the ring; a packet in PEER's ring that names another source is dropped
@@ -435,17 +464,10 @@ static void test_link_direct(void)
     int to_fd, from_fd;
     Niu *n;
 
-    if (!link_rings_wanted()) {
-        g_test_skip("direct rings come with the rings");
+    n = direct_start();
+    if (!n) {
         return;
     }
-    n = start_to_hello("x-ack-delay-ns=0,retry-timeout-ns=10000000000");
-    g_assert_cmphex(n->in_flags, ==, R_ARCTIC_HELLO_FLAGS_DIRECT_MASK);
-    link_adopt_rings(n);
-    link_send_welcome_flags(n, R_ARCTIC_WELCOME_FLAGS_RINGS_MASK |
-                               R_ARCTIC_WELCOME_FLAGS_DIRECT_MASK, 8, 8);
-    wait_link_status(n, R_NIU_LINK_STATUS_UP_MASK, true);
-    mark_rx_slots(n);
     from_fd = direct_area(&from_peer, &from_size);
     to_fd = direct_area(&to_peer, &to_size);
     /* The ring to PEER first, so that the answer to PEER finds it. */
@@ -503,6 +525,75 @@ static void test_link_direct(void)
                      ==, 0);
     munmap(to_peer, to_size);
     munmap(from_peer, from_size);
+    niu_stop(n);
+}
+
+/*
+ * A direct ring whose head is one past its end: head - tail is the
+ * ring's size + 1, the first count of bytes it cannot hold
+ * (arctic_ring_used(), link-ring.h; the switch's rings have the same
+ * case in tests/unit/link-ring-test.c and switch/tests/test-rings.c).
+ * The NIU drops that ring unread, though a whole valid packet from PEER
+ * sits at its start (and for good: a head put right later brings
+ * nothing), and its link goes on: a new ring from PEER carries another
+ * packet, which is the one delivered.
+ */
+static void test_link_direct_head_past_end(void)
+{
+    const uint8_t hi = ARCTIC_PRIORITY_HIGH;
+    const unsigned hi_rx = ARCTIC_RXQ_HI;
+    uint8_t frame[ARCTIC_LINK_HEADER_SIZE + ARCTIC_WIRE_MAX_SIZE];
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_ring_area *broken, *good;
+    size_t broken_size, good_size, size, len;
+    uint32_t unread = 0xbad, taken = 0x600d;
+    struct arctic_ring r;
+    int fd;
+    Niu *n;
+
+    n = direct_start();
+    if (!n) {
+        return;
+    }
+    fd = direct_area(&broken, &broken_size);
+    direct_tell(n, ARCTIC_FRAME_DIRECT_RING, PEER, ARCTIC_DIRECT_RECEIVE, fd);
+    close(fd);
+
+    /* The packet's bytes first, then the head, published once. */
+    size = peer_data(n, wire, PEER, hi, n->peer_epoch, 0, 3, 1, 2,
+                     &unread, 1);
+    len = direct_frame(frame, hi, wire, size);
+    arctic_direct_attach(&r, broken, ARCTIC_DIRECT_DATA_SIZE, hi);
+    memcpy(r.data, frame, len);
+    qatomic_store_release(&r.ctl->head,
+                          qatomic_read(&r.ctl->tail) + r.size + 1);
+    qatomic_inc(&broken->kicks.niu);
+    qemu_futex_wake(&broken->kicks.niu, INT_MAX);
+    g_usleep(20 * ARCTIC_RING_LOOK_MS * 1000);  /* it looks every 10 ms */
+    g_assert_cmpuint(state_count(n, "link-direct-received"), ==, 0);
+    g_assert_false(FIELD_EX32(qtest_readl(n->qts, rx_tail_slot(n, hi_rx)),
+                              MPI_HEADER, VALID));
+    g_assert_true(reg_r(n, A_NIU_LINK_STATUS) & R_NIU_LINK_STATUS_UP_MASK);
+    expect_errors(n, 0);
+    /* Dropped, not waited on: a head put right later brings nothing. */
+    qatomic_store_release(&r.ctl->head, qatomic_read(&r.ctl->tail) + len);
+    qatomic_inc(&broken->kicks.niu);
+    qemu_futex_wake(&broken->kicks.niu, INT_MAX);
+    g_usleep(20 * ARCTIC_RING_LOOK_MS * 1000);
+    g_assert_cmpuint(state_count(n, "link-direct-received"), ==, 0);
+
+    /* A new ring from PEER: its packet is the one delivered, and acked. */
+    fd = direct_area(&good, &good_size);
+    direct_tell(n, ARCTIC_FRAME_DIRECT_RING, PEER, ARCTIC_DIRECT_RECEIVE, fd);
+    close(fd);
+    size = peer_data(n, wire, PEER, hi, n->peer_epoch, 0, 3, 1, 2, &taken, 1);
+    direct_put(good, hi, wire, size);
+    guest_wait_rx(n, hi_rx);
+    guest_expect_rx(n, hi_rx, PEER, 3, 1, 2, &taken, 1);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, hi, n->peer_epoch, 0, 0);
+    g_assert_cmpuint(state_count(n, "link-direct-received"), ==, 1);
+    munmap(broken, broken_size);
+    munmap(good, good_size);
     niu_stop(n);
 }
 
@@ -982,6 +1073,8 @@ void niu_test_add_link(void)
     qtest_add_func("/arctic-niu/link/rings-socket-bytes",
                    test_link_rings_socket_bytes);
     qtest_add_func("/arctic-niu/link/direct", test_link_direct);
+    qtest_add_func("/arctic-niu/link/direct-head-past-end",
+                   test_link_direct_head_past_end);
     qtest_add_func("/arctic-niu/link/rings-hostile-switch",
                    test_link_rings_hostile_switch);
     qtest_add_func("/arctic-niu/link/auth-good", test_link_auth_good);
