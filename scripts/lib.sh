@@ -174,3 +174,24 @@ arctic_guest_image_sha() {
     sum=$(cat "$1/vmlinuz" "$1/initramfs.cpio.gz" | sha256sum)
     echo "${sum%% *}"
 }
+
+# What names the figures of a timed run on guest image $1 (docs/timed-mode.md,
+# "Which image"): "image <hash>, kernel <release> (Debian <version>)", the
+# hash the first 12 digits of arctic_guest_image_sha, the kernel's version
+# read from its bzImage: the setup header (magic "HdrS" at 0x202) holds at
+# 0x20e the offset, less 0x200, of the version string.
+arctic_guest_image_id() {
+    local sha vmlinuz="$1/vmlinuz" offset banner release debian
+    sha=$(arctic_guest_image_sha "$1")
+    release=unknown
+    if [ "$(dd if="$vmlinuz" bs=1 skip=$((0x202)) count=4 status=none | tr -d '\0')" = HdrS ]; then
+        offset=$(od -An -tu2 --endian=little -j $((0x20e)) -N 2 "$vmlinuz")
+        # The string ends at its NUL (read's delimiter).
+        IFS= read -r -d '' banner < <(dd if="$vmlinuz" bs=1 count=256 \
+            skip=$((offset + 0x200)) status=none) || true
+        release=${banner%% *}
+        debian=$(sed -n 's/.* Debian \([^ ]*\).*/\1/p' <<<"$banner")
+        [ -z "$debian" ] || release+=" (Debian $debian)"
+    fi
+    echo "image ${sha:0:12}, kernel $release"
+}
