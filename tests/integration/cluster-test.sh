@@ -104,7 +104,9 @@
 #           run as printed: the node's driver test passes
 #   timed-2  timed mode (docs/timed-mode.md) on 2 nodes: niu-ping and
 #           niu-bw right, the clock started on both, and the switch
-#           routed, synchronised and granted
+#           routed, synchronised and granted; the report names the
+#           processor (StarT's Pentium by default) and the image's hash
+#           and kernel
 #   timed-fidelity-2  scripts/niu-timed-fidelity on 2 nodes: the one-way
 #           latency of every message size and the DMA bandwidth measured
 #           in timed mode within 5 % of the model of the hardware
@@ -669,6 +671,7 @@ SCRIPT
     ;;
 timed-2)
     lines=/sys/bus/pci/drivers/arctic_niu/0*/lines
+    image_sha=$(arctic_guest_image_sha "$ARCTIC_GUEST_DIR")
     run_cluster -n 2 --timed -- \
         "echo lines=\$(cat $lines) && niu-ping -n 50 -s 1000000 && niu-bw -n 200 -b 32"
     expect "timed mode takes the seed's 8 credits" '^==> starting arctic-switch \(.* --credits 8( .*)?\)$'
@@ -679,6 +682,8 @@ timed-2)
     expect "the switch kept the time" '^timed: clock started, lookahead 1425 ns; [1-9][0-9]* syncs, [1-9][0-9]* grants, [1-9][0-9]* packets routed, [1-9][0-9]* deliveries$'
     expect "no node lost the cluster's time" "cluster's time is lost" 0
     expect "both nodes ok" '^node [01]: ok$' 2
+    expect "the report names StarT's processor, the default" '^processor: pentium \(seed 003 §2\.1\.1\), 8 ns per instruction$'
+    expect "and the image the figures belong to" "^image ${image_sha:0:12}, kernel [0-9]+\.[0-9]+\.[0-9]+-[0-9]+-amd64 \(Debian [^ )]+\)$"
     ;;
 timed-fidelity-2|timed-fidelity-16)
     nodes=${case_name#timed-fidelity-}

@@ -39,6 +39,16 @@ fi
 
 refused "64 MB is too little" "the guest wants at least 128 MB" -m 64 -- niu-ping
 refused "memory in words" "--memory wants megabytes" -m lots -- niu-ping
+# The processor: a seed's by name, or --shift, never both, and only in
+# timed mode.
+refused "a processor of no seed" "--cpu wants 88100 or pentium, not '68000'" \
+    --timed --cpu 68000 -- niu-ping
+refused "--cpu with --shift" "--cpu and --shift both set the time of an instruction" \
+    --timed --cpu 88100 --shift 3 -- niu-ping
+refused "--cpu for a fast-mode program" "give --timed too" \
+    --cpu pentium -- niu-ping
+refused "--shift in the fast mode" "give --timed too" --fast --shift 5
+refused "--shift out of range" "--shift wants 0..10, not '11'" --timed --shift 11
 if [ -r "$guest/initramfs.cpio.gz" ]; then
     refused "a program the image lacks" "the guest image has no niu-pong" \
         -n 1 -- niu-pong
