@@ -44,6 +44,7 @@ const char *arctic_disconnect_reason_name(enum arctic_disconnect_reason r)
         [ARCTIC_DISCONNECT_EVICTED] = "evicted",
         [ARCTIC_DISCONNECT_BROKEN_RING] = "broken_ring",
         [ARCTIC_DISCONNECT_TIME_PROTOCOL] = "time_protocol",
+        [ARCTIC_DISCONNECT_NOT_READING] = "not_reading",
     };
 
     return r < ARCTIC_DISCONNECT_REASONS ? names[r] : "unknown";

@@ -56,6 +56,8 @@ enum arctic_disconnect_reason {
     /* a timed link's clock went backwards, or beyond its grant, or it
      * flooded the switch with packets (docs/timed-mode.md) */
     ARCTIC_DISCONNECT_TIME_PROTOCOL,
+    /* a timed link left more unread than any honest NIU can (timed.c) */
+    ARCTIC_DISCONNECT_NOT_READING,
     ARCTIC_DISCONNECT_REASONS
 };
 

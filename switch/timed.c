@@ -52,6 +52,15 @@ enum {
      * this, so more is a node that floods the switch.
      */
     SW_TIMED_PENDING_MAX = 8192,
+    /*
+     * Bytes that wait for a node's connection (its socket and the
+     * switch's output buffer full).  An honest NIU that reads slowly
+     * holds the cluster's clock within a lookahead of its own, so what
+     * can wait for it is a few grants and the packets its peers' lines
+     * may send in that time: kilobytes.  A node that leaves a mebibyte
+     * unread does not read its link, and is cut off.
+     */
+    SW_TIMED_BACKLOG_MAX = 1024 * 1024,
 };
 
 enum sw_timed_node_state {
@@ -77,6 +86,8 @@ struct sw_timed_node {
     uint64_t tx_min;            /* its cheapest transmit cost */
     uint64_t reached, promise, granted;
     bool waiting;               /* TIME_SYNC at its grant, no new grant */
+    bool unread;                /* its backlog went past the bound */
+    uint64_t next_stamp;        /* its transmit engine is busy until then */
     uint64_t link_free;         /* its cable to the leaf router */
     uint64_t rx_free;           /* its receive engine */
     GArray *deliveries;         /* min-heap: times it has not reached */
@@ -236,6 +247,13 @@ static void timed_send(ArcticSwitch *sw, unsigned port_no, uint16_t type,
     uint8_t header[ARCTIC_LINK_HEADER_SIZE];
 
     if (n->state != SW_TIMED_RUNNING && n->state != SW_TIMED_READY) {
+        return;
+    }
+    if (n->unread) {
+        return;                 /* cut off once the model lets go */
+    }
+    if (n->backlog->len > SW_TIMED_BACKLOG_MAX) {
+        n->unread = true;
         return;
     }
     arctic_frame_header_encode_flags(header, type, flags, len);
@@ -516,6 +534,7 @@ static void timed_start(ArcticSwitch *sw)
 
         n->state = SW_TIMED_RUNNING;
         n->reached = n->promise = 0;
+        n->next_stamp = 0;
         n->granted = start.grant;
         n->waiting = false;
         arctic_time_start_encode(body, &start);
@@ -577,12 +596,23 @@ static bool timed_packet(ArcticSwitch *sw, unsigned port_no, uint16_t flags,
         return timed_violation(sw, port_no, "TIMED_PACKET before the start",
                                stamp);
     }
-    /* Made at its clock at the earliest, and transmitted after that. */
-    if (stamp < n->reached + n->tx_min) {
+    /*
+     * Made no sooner than its promise or a packet it was handed (not just
+     * the clock it reported: a halted node promised to send nothing
+     * before its timer, and the others ran on that), and transmitted
+     * after that, one packet at a time.
+     */
+    if (stamp < time_add(node_earliest(n), n->tx_min)) {
         return timed_violation(sw, port_no, "a packet stamped before the "
-                               "time the node reached and its cheapest "
+                               "time it promised and its cheapest "
                                "transmission", stamp);
     }
+    if (stamp < n->next_stamp) {
+        return timed_violation(sw, port_no, "a packet stamped within the "
+                               "cheapest transmission of the one before",
+                               stamp);
+    }
+    n->next_stamp = time_add(stamp, n->tx_min);
     if (n->pending >= SW_TIMED_PENDING_MAX) {
         return timed_violation(sw, port_no, "too many packets ahead of the "
                                "cluster's time", n->pending);
@@ -630,11 +660,33 @@ static bool timed_sync(ArcticSwitch *sw, unsigned port_no,
 }
 
 /*
- * A frame of a timed link (port.c hands every frame after WELCOME here);
- * false if the link was dropped for it.
+ * Cut off every node whose backlog went past SW_TIMED_BACKLOG_MAX, once
+ * the model is between two steps (timed_send() only marks them: the
+ * departure runs timed_advance() again).
  */
-bool sw_timed_frame(ArcticSwitch *sw, unsigned port_no,
-                    const struct arctic_frame_header *h, const uint8_t *body)
+static void timed_cut_unread(ArcticSwitch *sw)
+{
+    struct sw_timed *tm = sw->timed;
+    unsigned i;
+
+    for (i = 0; i < sw->ports; i++) {
+        struct sw_timed_node *n = &tm->node[i];
+
+        if (!n->unread) {
+            continue;
+        }
+        n->unread = false;
+        sw_log(sw, "port %u does not read its link: more than %u bytes wait "
+               "for it at %" PRIu64 " ns; it is cut off", i,
+               (unsigned)SW_TIMED_BACKLOG_MAX, n->reached);
+        sw_port_drop(sw, i, ARCTIC_DISCONNECT_NOT_READING);
+        i = -1u;                /* its departure may have marked others */
+    }
+}
+
+static bool timed_frame(ArcticSwitch *sw, unsigned port_no,
+                        const struct arctic_frame_header *h,
+                        const uint8_t *body)
 {
     switch (h->type) {
     case ARCTIC_FRAME_TIME_READY:
@@ -647,6 +699,19 @@ bool sw_timed_frame(ArcticSwitch *sw, unsigned port_no,
         return timed_violation(sw, port_no, "an unexpected frame type",
                                h->type);
     }
+}
+
+/*
+ * A frame of a timed link (port.c hands every frame after WELCOME here);
+ * false if the link was dropped for it.
+ */
+bool sw_timed_frame(ArcticSwitch *sw, unsigned port_no,
+                    const struct arctic_frame_header *h, const uint8_t *body)
+{
+    bool kept = timed_frame(sw, port_no, h, body);
+
+    timed_cut_unread(sw);
+    return kept && sw->port[port_no].link.conn;
 }
 
 /*
@@ -698,6 +763,7 @@ static void timed_port_detached(ArcticSwitch *sw, unsigned port_no)
     }
     n->state = SW_TIMED_GONE;
     timed_advance(sw);
+    timed_cut_unread(sw);
 }
 
 const struct sw_port_ops sw_timed_port_ops = {

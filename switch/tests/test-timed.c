@@ -55,6 +55,27 @@ static void timed_clients(TestSwitch *ts, TestClient **c, unsigned n)
     }
 }
 
+/* How often the link of @port_no ended for @reason. */
+static uint64_t disconnects(TestSwitch *ts, unsigned port_no,
+                            enum arctic_disconnect_reason reason)
+{
+    ArcticSwitchStats *st = test_switch_stats(ts);
+    uint64_t n = st->port[port_no].disconnects[reason];
+
+    arctic_switch_stats_free(st);
+    return n;
+}
+
+static void timed_stop(TestSwitch *ts, TestClient **c, unsigned n)
+{
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        test_client_free(c[i]);
+    }
+    test_switch_stop(ts);
+}
+
 /* A timed NIU and a switch that is not, and the other way round. */
 static void test_refuse(void)
 {
@@ -338,6 +359,153 @@ static void test_violation(void)
 }
 
 /*
+ * A node that promises to stay halted until 10 ms, lets the others run
+ * there, then sends a packet stamped long before: its stamp is past the
+ * time it last reported plus its cheapest transmission, so only the
+ * promise shows it is a lie.  The liar is cut off and named; the honest
+ * node never sees the packet (it would have been delivered in the honest
+ * node's past, which its NIU takes as a broken link) and runs on alone.
+ */
+static void test_broken_promise(void)
+{
+    TestSwitch *ts = timed_switch(2);
+    TestClient *c[2];
+    ArcticSwitchStats *st;
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    size_t size = test_build_packet(pkt, 0, 1, true, false, 0, 0);
+    const uint64_t promise = 10000000, honest = 10000553;
+
+    timed_clients(ts, c, 2);
+    test_client_time_sync(c[0], 712, promise);
+    test_client_time_sync(c[1], 1425, 1425);
+    g_assert_true(test_client_wait_grant(c[1], 1425, WAIT_MS));
+    g_assert_cmpuint(c[1]->granted, ==, promise + 1425);
+    test_client_time_sync(c[1], honest, honest);
+    test_client_send_timed(c[0], 1212, true, pkt, size);
+    g_assert_true(test_client_wait_closed(c[0], WAIT_MS));
+
+    /* Alone now, the honest node may run for ever, and got nothing. */
+    test_client_time_sync(c[1], c[1]->granted, c[1]->granted);
+    g_assert_true(test_client_wait_grant(c[1], promise + 1425, WAIT_MS));
+    g_assert_cmpuint(c[1]->granted, ==, ARCTIC_TIME_NEVER);
+    g_assert_null(test_client_recv_timed(c[1], 200));
+    g_assert_false(test_client_wait_closed(c[1], 100));
+    g_assert_cmpuint(disconnects(ts, 0, ARCTIC_DISCONNECT_TIME_PROTOCOL), ==,
+                     1);
+    g_assert_cmpuint(disconnects(ts, 1, ARCTIC_DISCONNECT_TIME_PROTOCOL), ==,
+                     0);
+    st = test_switch_stats(ts);
+    g_assert_cmpuint(st->time_deliveries, ==, 0);
+    arctic_switch_stats_free(st);
+    timed_stop(ts, c, 2);
+}
+
+/*
+ * An NIU's transmit engine is serial: each stamp is at least the one
+ * before plus the cheapest transmission.  A node that stamps a burst at
+ * one instant (a flood no NIU can make) is cut off at its second packet.
+ */
+static void test_burst(void)
+{
+    TestSwitch *ts = timed_switch(2);
+    TestClient *c[2];
+    ArcticSwitchStats *st;
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    size_t size = test_build_packet(pkt, 0, 1, true, false, 0, 0);
+
+    timed_clients(ts, c, 2);
+    test_client_send_timed(c[0], 1000, true, pkt, size);
+    test_client_send_timed(c[0], 1000 + ARCTIC_TIME_TX_NS - 1, true, pkt,
+                           size);
+    g_assert_true(test_client_wait_closed(c[0], WAIT_MS));
+    g_assert_cmpuint(disconnects(ts, 0, ARCTIC_DISCONNECT_TIME_PROTOCOL), ==,
+                     1);
+    st = test_switch_stats(ts);
+    g_assert_cmpuint(st->time_packets, ==, 1);
+    arctic_switch_stats_free(st);
+    timed_stop(ts, c, 2);
+}
+
+/*
+ * The grant the switch gave @port_no beyond @reached, once it is not
+ * waiting any more: what a node that reads nothing would have read
+ * (0: its link was cut off for not reading).
+ */
+static uint64_t unread_grant(TestSwitch *ts, unsigned port_no,
+                             uint64_t reached)
+{
+    gint64 deadline = g_get_monotonic_time() + WAIT_MS * 1000;
+
+    while (g_get_monotonic_time() < deadline) {
+        ArcticSwitchStats *st = test_switch_stats(ts);
+        const struct arctic_port_stats *p = &st->port[port_no];
+        uint64_t granted = p->time_granted;
+        bool cut = p->disconnects[ARCTIC_DISCONNECT_NOT_READING] > 0;
+        bool ready = !p->time_waiting && granted > reached;
+
+        arctic_switch_stats_free(st);
+        if (cut) {
+            return 0;
+        }
+        if (ready) {
+            return granted;
+        }
+        g_usleep(50);
+    }
+    g_assert_not_reached();
+}
+
+/*
+ * A node that keeps its clock going (its grants are all it needs to know,
+ * and the switch's stats tell them here) but never reads its link: the
+ * packets and grants for it pile up in the switch.  At a mebibyte past
+ * what its socket holds it is cut off and named; the switch never holds
+ * more for it, and the sender's link stays up.
+ */
+static void test_not_reading(void)
+{
+    TestSwitch *ts = timed_switch(2);
+    TestClient *c[2];
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    size_t size = test_build_packet(pkt, 0, 1, false, false, 0, 20);
+    uint64_t reached[2] = { 0 }, tx_free = 0, sent = 0;
+    const uint64_t bound = 4 * 1024 * 1024;   /* bytes sent to node 1 */
+
+    timed_clients(ts, c, 2);
+    while (sent < bound) {
+        uint64_t stamp = MAX(reached[0], tx_free) + ARCTIC_TIME_TX_NS;
+        uint64_t g1;
+
+        test_client_send_timed(c[0], stamp, false, pkt, size);
+        tx_free = stamp;
+        sent += ARCTIC_LINK_HEADER_SIZE + ARCTIC_TIMED_PACKET_HEADER + size;
+        test_client_time_sync(c[0], c[0]->granted, c[0]->granted);
+        reached[0] = c[0]->granted;
+        g1 = unread_grant(ts, 1, reached[1]);
+        if (!g1) {
+            break;
+        }
+        sent += ARCTIC_LINK_HEADER_SIZE + ARCTIC_TIME_GRANT_SIZE;
+        test_client_time_sync(c[1], g1, g1);
+        reached[1] = g1;
+        g_assert_true(test_client_wait_grant(c[0], reached[0], WAIT_MS));
+        /* Node 0 reads: what it was sent is not the switch's to hold. */
+        g_free(test_client_recv_timed(c[0], 0));
+    }
+    g_test_message("node 1 cut off after %" G_GUINT64_FORMAT " bytes were "
+                   "sent to it", sent);
+    g_assert_cmpuint(sent, <, bound);
+    g_assert_cmpuint(sent, >, 1024 * 1024);
+    g_assert_true(test_client_wait_closed(c[1], WAIT_MS));
+    g_assert_cmpuint(disconnects(ts, 1, ARCTIC_DISCONNECT_NOT_READING), ==, 1);
+    g_assert_cmpuint(disconnects(ts, 0, ARCTIC_DISCONNECT_NOT_READING), ==, 0);
+    g_assert_cmpuint(disconnects(ts, 0, ARCTIC_DISCONNECT_TIME_PROTOCOL), ==,
+                     0);
+    g_assert_false(test_client_wait_closed(c[0], 100));
+    timed_stop(ts, c, 2);
+}
+
+/*
  * Deterministic: random traffic among 4 nodes over many grants, every
  * node always sending what it sends and reporting its clock, in a
  * different host order each run (forward, backward, shuffled, with
@@ -351,7 +519,7 @@ static GString *timed_run(unsigned order_seed)
     TestClient *c[NODES];
     GRand *order = g_rand_new_with_seed(order_seed);
     GString *log = g_string_new(NULL);
-    uint64_t reached[NODES] = { 0 };
+    uint64_t reached[NODES] = { 0 }, tx_free[NODES] = { 0 };
     unsigned round, i, k;
 
     timed_clients(ts, c, NODES);
@@ -380,14 +548,19 @@ static GString *timed_run(unsigned order_seed)
                 uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
                 unsigned dst = g_rand_int_range(mine, 0, NODES);
                 unsigned words = g_rand_int_range(mine, 0, 21);
-                /* As an NIU's: its clock and at least its cheapest cost. */
-                uint64_t stamp = reached[n] + ARCTIC_TIME_TX_NS +
+                /*
+                 * As an NIU's: its clock and at least its cheapest cost,
+                 * after the packet before (one transmit engine).
+                 */
+                uint64_t stamp = MAX(reached[n], tx_free[n]) +
+                                 ARCTIC_TIME_TX_NS +
                                  g_rand_int_range(mine, 0, 900);
                 size_t size = test_build_packet(pkt, n, dst,
                                                 g_rand_boolean(mine),
                                                 false, round, words);
 
                 test_client_send_timed(c[n], stamp, true, pkt, size);
+                tx_free[n] = stamp;
             }
             g_rand_free(mine);
             if (order_seed && g_rand_int_range(order, 0, 4) == 0) {
@@ -450,6 +623,9 @@ int main(int argc, char **argv)
     g_test_add_func("/switch/timed/alone", test_alone);
     g_test_add_func("/switch/timed/pcap", test_pcap);
     g_test_add_func("/switch/timed/violation", test_violation);
+    g_test_add_func("/switch/timed/broken-promise", test_broken_promise);
+    g_test_add_func("/switch/timed/burst", test_burst);
+    g_test_add_func("/switch/timed/not-reading", test_not_reading);
     g_test_add_func("/switch/timed/deterministic", test_deterministic);
     return g_test_run();
 }
