@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -312,15 +313,22 @@ bool niu_lib_tx_slot_free(struct niu_endpoint *ep, enum niu_priority prio)
 	return !(ep->tx[prio][ep->tx_head[prio]].header & ARCTIC_MPI_VALID);
 }
 
-/* Every message waiting in @prio's receive queue into its stash. */
-static void keep_queue(struct niu_endpoint *ep, enum niu_priority prio)
+/*
+ * Up to @most messages waiting in @prio's receive queue into its stash;
+ * returns whether it took any.
+ */
+static bool keep_queue(struct niu_endpoint *ep, enum niu_priority prio,
+		       unsigned int most)
 {
 	struct niu_msg msg;
+	unsigned int kept = 0;
 
-	while (niu_lib_take_slot(ep, prio, &msg)) {
+	while (kept < most && niu_lib_take_slot(ep, prio, &msg)) {
 		if (niu_lib_stash_put(&ep->stash[prio], &msg))
 			abort();	/* a million unread messages */
+		kept++;
 	}
+	return kept;
 }
 
 /*
@@ -332,7 +340,7 @@ void niu_lib_keep_incoming(struct niu_endpoint *ep)
 	int p;
 
 	for (p = NIU_HI; p < NIU_NUM_PRIORITIES; p++)
-		keep_queue(ep, p);
+		keep_queue(ep, p, UINT_MAX);
 }
 
 /*
@@ -344,10 +352,17 @@ void niu_lib_keep_incoming(struct niu_endpoint *ep)
  * high-priority retries and nacks that followed kept the switch's
  * buffers from the low-priority packets the collective waited for
  * (docs/scale.md).  Every reader of a priority looks in its stash first.
+ *
+ * One message a call: the waiter looks at its own queue between two, so
+ * a stream at the other priority that comes faster than the stash takes
+ * it cannot keep the waiter from what it waits for (a barrier's
+ * high-priority message waited 10 ms behind a gather's low-priority
+ * stream while its node stashed, docs/timed-mode.md "One clock").  The
+ * other queue still drains as fast: a wait calls this every turn.
  */
 void niu_lib_keep_other(struct niu_endpoint *ep, enum niu_priority reading)
 {
-	keep_queue(ep, reading == NIU_HI ? NIU_LO : NIU_HI);
+	keep_queue(ep, reading == NIU_HI ? NIU_LO : NIU_HI, 1);
 }
 
 /*

@@ -353,6 +353,36 @@ static void deliver_words(struct niu_endpoint *ep, enum niu_priority prio,
 		slot->payload[i] = words[i];
 }
 
+/*
+ * A wait looks at its own queue between two messages it keeps aside from
+ * the other: a barrier whose message is waiting is not held behind a
+ * low-priority stream (which, coming faster than the stash takes it,
+ * held a node 10 ms; docs/timed-mode.md "One clock").
+ */
+static void test_wait_not_behind_other_priority(void)
+{
+	struct niu_endpoint ep;
+	struct barrier_wait want = { .source = 1, .epoch = 1, .round = 0 };
+	uint32_t hi_head = 0, lo_head = 0, i;
+
+	fake_endpoint(&ep, 0, 2);
+	for (i = 0; i < 10; i++)
+		deliver(&ep, NIU_LO, &lo_head, 1, 7, i, 0, 20);
+	deliver(&ep, NIU_HI, &hi_head, 1, NIU_TYPE_BARRIER, 1, 0, 0);
+	niu_lib_keep_other(&ep, NIU_HI);
+	CHECK(ep.stash[NIU_LO].count == 1);
+	CHECK(barrier_wait(&ep, &want) == 0);
+	CHECK(ep.stash[NIU_LO].count == 2);	/* one more, then its own */
+	/* The rest is still there, in order, for whoever reads it. */
+	for (i = 0; i < 10; i++) {
+		struct niu_msg msg;
+
+		CHECK(niu_try_recv(&ep, NIU_LO, &msg) == 1);
+		CHECK(msg.type == 7 && msg.command[0] == i);
+	}
+	niu_close(&ep);
+}
+
 static void test_stash_grows_in_order(void)
 {
 	struct niu_endpoint ep;
@@ -782,6 +812,7 @@ int main(void)
 	test_stale_header_skipped();
 	test_barrier_single_node();
 	test_stash_grows_in_order();
+	test_wait_not_behind_other_priority();
 	test_exchange_two_nodes();
 	test_reduce_operators();
 	test_active_messages();
