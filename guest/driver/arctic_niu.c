@@ -1238,6 +1238,33 @@ static ssize_t lines_show(struct device *dev, struct device_attribute *attr,
 static DEVICE_ATTR_RO(lines);
 
 /*
+ * Timed mode starts the cluster's time just after one of this kernel's
+ * timer ticks, on every node and in every run.  Ticks fall on multiples of
+ * the tick period of CLOCK_MONOTONIC, and how long the boot took (an
+ * unused kernel argument is enough) shifts those multiples against the
+ * instructions the guest runs: started at a phase such noise chose, the
+ * same program met its ticks, and the kernel work they wake, at other
+ * points and printed other times (docs/timed-mode.md, "One clock").
+ * Preemption stays off from the tick to the start, so that nothing the
+ * tick wakes runs in between; a tick that does not come within three
+ * periods (it always does: the CPU is busy) lets the start go anyway.
+ */
+static void niu_wait_for_tick(struct arctic_niu *niu)
+{
+	unsigned long seen = READ_ONCE(jiffies);
+	ktime_t give_up = ktime_add_ns(ktime_get(), 3 * TICK_NSEC);
+
+	while (READ_ONCE(jiffies) == seen) {
+		if (ktime_after(ktime_get(), give_up)) {
+			dev_warn(&niu->pdev->dev,
+				 "no timer tick in 3 periods: the clock starts at another phase\n");
+			return;
+		}
+		cpu_relax();
+	}
+}
+
+/*
  * Timed mode (docs/timed-mode.md): writing 1 to time_start says this node
  * is ready; the write returns once every node of the cluster has said so
  * and the cluster's clock runs (the CPU does not run meanwhile).  EIO: the
@@ -1258,7 +1285,10 @@ static ssize_t time_start_store(struct device *dev,
 		return -EOPNOTSUPP;
 	if (status & R_NIU_TIME_STATUS_RUNNING_MASK)
 		return -EALREADY;
+	preempt_disable();
+	niu_wait_for_tick(niu);
 	niu_write(niu, A_NIU_TIME_CTRL, R_NIU_TIME_CTRL_START_MASK);
+	preempt_enable();
 	status = niu_read(niu, A_NIU_TIME_STATUS);
 	return (status & R_NIU_TIME_STATUS_RUNNING_MASK) ? count : -EIO;
 }
