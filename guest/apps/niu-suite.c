@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "niu.h"
@@ -67,9 +68,41 @@ static void die_on(int ret, const char *what)
 	}
 }
 
-/* Start and stop the timed parallel part on every node. */
+/*
+ * Wait for the guest kernel's next timer tick (the coarse clock moves at
+ * each one).  Every timed part starts a fixed way after a tick, so that
+ * the ticks, and the kernel work they wake, fall at the same points of a
+ * kernel whatever ran before it: in timed mode a figure then moves only
+ * with what the kernel does (docs/timed-mode.md, "One clock").  At most
+ * one tick period (4 ms in the guest's kernel), spent before the clock is
+ * read.
+ */
+static void after_tick(void)
+{
+	struct timespec seen, now;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &seen);
+	do
+		clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+	while (now.tv_nsec == seen.tv_nsec && now.tv_sec == seen.tv_sec);
+}
+
+/* A serial run's start: just after a tick, as the parallel part's. */
+static uint64_t serial_begin(void)
+{
+	after_tick();
+	return niu_now_ns();
+}
+
+/*
+ * Start and stop the timed parallel part on every node.  Each node waits
+ * for a tick before the barrier, not after: the barrier ends a fixed way
+ * after the last node's tick, where a wait after it could part nodes that
+ * leave it on either side of a tick by a whole period.
+ */
 static uint64_t parallel_begin(struct run *run)
 {
+	after_tick();
 	die_on(niu_barrier(&run->ep), "barrier");
 	return niu_now_ns();
 }
@@ -155,7 +188,7 @@ static void dmm(struct run *run)
 			a_all[i] = input(1, i);
 			b[i] = input(2, i);
 		}
-		start = niu_now_ns();
+		start = serial_begin();
 		multiply_rows(a_all, b, c_serial, m, m);
 		run->serial_ns = ns_since(start);
 		run->serial_s = run->serial_ns * 1e-9;
@@ -385,7 +418,7 @@ static void fft(struct run *run)
 
 		for (i = 0; i < n; i++)
 			x[i] = fft_input(i);
-		start = niu_now_ns();
+		start = serial_begin();
 		fft_serial(x, n);
 		run->serial_ns = ns_since(start);
 		run->serial_s = run->serial_ns * 1e-9;
@@ -477,7 +510,7 @@ static void gauss(struct run *run)
 
 		for (i = 0; i < m; i++)
 			gauss_row(m, i, a + i * width);
-		start = niu_now_ns();
+		start = serial_begin();
 		for (k = 0; k < m; k++)
 			for (i = k + 1; i < m; i++)
 				eliminate(a + i * width, a + k * width, k, m);
@@ -578,7 +611,7 @@ static void jacobi(struct run *run)
 		for (i = 0; i < g; i++)
 			for (j = 0; j < g; j++)
 				su[(i + 1) * g + j] = jacobi_boundary(g, i, j);
-		start = niu_now_ns();
+		start = serial_begin();
 		for (t = 0; t < run->iterations; t++) {
 			jacobi_sweep(su, sv, g, g, 0);
 			swap = su;
@@ -678,7 +711,7 @@ static void sort(struct run *run)
 
 		for (i = 0; i < n; i++)
 			serial[i] = (uint32_t)hash(7, i);
-		start = niu_now_ns();
+		start = serial_begin();
 		qsort(serial, n, 4, compare_u32);
 		run->serial_ns = ns_since(start);
 		run->serial_s = run->serial_ns * 1e-9;
