@@ -124,12 +124,15 @@
 #           with and without an unused kernel argument: CLOCK_MONOTONIC
 #           and the NIU's TIME_NOW each fit the TSC plus one constant,
 #           and a clock made 1000 ppm fast does not
+#   timed-fft-4  fft on 4 timed nodes alone, alone with an unused kernel
+#           argument and inside the whole suite: parallel times within 2 %
+#           of each other, serial times within 0.01 %
 # Exits 77 (skip) when QEMU or the guest image is not built.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4}
 if [ ! -r "$ARCTIC_GUEST_DIR/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_GUEST_DIR/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_GUEST_DIR; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -152,6 +155,25 @@ expect() {
         echo "FAIL: $what: expected $count line(s) matching '$pattern', got $got"
         failures=$((failures + 1))
     fi
+}
+
+# Whether the numbers after $1 and $2 (a limit in percent) are all there
+# and lie within that of each other (largest over smallest).
+within() {
+    local what=$1 limit=$2 verdict
+    shift 2
+    verdict=$(printf '%s\n' "$@" | awk -v want="$#" -v limit="$limit" '
+        /^[0-9]+$/ && $1 > 0 { n++; if (!lo || $1 < lo) lo = $1; if ($1 > hi) hi = $1 }
+        END { if (n != want) { print "missing"; exit }
+              spread = (hi / lo - 1) * 100
+              printf "%s %.3f", spread <= limit ? "ok" : "FAIL", spread }')
+    case "$verdict" in
+    ok\ *) echo "ok: $what within $limit %: $* (${verdict#ok } % apart)" ;;
+    FAIL\ *) echo "FAIL: $what not within $limit %: $* (${verdict#FAIL } % apart)"
+            failures=$((failures + 1)) ;;
+    *) echo "FAIL: $what: not every run printed one ($*)"
+       failures=$((failures + 1)) ;;
+    esac
 }
 
 # Run niu-cluster with these arguments; its output goes to $out and here.
@@ -720,6 +742,30 @@ timed-clock-4)
         expect "the cluster's time and the clock move alike ${pad:+($pad)}" '^\[node [0-3]\] niu-clock: node [0-3]: the cluster.s time moved [0-9]+ ns, CLOCK_MONOTONIC between [0-9]+ and [0-9]+ ns around it: alike$' 12
         expect "every node ok ${pad:+($pad)}" '^node [0-3]: ok$' 4
     done
+    ;;
+timed-fft-4)
+    # One program in three settings that change nothing it models: fft
+    # on 4 timed nodes of StarT's processor (the main job's) alone, alone
+    # with an unused kernel argument, and inside the whole suite (the main
+    # job).  Its parallel times agree within 2 % and its serial times
+    # within 0.01 % (docs/timed-mode.md, "One clock"); 9 % and 5 % apart
+    # when the cluster's clock started at whatever phase of the guest's
+    # timer tick the boot left.
+    parallel=() serial=()
+    for how in alone padx suite; do
+        extra=()
+        program="niu-suite fft"
+        [ "$how" != padx ] || extra=(-A padx=1)
+        [ "$how" != suite ] || program=niu-suite
+        run_cluster -n 4 --timed "${extra[@]}" -- "$program"
+        expect "fft right ($how)" '^\[node 0\] niu-suite: fft .* PASS$'
+        times=$(grep -aoE '^\[node 0\] niu-suite: fft +times parallel_ns=[0-9]+ serial_ns=[0-9]+$' "$out" |
+                sed -E 's/.*parallel_ns=([0-9]+) serial_ns=([0-9]+)/\1 \2/')
+        parallel+=("${times% *}")
+        serial+=("${times#* }")
+    done
+    within "fft's parallel times (alone, padx=1, in the suite)" 2 "${parallel[@]}"
+    within "fft's serial times (alone, padx=1, in the suite)" 0.01 "${serial[@]}"
     ;;
 timed-determinism-4|timed-faults-4)
     # The same run twice, the second with a host core taken.
