@@ -70,6 +70,7 @@ int niu_lib_send_any_type(struct niu_endpoint *ep, enum niu_priority prio,
 /* niu.c: receiving, and the side buffer of messages kept for later */
 int niu_lib_take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		      struct niu_msg *msg);
+int niu_lib_stashes_ready(struct niu_endpoint *ep);
 int niu_lib_stash_put(struct niu_stash *stash, const struct niu_msg *msg);
 int niu_lib_stash_take(struct niu_stash *stash,
 		       int (*match)(const struct niu_msg *, const void *),

@@ -226,6 +226,11 @@ int niu_open(struct niu_endpoint *ep, const char *path)
 		ep->rx[p] = (volatile struct arctic_mpi_slot *)
 			((char *)ep->queues + queue_view_offset[1][p]);
 	}
+	err = niu_lib_stashes_ready(ep);
+	if (err) {
+		niu_close(ep);
+		return err;
+	}
 	return 0;
 
 fail_errno:
@@ -628,6 +633,31 @@ static int stash_grow(struct niu_stash *stash)
 	stash->msgs = msgs;
 	stash->head = 0;
 	stash->capacity = capacity;
+	return 0;
+}
+
+/*
+ * Both stashes at their first size with every page touched, at open: the
+ * first message kept aside then costs what every later one costs.  Grown
+ * on first use, the stash cost 25-86 us of a timed window (glibc's malloc
+ * of 112 KiB, whose work depends on what the heap held before: the
+ * kernels that ran earlier), inside whichever window first received a
+ * message out of turn, so a kernel's time moved with what ran before it
+ * (docs/timed-mode.md, "One clock").
+ */
+int niu_lib_stashes_ready(struct niu_endpoint *ep)
+{
+	int p;
+
+	for (p = 0; p < NIU_NUM_PRIORITIES; p++) {
+		struct niu_stash *stash = &ep->stash[p];
+
+		if (stash->capacity)
+			continue;
+		if (stash_grow(stash))
+			return -ENOMEM;
+		memset(stash->msgs, 0, stash->capacity * sizeof(*stash->msgs));
+	}
 	return 0;
 }
 
