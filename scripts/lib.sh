@@ -46,6 +46,16 @@ ARCTIC_SEED_CREDITS=8
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# Timed mode copies a --share directory into every guest's memory
+# (scripts/niu-cluster-host): refuse one over a quarter of it.
+arctic_share_copy_fits() {
+    local dir=$1 memory_mb=$2 kib limit
+    kib=$(du -sk "$dir" | cut -f1)
+    limit=$((memory_mb * 1024 / 4))
+    [ "$kib" -le "$limit" ] ||
+        die "--share $dir holds $((kib / 1024)) MiB; timed mode copies it into the memory of every guest ($memory_mb MiB), at most a quarter of it ($((limit / 1024)) MiB): share a smaller directory, give more --memory, or use the fast mode, whose /host is 9p"
+}
+
 # Run "$@" with its output in a log file; on failure show the log's tail.
 run_logged() {
     local logfile=$1; shift

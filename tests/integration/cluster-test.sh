@@ -127,12 +127,16 @@
 #   timed-fft-4  fft on 4 timed nodes alone, alone with an unused kernel
 #           argument and inside the whole suite: parallel times within 2 %
 #           of each other, serial times within 0.01 %
+#   timed-share-2  niu-ping run from a --share directory on 2 timed
+#           nodes, twice: the guests get a copy of the directory (no 9p),
+#           both runs print the same table to the nanosecond, and what a
+#           guest writes to /host stays in it
 # Exits 77 (skip) when QEMU or the guest image is not built.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2}
 if [ ! -r "$ARCTIC_GUEST_DIR/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_GUEST_DIR/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_GUEST_DIR; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -767,6 +771,40 @@ timed-fft-4)
     done
     within "fft's parallel times (alone, padx=1, in the suite)" 2 "${parallel[@]}"
     within "fft's serial times (alone, padx=1, in the suite)" 0.01 "${serial[@]}"
+    ;;
+timed-share-2)
+    # A program brought in with --share, as docs/developing.md says: in
+    # timed mode a 9p read is served at host time (two runs of the same
+    # niu-ping from a 9p /host differed), so every guest gets a copy.
+    share=$(mktemp -d)
+    trap 'rm -f "$out" "$out".*; rm -rf "$share"' EXIT
+    cp "$ARCTIC_GUEST_DIR/build/root/bin/niu-ping" "$share/"
+    printf '%s\n' 'echo written >/host/from-guest' 'exec /host/niu-ping -n 30' \
+        >"$share/run.sh"
+    for run in 1 2; do
+        run_cluster -n 2 --timed --share "$share" -- sh /host/run.sh
+        expect "the directory is copied, not shared (run $run)" \
+            'timed mode: .* \(2 files, [0-9]+ KiB\) is copied into every guest as /host at boot' 1
+        expect "every guest has its copy (run $run)" \
+            '^\[node [01]\] ARCTIC: /host is a copy of the host.s shared directory, taken at boot$' 2
+        expect "no 9p device (run $run)" 'sharing .* as /host|9p' 0
+        expect "niu-ping from /host passed (run $run)" \
+            '^\[node 0\] niu-ping: [0-9]+ replies checked, 0 wrong: PASS$'
+        grep -aE '^\[node 0\] +[0-9]+ +[0-9.]+ ' "$out" >"$out.table$run"
+    done
+    if [ -s "$out.table1" ] && cmp -s "$out.table1" "$out.table2"; then
+        echo "ok: both runs printed the same $(wc -l <"$out.table1") rows to the nanosecond"
+    else
+        echo "FAIL: the two runs' tables differ (or are empty)"
+        diff "$out.table1" "$out.table2"
+        failures=$((failures + 1))
+    fi
+    if [ ! -e "$share/from-guest" ]; then
+        echo "ok: what a guest wrote to /host stayed in the guest"
+    else
+        echo "FAIL: a guest's write reached the host's directory"
+        failures=$((failures + 1))
+    fi
     ;;
 timed-determinism-4|timed-faults-4)
     # The same run twice, the second with a host core taken.

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # scripts/niu-cluster refuses what cannot work before it boots anything:
 # too little guest memory, a program the guest image does not have (each
-# word that starts a command of PROGRAM), and it says so in one line.
+# word that starts a command of PROGRAM), a --share directory too big to
+# copy into timed guests, and it says so in one line.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
@@ -49,6 +50,13 @@ refused "--cpu for a fast-mode program" "give --timed too" \
     --cpu pentium -- niu-ping
 refused "--shift in the fast mode" "give --timed too" --fast --shift 5
 refused "--shift out of range" "--shift wants 0..10, not '11'" --timed --shift 11
+# Timed mode copies --share into every guest's memory: at most a quarter.
+big=$(mktemp -d)
+head -c $((33 * 1024 * 1024)) /dev/zero >"$big/data"
+refused "a --share over a quarter of a timed guest's memory" \
+    "holds 33 MiB; timed mode copies it into the memory of every guest (128 MiB), at most a quarter of it (32 MiB)" \
+    -n 2 -m 128 --timed --share "$big" -- niu-ping
+rm -rf "$big"
 if [ -r "$guest/initramfs.cpio.gz" ]; then
     refused "a program the image lacks" "the guest image has no niu-pong" \
         -n 1 -- niu-pong
