@@ -46,6 +46,22 @@ ARCTIC_SEED_CREDITS=8
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# The run directory a niu-cluster output (file $1) names: its switch's
+# socket lives there ("==> starting arctic-switch (-s DIR/switch.sock").
+arctic_run_dir_of() {
+    sed -nE 's|^==> starting arctic-switch \(-s (/[^ ]+)/switch\.sock .*|\1|p' "$1" |
+        head -n 1
+}
+
+# The PIDs of one cluster's processes (QEMUs, switch, host launchers):
+# those whose command line names its run directory $1, which no other
+# cluster's does; a pattern such as 'qemu-system-x86_64 .*arctic-cluster'
+# would also find another cluster running on the machine.
+arctic_run_pids() {
+    local dir=${1:?arctic_run_pids: no run directory}
+    pgrep -f -- "${dir//./\\.}/" || true
+}
+
 # Timed mode copies a --share directory into every guest's memory
 # (scripts/niu-cluster-host): refuse one over a quarter of it.
 arctic_share_copy_fits() {

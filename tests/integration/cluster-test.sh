@@ -473,11 +473,14 @@ peer-dead-4)
         echo "FAIL: the run ended ${ended:-?} s, the kill was at ${killed:-?} s"
         failures=$((failures + 1))
     fi
-    if pgrep -f 'qemu-system-x86_64 .*arctic-cluster' >/dev/null; then
-        echo "FAIL: a QEMU of the cluster is still running"
+    # This cluster's processes only: another may run on the machine.
+    run_dir=$(arctic_run_dir_of "$out")
+    left=$(arctic_run_pids "${run_dir:-/nonexistent}" | wc -l)
+    if [ -z "$run_dir" ] || [ "$left" != 0 ]; then
+        echo "FAIL: ${left} process(es) of the cluster in '${run_dir}' still running"
         failures=$((failures + 1))
     else
-        echo "ok: no QEMU left"
+        echo "ok: no process of the cluster left"
     fi
     ;;
 soak-4)
@@ -526,7 +529,9 @@ slurm-4)
     expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'
     expect "all nodes ok" '^node [0-3]: ok$' 4
     steps=$(squeue -h -s 2>/dev/null | wc -l)
-    left=$(pgrep -c -x qemu-system-x86 || true)
+    run_dir=$(arctic_run_dir_of "$out")
+    left=$(arctic_run_pids "${run_dir:-/nonexistent}" | wc -l)
+    [ -n "$run_dir" ] || left="no run directory named, so unknown"
     if [ "$steps" = 0 ] && [ "$left" = 0 ]; then
         echo "ok: no job step and no QEMU left"
     else
