@@ -101,7 +101,9 @@
 #           banner at its address in a guest's kallsyms (scripts/
 #           guest-symbols --kallsyms), detaches, and the program
 #           still passes; then docs/developing.md's "QEMU by hand" block
-#           run as printed: the node's driver test passes
+#           run as printed: the node's driver test passes; last, a
+#           --module that is not one: both nodes fail with status 126 and
+#           the kernel's reason, and no program starts
 #   timed-2  timed mode (docs/timed-mode.md) on 2 nodes: niu-ping and
 #           niu-bw right, the clock started on both, and the switch
 #           routed, synchronised and granted; the report names the
@@ -704,6 +706,15 @@ SCRIPT
     fi
     expect "the driver test passed on the node started by hand" '^ARCTIC-RESULT node=0 status=0'
     expect "the switch carried its packets" '"rx_packets" : [1-9]'
+    # A module that does not load fails the run with the kernel's reason,
+    # and no program starts on the other node.
+    echo "not a module" >"$share/fake.ko"
+    run_cluster_expecting 126 -t 170 -n 2 --share "$share" \
+        --module "$share/fake.ko" -- niu-ping
+    expect "the node says why its module did not load" \
+        "^node [01]: FAILED \\(status 126\\): insmod /host/fake.ko failed: insmod: can't insert '/host/fake.ko': " 2
+    expect "and no program started" 'not starting the program$' 1
+    expect "nothing ran" 'ARCTIC: node [01] running:' 0
     ;;
 timed-2)
     lines=/sys/bus/pci/drivers/arctic_niu/0*/lines

@@ -50,6 +50,16 @@ refused "--cpu for a fast-mode program" "give --timed too" \
     --cpu pentium -- niu-ping
 refused "--shift in the fast mode" "give --timed too" --fast --shift 5
 refused "--shift out of range" "--shift wants 0..10, not '11'" --timed --shift 11
+# A /host path the share lacks, or no share at all, is said before a boot.
+refused "a /host program the share lacks" \
+    "PROGRAM: /host/nosuch is not in the --share directory" \
+    -n 1 --share "$root/tests" -- "/host/nosuch -x"
+refused "a /host script with no share" \
+    "PROGRAM: /host/run.sh is under /host, but no --share directory was given" \
+    -n 1 -- "sh /host/run.sh"
+refused "an unknown option in one line" \
+    "unknown option '--frobnicate' (scripts/niu-cluster --help lists them)" \
+    --frobnicate -- niu-ping
 # Timed mode copies --share into every guest's memory: at most a quarter.
 big=$(mktemp -d)
 head -c $((33 * 1024 * 1024)) /dev/zero >"$big/data"
