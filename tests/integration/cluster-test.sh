@@ -692,9 +692,18 @@ SCRIPT
     done
     rm -f "$out.build"
     # docs/developing.md's QEMU by hand, run as printed.
-    block=$(awk '/^<!-- by-hand -->$/ { on = 1; next }
-                 on && /^```$/ { if (started) exit; started = 1; next }
-                 on && started' "$root/docs/developing.md")
+    by_hand() {
+        awk '/^<!-- by-hand -->$/ { on = 1; next }
+             on && /^```$/ { if (started) exit; started = 1; next }
+             on && started' "$1"
+    }
+    block=$(by_hand "$root/docs/developing.md")
+    if [ -n "$block" ] && [ "$(by_hand "$root/README.md")" = "$block" ]; then
+        echo "ok: the README's by-hand block is docs/developing.md's"
+    else
+        echo "FAIL: the README's by-hand block differs from docs/developing.md's"
+        failures=$((failures + 1))
+    fi
     (cd "$root" && timeout 300 bash -e -c "$block" </dev/null) >"$out" 2>&1
     status=$?
     sed 's/^/by hand: /' "$out"
