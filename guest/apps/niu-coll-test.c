@@ -142,7 +142,9 @@ int main(int argc, char **argv)
 	}
 	n = ep.num_nodes;
 	me = ep.node;
-	send = calloc((size_t)n * words + 1, sizeof(uint32_t));
+	/* send also carries the block transfer's XFER_WORDS. */
+	send = calloc((size_t)n * words + 1 > XFER_WORDS ?
+		      (size_t)n * words + 1 : XFER_WORDS, sizeof(uint32_t));
 	recv = calloc((size_t)n * words + 1, sizeof(uint32_t));
 	seg = calloc(XFER_WORDS, sizeof(uint32_t));
 	round_ns = calloc(rounds + 1, sizeof(*round_ns));
