@@ -1085,16 +1085,18 @@ static void accept_hello(ArcticSwitch *sw, struct sw_conn *conn,
     unsigned i;
     struct sw_port *port;
     struct sw_link *link;
+    const char *refused;
     uint8_t *frame;
     unsigned prio;
 
     arctic_hello_decode(body, &hello);
     port = &sw->port[hello.node_id];
     link = &port->link;
-    if (sw->config.timed && sw_timed_refuses(sw, hello.node_id)) {
+    refused = sw->port_ops->refuses ? sw->port_ops->refuses(sw, hello.node_id)
+                                    : NULL;
+    if (refused) {
         reject(sw, conn, ARCTIC_REJECT_TIMING, ARCTIC_DISCONNECT_REJECTED,
-               "node %u: %s", hello.node_id,
-               sw_timed_refuses(sw, hello.node_id));
+               "node %u: %s", hello.node_id, refused);
         return;
     }
     if (link->conn && conn_still_alive(link->conn)) {
@@ -1217,8 +1219,8 @@ static void handle_live_frame(ArcticSwitch *sw, struct sw_conn *conn,
     struct sw_link *link = &port->link;
 
     link->last_frame_ns = sw->now_ns;
-    if (sw->config.timed) {
-        sw_timed_frame(sw, conn->port, h, body);
+    if (sw->port_ops->frame) {
+        sw->port_ops->frame(sw, conn->port, h, body);
         return;
     }
     switch (h->type) {

@@ -322,18 +322,32 @@ struct sw_port {
 };
 
 /*
- * What a port reports to the layer above it (router.c, wired by core.c),
- * as the NIU's own link reports to the device (hw/net/arctic-niu).
+ * What a port reports to the layer above it (router.c's
+ * sw_router_port_ops, or timed.c's sw_timed_port_ops with --timed; core.c
+ * chooses), as the NIU's own link reports to the device through NiuLinkOps
+ * (hw/net/arctic-niu).
  */
 struct sw_port_ops {
     /* A PACKET frame, its credit taken; the buffer is freed by
-     * sw_port_credit_freed(). */
+     * sw_port_credit_freed().  Unused when @frame is set. */
     void (*packet)(ArcticSwitch *sw, unsigned port_no, unsigned prio,
                    const uint8_t *bytes, size_t size);
     /* The NIU gave credits or its socket drained: sending may resume. */
     void (*ready)(ArcticSwitch *sw, unsigned port_no);
     /* The NIU is gone (its link state is reset already). */
     void (*detached)(ArcticSwitch *sw, unsigned port_no);
+    /*
+     * Optional.  Every frame of a live link, which the layer above reads
+     * itself (timed mode's TIME_SYNC and TIMED_PACKET, on a link without
+     * credits); the port then neither counts credits nor calls @packet.
+     */
+    void (*frame)(ArcticSwitch *sw, unsigned port_no,
+                  const struct arctic_frame_header *h, const uint8_t *body);
+    /*
+     * Optional.  Why the NIU of @port_no may not join now (its HELLO is
+     * answered REJECT TIMING), or NULL: timed mode's clock has started.
+     */
+    const char *(*refuses)(const ArcticSwitch *sw, unsigned port_no);
 };
 
 struct ArcticSwitch {
@@ -499,9 +513,6 @@ void sw_packet_free(ArcticSwitch *sw, struct sw_packet *packet);
 extern const struct sw_port_ops sw_timed_port_ops;
 void sw_timed_init(ArcticSwitch *sw);
 void sw_timed_free(ArcticSwitch *sw);
-const char *sw_timed_refuses(const ArcticSwitch *sw, unsigned port_no);
-bool sw_timed_frame(ArcticSwitch *sw, unsigned port_no,
-                    const struct arctic_frame_header *h, const uint8_t *body);
 void sw_timed_stats(ArcticSwitch *sw, ArcticSwitchStats *st);
 
 /* faults.c */
