@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The switch itself: its configuration, the listening sockets, and how its
- * layers are wired together.  From the bottom: the event loop (loop.c),
- * the ports with their NIU links (port.c), the routers of the fat tree
- * (router.c); the control socket (control.c) sits on top of the switch,
- * which knows nothing of it (arctic_switch_control_new()); counters and
- * their names are a leaf (stats.c), as are fault injection (faults.c) and
- * the capture (pcap.c).  Each loop batch reads what the sockets hold, lets
- * the routers move packets, then writes every connection's output with one
- * send() (sw_flush_all()).
+ * layers are wired together (docs/switch.md, "Inside the library").  From
+ * the bottom: the event loop (loop.c, with unixfd.c); the leaves: counters
+ * and their names (stats.c), fault injection (faults.c) and the capture
+ * (pcap.c); the ports with their NIU links (port.c); the routers of the
+ * fat tree (router.c); beside each other above them, direct rings
+ * (direct.c) and timed mode (timed.c).  A lower layer reaches an upper
+ * one only through what is wired here: the loop's hooks, the ports' ops
+ * (the router's, or timed mode's) and sw->hooks (direct rings').  The
+ * control socket (control.c) sits on top of the switch, which knows
+ * nothing of it (arctic_switch_control_new()).  Each loop batch reads what
+ * the sockets hold, lets the routers move packets, then writes every
+ * connection's output with one send() (sw_flush_all()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -332,6 +336,8 @@ static void switch_timer(ArcticSwitch *sw)
 {
     sw_router_timer(sw);
     sw_port_timer(sw);
+    /* Direct-ring frames that waited for an NIU to read its socket. */
+    sw_direct_timer(sw);
     listeners_resume(sw);
 }
 
@@ -442,6 +448,9 @@ ArcticSwitch *arctic_switch_new(const ArcticSwitchConfig *config,
     sw->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     sw->port = g_new0(struct sw_port, sw->ports);
     sw->port_ops = config->timed ? &sw_timed_port_ops : &sw_router_port_ops;
+    if (config->direct) {
+        sw->hooks = sw_direct_hooks;
+    }
     sw->start_ns = sw->now_ns = sw_clock_ns();
     sw_tree_init(sw, NULL);
     if (config->timed) {

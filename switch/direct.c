@@ -28,6 +28,12 @@
  * flight) means no pair now, never a closed link, and a DIRECT_STOP that
  * does not fit is owed and sent once the node has read (the loop's
  * timer, sw_direct_timer()).
+ *
+ * The layers below know nothing of this file.  The router (each packet
+ * routed), the ports (each NIU that leaves), fault injection and the
+ * capture (turned on or off) and the counters (reset) tell it through
+ * sw->hooks, which core.c fills with sw_direct_hooks under --direct, as
+ * the ports tell the router through sw->port_ops.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -410,7 +416,7 @@ static void ring_not_told(ArcticSwitch *sw, unsigned port,
  * A valid packet from @src to @dst entered the routers: if the two may
  * have a direct pair and have none, make one.  Under the model lock.
  */
-void sw_direct_packet(ArcticSwitch *sw, unsigned src, unsigned dst)
+static void direct_routed(ArcticSwitch *sw, unsigned src, unsigned dst)
 {
     struct sw_direct_pair *pair;
     struct sw_conn *a, *b;
@@ -466,7 +472,7 @@ void sw_direct_packet(ArcticSwitch *sw, unsigned src, unsigned dst)
 }
 
 /* @port's NIU is gone: every pair it was an end of goes. */
-void sw_direct_port_down(ArcticSwitch *sw, unsigned port)
+static void direct_port_down(ArcticSwitch *sw, unsigned port)
 {
     unsigned i;
 
@@ -507,7 +513,7 @@ void sw_direct_timer(ArcticSwitch *sw)
  * from now on (so that a packet need not look at every port's faults);
  * if not, every pair goes, and every packet crosses the switch again.
  */
-void sw_direct_revise(ArcticSwitch *sw)
+static void direct_revise(ArcticSwitch *sw)
 {
     unsigned i, j;
 
@@ -542,7 +548,7 @@ void sw_direct_stats(ArcticSwitch *sw, struct arctic_port_stats *st)
 }
 
 /* The statistics start again: the live pairs count from here. */
-void sw_direct_stats_reset(ArcticSwitch *sw)
+static void direct_stats_reset(ArcticSwitch *sw)
 {
     uint64_t now = sw_clock_ns();
     unsigned i, prio;
@@ -561,6 +567,13 @@ void sw_direct_stats_reset(ArcticSwitch *sw)
     }
 }
 
+const struct sw_hooks sw_direct_hooks = {
+    .routed = direct_routed,
+    .port_down = direct_port_down,
+    .watching_changed = direct_revise,
+    .stats_reset = direct_stats_reset,
+};
+
 void sw_direct_init(ArcticSwitch *sw)
 {
     if (sw->config.direct) {
@@ -568,7 +581,7 @@ void sw_direct_init(ArcticSwitch *sw)
                                   (size_t)sw->ports * sw->ports);
         sw->direct_port = g_new0(struct sw_direct_port, sw->ports);
     }
-    sw_direct_revise(sw);
+    direct_revise(sw);
 }
 
 void sw_direct_cleanup(ArcticSwitch *sw)

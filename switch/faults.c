@@ -118,7 +118,9 @@ bool arctic_switch_set_faults(ArcticSwitch *sw, int port, int priority,
         }
     }
     /* Faults apply to every packet: none may skip the switch now. */
-    sw_direct_revise(sw);
+    if (sw->hooks.watching_changed) {
+        sw->hooks.watching_changed(sw);
+    }
     return true;
 }
 

@@ -67,7 +67,9 @@ static bool pcap_begin(ArcticSwitch *sw, FILE *f, const char *path,
     sw->pcap = f;
     sw->pcap_path = g_strdup(path);
     /* A capture shows every packet: none may skip the switch now. */
-    sw_direct_revise(sw);
+    if (sw->hooks.watching_changed) {
+        sw->hooks.watching_changed(sw);
+    }
     return true;
 }
 
@@ -205,7 +207,9 @@ void arctic_switch_pcap_close(ArcticSwitch *sw)
     }
     g_clear_pointer(&sw->pcap_path, g_free);
     /* The packets need not all be seen any more: pairs may be made. */
-    sw_direct_revise(sw);
+    if (sw->hooks.watching_changed) {
+        sw->hooks.watching_changed(sw);
+    }
 }
 
 void sw_pcap_record(ArcticSwitch *sw, enum sw_pcap_event event,

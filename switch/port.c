@@ -8,7 +8,8 @@
  * amortised over many packets.  A connection that breaks the link protocol
  * is closed after what was queued for it is flushed; it never disturbs
  * other ports.  What a port learns it reports upward through
- * sw->port_ops (router.c); it knows nothing of routes or routers.
+ * sw->port_ops (router.c, or timed.c) and sw->hooks (direct.c); it knows
+ * nothing of routes or routers.
  *
  * An NIU on this host may offer shared-memory rings with its HELLO
  * (arctic/link-ring.h): the port checks the area and the eventfds, answers
@@ -814,7 +815,9 @@ void sw_conn_close(ArcticSwitch *sw, struct sw_conn *conn,
         }
         link->credit_due_ns = 0;
         /* Its direct rings go: the other ends are told. */
-        sw_direct_port_down(sw, conn->port);
+        if (sw->hooks.port_down) {
+            sw->hooks.port_down(sw, conn->port);
+        }
         sw->port_ops->detached(sw, conn->port);
     } else {
         sw->unattached_disconnects[reason]++;
@@ -1085,16 +1088,18 @@ static void accept_hello(ArcticSwitch *sw, struct sw_conn *conn,
     unsigned i;
     struct sw_port *port;
     struct sw_link *link;
+    const char *refused;
     uint8_t *frame;
     unsigned prio;
 
     arctic_hello_decode(body, &hello);
     port = &sw->port[hello.node_id];
     link = &port->link;
-    if (sw->config.timed && sw_timed_refuses(sw, hello.node_id)) {
+    refused = sw->port_ops->refuses ? sw->port_ops->refuses(sw, hello.node_id)
+                                    : NULL;
+    if (refused) {
         reject(sw, conn, ARCTIC_REJECT_TIMING, ARCTIC_DISCONNECT_REJECTED,
-               "node %u: %s", hello.node_id,
-               sw_timed_refuses(sw, hello.node_id));
+               "node %u: %s", hello.node_id, refused);
         return;
     }
     if (link->conn && conn_still_alive(link->conn)) {
@@ -1217,8 +1222,8 @@ static void handle_live_frame(ArcticSwitch *sw, struct sw_conn *conn,
     struct sw_link *link = &port->link;
 
     link->last_frame_ns = sw->now_ns;
-    if (sw->config.timed) {
-        sw_timed_frame(sw, conn->port, h, body);
+    if (sw->port_ops->frame) {
+        sw->port_ops->frame(sw, conn->port, h, body);
         return;
     }
     switch (h->type) {
@@ -1445,8 +1450,6 @@ void sw_port_timer(ArcticSwitch *sw)
     if (handshake_due_ns != UINT64_MAX) {
         sw_arm_timer(sw, handshake_due_ns);
     }
-    /* Direct-ring frames that waited for an NIU to read its socket. */
-    sw_direct_timer(sw);
     if (rings) {
         sw_arm_timer(sw, sw->now_ns + ARCTIC_RING_LOOK_MS * 1000000ull);
     }

@@ -312,7 +312,9 @@ static void router_packet(ArcticSwitch *sw, unsigned port_no, unsigned prio,
         return;
     }
 
-    sw_direct_packet(sw, port_no, dst);
+    if (sw->hooks.routed) {
+        sw->hooks.routed(sw, port_no, dst);
+    }
     p = sw_packet_alloc(sw);
     memcpy(p->bytes, bytes, size);
     p->size = size;

@@ -96,7 +96,9 @@ void arctic_switch_stats_reset(ArcticSwitch *sw)
     memset(sw->unattached_disconnects, 0, sizeof(sw->unattached_disconnects));
     memset(sw->latency, 0, sizeof(sw->latency));
     sw->packets_in_use_max = sw->packets_in_use;
-    sw_direct_stats_reset(sw);
+    if (sw->hooks.stats_reset) {
+        sw->hooks.stats_reset(sw);
+    }
 }
 
 static uint64_t total_drops(const struct arctic_port_prio_stats *p)

@@ -322,18 +322,53 @@ struct sw_port {
 };
 
 /*
- * What a port reports to the layer above it (router.c, wired by core.c),
- * as the NIU's own link reports to the device (hw/net/arctic-niu).
+ * What a port reports to the layer above it (router.c's
+ * sw_router_port_ops, or timed.c's sw_timed_port_ops with --timed; core.c
+ * chooses), as the NIU's own link reports to the device through NiuLinkOps
+ * (hw/net/arctic-niu).
  */
 struct sw_port_ops {
     /* A PACKET frame, its credit taken; the buffer is freed by
-     * sw_port_credit_freed(). */
+     * sw_port_credit_freed().  Unused when @frame is set. */
     void (*packet)(ArcticSwitch *sw, unsigned port_no, unsigned prio,
                    const uint8_t *bytes, size_t size);
     /* The NIU gave credits or its socket drained: sending may resume. */
     void (*ready)(ArcticSwitch *sw, unsigned port_no);
     /* The NIU is gone (its link state is reset already). */
     void (*detached)(ArcticSwitch *sw, unsigned port_no);
+    /*
+     * Optional.  Every frame of a live link, which the layer above reads
+     * itself (timed mode's TIME_SYNC and TIMED_PACKET, on a link without
+     * credits); the port then neither counts credits nor calls @packet.
+     */
+    void (*frame)(ArcticSwitch *sw, unsigned port_no,
+                  const struct arctic_frame_header *h, const uint8_t *body);
+    /*
+     * Optional.  Why the NIU of @port_no may not join now (its HELLO is
+     * answered REJECT TIMING), or NULL: timed mode's clock has started.
+     */
+    const char *(*refuses)(const ArcticSwitch *sw, unsigned port_no);
+};
+
+/*
+ * What the layers below tell a layer above them that is not theirs to
+ * know: direct rings (direct.c's sw_direct_hooks, which core.c copies in
+ * with --direct).  Each entry may be NULL: nobody listens.
+ */
+struct sw_hooks {
+    /* A valid packet from @src to @dst entered the routers (router.c). */
+    void (*routed)(ArcticSwitch *sw, unsigned src, unsigned dst);
+    /* The NIU of @port is gone, before the port's ops hear of it
+     * (port.c). */
+    void (*port_down)(ArcticSwitch *sw, unsigned port);
+    /*
+     * Fault injection or the capture was turned on or off (faults.c,
+     * pcap.c): whether every packet must cross the routers may have
+     * changed.
+     */
+    void (*watching_changed)(ArcticSwitch *sw);
+    /* The counters were reset (stats.c). */
+    void (*stats_reset)(ArcticSwitch *sw);
 };
 
 struct ArcticSwitch {
@@ -364,6 +399,8 @@ struct ArcticSwitch {
 
     /* port.c: the connections and how ports report upward */
     const struct sw_port_ops *port_ops;
+    /* What the layers below tell direct rings (core.c fills it in). */
+    struct sw_hooks hooks;
     uint8_t *read_buf;              /* SW_CONN_INPUT_BUFFER: one recv() */
     struct sw_conn *conns;
     struct sw_conn *graveyard;      /* closed, freed after the event batch */
@@ -387,7 +424,7 @@ struct ArcticSwitch {
     /* direct.c: [src * ports + dst], NULL without --direct */
     struct sw_direct_pair **direct_pairs;
     unsigned direct_live;           /* pairs made and not taken back */
-    bool direct_open;               /* pairs may be made (sw_direct_revise) */
+    bool direct_open;               /* pairs may be made (direct.c) */
     struct sw_direct_port *direct_port; /* [port]: its pairs, its socket */
 
     /* pcap.c */
@@ -433,15 +470,6 @@ bool sw_is_wake_socket(int fd);
 void sw_kick(int fd);
 int sw_drain(int fd);
 
-/* direct.c: direct rings (link 1.5) */
-void sw_direct_init(ArcticSwitch *sw);
-void sw_direct_cleanup(ArcticSwitch *sw);
-void sw_direct_packet(ArcticSwitch *sw, unsigned src, unsigned dst);
-void sw_direct_port_down(ArcticSwitch *sw, unsigned port);
-void sw_direct_revise(ArcticSwitch *sw);
-void sw_direct_stats(ArcticSwitch *sw, struct arctic_port_stats *st);
-void sw_direct_timer(ArcticSwitch *sw);
-void sw_direct_stats_reset(ArcticSwitch *sw);
 
 /* port.c */
 struct sw_conn *sw_conn_new(ArcticSwitch *sw, int fd);
@@ -495,13 +523,18 @@ void sw_find_oldest(ArcticSwitch *sw, uint64_t now_ns,
 struct sw_packet *sw_packet_alloc(ArcticSwitch *sw);
 void sw_packet_free(ArcticSwitch *sw, struct sw_packet *packet);
 
+/* direct.c: direct rings (link 1.5), told by the layers below through
+ * sw->hooks */
+extern const struct sw_hooks sw_direct_hooks;
+void sw_direct_init(ArcticSwitch *sw);
+void sw_direct_cleanup(ArcticSwitch *sw);
+void sw_direct_stats(ArcticSwitch *sw, struct arctic_port_stats *st);
+void sw_direct_timer(ArcticSwitch *sw);
+
 /* timed.c: the timed mode's network (docs/timed-mode.md) */
 extern const struct sw_port_ops sw_timed_port_ops;
 void sw_timed_init(ArcticSwitch *sw);
 void sw_timed_free(ArcticSwitch *sw);
-const char *sw_timed_refuses(const ArcticSwitch *sw, unsigned port_no);
-bool sw_timed_frame(ArcticSwitch *sw, unsigned port_no,
-                    const struct arctic_frame_header *h, const uint8_t *body);
 void sw_timed_stats(ArcticSwitch *sw, ArcticSwitchStats *st);
 
 /* faults.c */

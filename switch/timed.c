@@ -701,17 +701,15 @@ static bool timed_frame(ArcticSwitch *sw, unsigned port_no,
     }
 }
 
-/*
- * A frame of a timed link (port.c hands every frame after WELCOME here);
- * false if the link was dropped for it.
- */
-bool sw_timed_frame(ArcticSwitch *sw, unsigned port_no,
-                    const struct arctic_frame_header *h, const uint8_t *body)
-{
-    bool kept = timed_frame(sw, port_no, h, body);
+/* --- what the ports report ------------------------------------------ */
 
+/* A frame of a timed link: the port hands every frame after WELCOME here. */
+static void timed_port_frame(ArcticSwitch *sw, unsigned port_no,
+                             const struct arctic_frame_header *h,
+                             const uint8_t *body)
+{
+    timed_frame(sw, port_no, h, body);
     timed_cut_unread(sw);
-    return kept && sw->port[port_no].link.conn;
 }
 
 /*
@@ -719,20 +717,11 @@ bool sw_timed_frame(ArcticSwitch *sw, unsigned port_no,
  * clock runs, no node can join (it could not catch up with the others'
  * time).
  */
-const char *sw_timed_refuses(const ArcticSwitch *sw, unsigned port_no)
+static const char *timed_port_refuses(const ArcticSwitch *sw,
+                                      unsigned port_no)
 {
     return sw->timed->started ? "the timed cluster's clock has started"
                               : NULL;
-}
-
-/* --- what the ports report ------------------------------------------ */
-
-static void timed_port_packet(ArcticSwitch *sw, unsigned port_no,
-                              unsigned prio, const uint8_t *bytes,
-                              size_t size)
-{
-    /* port.c hands a timed link's frames to sw_timed_frame() instead. */
-    g_assert_not_reached();
 }
 
 static void timed_port_ready(ArcticSwitch *sw, unsigned port_no)
@@ -767,9 +756,10 @@ static void timed_port_detached(ArcticSwitch *sw, unsigned port_no)
 }
 
 const struct sw_port_ops sw_timed_port_ops = {
-    .packet = timed_port_packet,
     .ready = timed_port_ready,
     .detached = timed_port_detached,
+    .frame = timed_port_frame,
+    .refuses = timed_port_refuses,
 };
 
 /* --- life cycle and counters ------------------------------------------ */

@@ -7,8 +7,9 @@
  * reaches the receiver without the switch, and the switch's counters add
  * it from the sender's count.  The pair is taken back (DIRECT_STOP) when
  * an end leaves and when fault injection or a capture starts, none is
- * made while they are on, and pairs are made again once they stop; a switch without --direct, or an NIU that
- * did not ask, gets none; --direct refuses --timed.  Hostile parties
+ * made while they are on, and pairs are made again once they stop; a
+ * reset of the counters restarts a live pair's counts; a switch without
+ * --direct, or an NIU that did not ask, gets none; --direct refuses --timed.  Hostile parties
  * (issue 48): nodes that churn pairs with a victim that does not read
  * its socket do not close the victim's link, stops its socket cannot
  * take wait and go, and a sender's counts are believed only as far as
@@ -356,6 +357,53 @@ static void test_counts_bounded(Fixture *f, gconstpointer data)
     unmap_pair(&p);
 }
 
+static void stats_reset(ArcticSwitch *sw, void *opaque)
+{
+    arctic_switch_stats_reset(sw);
+}
+
+/*
+ * The counters reset (arctic-ctl reset-stats) while a pair lives: what it
+ * carried before is gone from both ports' counts, what it carries after
+ * is counted from there.
+ */
+static void test_stats_reset(Fixture *f, gconstpointer data)
+{
+    const unsigned hi = ARCTIC_PRIORITY_HIGH;
+    struct arctic_ring_area *sa;
+    ArcticSwitchStats *st;
+    Pair p;
+
+    through_switch(f, f->a, f->b);
+    expect_pair(f, &p);
+    sa = p.send_area;
+    sa->sent_packets[hi] = 5;
+    sa->sent_bytes[hi] = 5 * ARCTIC_WIRE_MIN_SIZE;
+    st = test_switch_stats(f->ts);
+    g_assert_cmpuint(st->port[A].prio[hi].direct_packets, ==, 5);
+    g_assert_cmpuint(st->port[B].prio[hi].direct_in_packets, ==, 5);
+    g_assert_cmpuint(st->port[B].prio[hi].tx_packets, ==, 6);
+    arctic_switch_stats_free(st);
+
+    arctic_switch_invoke(f->ts->sw, stats_reset, NULL);
+    st = test_switch_stats(f->ts);
+    g_assert_cmpuint(st->port[A].prio[hi].direct_packets, ==, 0);
+    g_assert_cmpuint(st->port[A].prio[hi].rx_packets, ==, 0);
+    g_assert_cmpuint(st->port[B].prio[hi].direct_in_packets, ==, 0);
+    g_assert_cmpuint(st->port[B].prio[hi].tx_bytes, ==, 0);
+    arctic_switch_stats_free(st);
+
+    sa->sent_packets[hi] = 7;
+    sa->sent_bytes[hi] = 7 * ARCTIC_WIRE_MIN_SIZE;
+    st = test_switch_stats(f->ts);
+    g_assert_cmpuint(st->port[A].prio[hi].direct_packets, ==, 2);
+    g_assert_cmpuint(st->port[B].prio[hi].direct_in_packets, ==, 2);
+    g_assert_cmpuint(st->port[B].prio[hi].tx_bytes, ==,
+                     2 * ARCTIC_WIRE_MIN_SIZE);
+    arctic_switch_stats_free(st);
+    unmap_pair(&p);
+}
+
 /*
  * However a count got there, the JSON the control socket sends never
  * shows a uint64_t at or above 2^63 as negative: it says 2^63 - 1.
@@ -683,6 +731,8 @@ int main(int argc, char **argv)
     g_test_add("/switch/direct/counts-bounded", Fixture, NULL,
                fixture_setup, test_counts_bounded, fixture_teardown);
     g_test_add_func("/switch/direct/not-asked", test_not_asked);
+    g_test_add("/switch/direct/stats-reset", Fixture, NULL, fixture_setup,
+               test_stats_reset, fixture_teardown);
     g_test_add_func("/switch/direct/json-unsigned", test_json_unsigned);
     g_test_add_func("/switch/direct/churn-victim", test_churn_victim);
     g_test_add_func("/switch/direct/stops-owed", test_stops_owed);
