@@ -1276,7 +1276,8 @@ static bool niu_restore(ArcticNiuState *s)
         s->link.levels = s->vm_link.levels;
     }
     s->tx.line_wait = false;
-    niu_irq_update_intx(&s->status);
+    niu_status_restored(&s->status);
+    niu_time_restored(s);
     s->restore_failed = false;
     trace_arctic_niu_restored(s->node_id, niu_e2e_pending(&s->e2e),
                               s->link.up_count);

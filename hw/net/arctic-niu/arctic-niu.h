@@ -289,6 +289,7 @@ void niu_raw_tx_flush(ArcticNiuState *s);
 /* niu-time.c */
 bool niu_time_init(ArcticNiuState *s, Error **errp);
 void niu_time_cleanup(ArcticNiuState *s);
+void niu_time_restored(ArcticNiuState *s);
 bool niu_time_on(const ArcticNiuState *s);
 bool niu_time_running(const ArcticNiuState *s);
 uint64_t niu_time_now(ArcticNiuState *s);

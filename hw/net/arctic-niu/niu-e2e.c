@@ -1472,8 +1472,6 @@ static int e2e_post_load(void *opaque, int version_id)
         return 0;
     }
     e2e_rebuild(e);
-    timer_del(e->retry_timer);
-    retry_timer_rearm(e);
     return 0;
 }
 
@@ -1507,12 +1505,14 @@ const VMStateDescription vmstate_niu_e2e = {
 };
 
 /*
- * After a load, with the link up (a session that outlived the load): every
- * line goes again, in sequence order, as at a WELCOME; a session not up
- * yet does the same at its WELCOME.
+ * After a load the device accepted (nothing runs on the lines before):
+ * the retry timer, and with the link up (a session that outlived the
+ * load) every line goes again, in sequence order, as at a WELCOME; a
+ * session not up yet does the same at its WELCOME.
  */
 void niu_e2e_restored(NiuE2E *e)
 {
+    retry_timer_rearm(e);
     if (niu_link_is_up(e->link)) {
         niu_e2e_link_up(e);
         niu_e2e_pump(e, false);

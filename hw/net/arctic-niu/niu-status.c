@@ -250,17 +250,15 @@ void niu_status_reset(NiuStatus *st)
 
 /*
  * Interrupts fired before the state was saved and not yet signalled are
- * signalled after the load: by their timer in timed mode (it migrates
- * with its deadline), else by irq_bh.
+ * signalled once the device accepted the load: by their timer in timed
+ * mode (it migrates with its deadline), else by irq_bh.
  */
-static int niu_status_post_load(void *opaque, int version_id)
+void niu_status_restored(NiuStatus *st)
 {
-    NiuStatus *st = opaque;
-
     if (st->irq_fired && !timer_pending(st->irq_timer)) {
         qemu_bh_schedule(st->irq_bh);
     }
-    return 0;
+    niu_irq_update_intx(st);
 }
 
 /* What a loaded state holds that no register write or event could. */
@@ -276,7 +274,6 @@ const VMStateDescription vmstate_niu_status = {
     .name = "arctic-niu/status",
     .version_id = 1,
     .minimum_version_id = 1,
-    .post_load = niu_status_post_load,
     .fields = (const VMStateField[]) {
         VMSTATE_UINT32(irq_status, NiuStatus),
         VMSTATE_UINT32(irq_enable, NiuStatus),

@@ -513,14 +513,7 @@ static const char *time_loaded_fault(const NiuTime *t)
     return NULL;
 }
 
-/*
- * The clock and what waits for it are loaded as they were.  A clock that
- * ran cannot rejoin its cluster: the switch and the other nodes went on
- * without this node (or are not the ones it left), and the time this NIU
- * reached went back.  It runs on alone (TIME_STATUS.BROKEN); restoring a
- * whole timed cluster with its switch is the cluster's business.  A clock
- * not started yet is taken up by the next session's TIME_CTRL.START.
- */
+/* Checked; niu_post_load() refuses the stream for a fault. */
 static int time_post_load(void *opaque, int version_id)
 {
     ArcticNiuState *s = opaque;
@@ -535,11 +528,29 @@ static int time_post_load(void *opaque, int version_id)
     QTAILQ_FOREACH(p, &t->inbox, next) {
         t->inbox_count++;
     }
+    return 0;
+}
+
+/*
+ * Once the device accepted the load, the clock and what waits for it go
+ * on as they were saved.  A clock that ran cannot rejoin its cluster: the
+ * switch and the other nodes went on without this node (or are not the
+ * ones it left), and the time this NIU reached went back.  It runs on
+ * alone (TIME_STATUS.BROKEN); restoring a whole timed cluster with its
+ * switch is the cluster's business.  A clock not started yet is taken up
+ * by the next session's TIME_CTRL.START.
+ */
+void niu_time_restored(ArcticNiuState *s)
+{
+    NiuTime *t = &s->time;
+
+    if (!niu_time_on(s)) {
+        return;
+    }
     if (t->state == NIU_TIME_RUNNING) {
         time_broken(s, "the node was restored from saved state");
     }
     time_arm_delivery(s);
-    return 0;
 }
 
 const VMStateDescription vmstate_niu_time = {
