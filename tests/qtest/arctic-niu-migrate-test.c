@@ -20,6 +20,7 @@
 #define MIG_IN_BLOCK    (WIN_PHYS + 0x10000)
 #define MIG_OUT_BLOCK   (WIN_PHYS + 0x800)
 #define MIG_LINES       16              /* DMA may hold 8 of them */
+#define MIG_DMA_BYTES   (4 * ARCTIC_DMA_DATA_WORDS) /* of a data packet */
 
 /* The NIU's migration state, as its state view says it: @key. */
 static char *mig_state_of(Niu *n, const char *key)
@@ -109,12 +110,13 @@ static void mig_expect_out(Niu *n, const uint8_t *wire, size_t size,
         w1 = ARCTIC_FIELD_PREP(ARCTIC_W1, TYPE, 2);
         cmd0 = 0x200, cmd1 = 0, body = &payload, len = 1;
     } else if (got.seq <= ARCTIC_DMA_PACKETS) {
-        uint64_t t = MIG_TARGET + 64 * (got.seq - 1);
+        uint64_t t = MIG_TARGET + MIG_DMA_BYTES * (got.seq - 1);
 
         w1 = ARCTIC_FIELD_PREP(ARCTIC_W1, TYPE, 5) |
              ARCTIC_FIELD_PREP(ARCTIC_W1, MODE, 1);
         cmd0 = (uint32_t)t, cmd1 = t >> 32;
-        body = block + 16 * (got.seq - 1), len = ARCTIC_DMA_DATA_WORDS;
+        body = block + ARCTIC_DMA_DATA_WORDS * (got.seq - 1);
+        len = ARCTIC_DMA_DATA_WORDS;
     } else {
         g_assert_cmpint(got.seq, ==, ARCTIC_DMA_PACKETS + 1);
         g_assert_true(FIELD_EX32(got.flags, ARCTIC_E2E_FLAGS, NOTIFY));
@@ -215,7 +217,8 @@ static void mig_before_cut(Niu *n, uint32_t *block, uint32_t *in_block,
         in_block[i] = 0xd3000000 | i;
     }
     peer_dma_data_acked(n, WIN_VIRT + 0x10000, in_block);
-    peer_dma_data_acked(n, WIN_VIRT + 0x10000 + 64, in_block + 16);
+    peer_dma_data_acked(n, WIN_VIRT + 0x10000 + MIG_DMA_BYTES,
+                        in_block + ARCTIC_DMA_DATA_WORDS);
 
     fill_block(n, MIG_OUT_BLOCK, block, 1);
     for (i = 0; i < 2; i++) {
@@ -259,7 +262,8 @@ static void mig_after_load(Niu *n, const uint32_t *block,
     }
     n->peer_seq[ARCTIC_PRIORITY_LOW] = 5;
     for (p = 2; p < ARCTIC_DMA_PACKETS; p++) {
-        peer_dma_data_acked(n, WIN_VIRT + 0x10000 + 64 * p, in_block + 16 * p);
+        peer_dma_data_acked(n, WIN_VIRT + 0x10000 + MIG_DMA_BYTES * p,
+                            in_block + ARCTIC_DMA_DATA_WORDS * p);
     }
     v = 9;
     peer_send_acked(n, ARCTIC_PRIORITY_HIGH, 3, 0xc0de, WIN_VIRT + 0x10000,
