@@ -1080,3 +1080,105 @@ void guest_expect_notice(Niu *n, unsigned type, uint32_t command,
     qtest_writel(n->qts, slot, 0);
     rx_tail_advance(n, ARCTIC_RXQ_HI);
 }
+
+/* Registers that need both datapaths OFF: switch them off and on again. */
+void set_window_and_job(Niu *n, uint64_t phys, uint64_t virt,
+                        uint64_t mask, uint32_t job)
+{
+    reg_w(n, A_NIU_TX_CTRL, 0);
+    reg_w(n, A_NIU_RX_CTRL, 0);
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, (uint32_t)phys);
+    ep_w(n, 0, A_EP_DMA_BASE_PHY_HI, phys >> 32);
+    ep_w(n, 0, A_EP_DMA_BASE_VIR_LO, (uint32_t)virt);
+    ep_w(n, 0, A_EP_DMA_BASE_VIR_HI, virt >> 32);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, (uint32_t)mask);
+    ep_w(n, 0, A_EP_DMA_RANGE_MASK_HI, mask >> 32);
+    ep_w(n, 0, A_EP_JOB, job);
+    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+}
+
+void fill_block(Niu *n, uint64_t phys, uint32_t *block, uint32_t seed)
+{
+    unsigned i;
+
+    for (i = 0; i < ARCTIC_D / 4; i++) {
+        block[i] = seed * 0x10000 + i;
+        qtest_writel(n->qts, phys + 4 * i, block[i]);
+    }
+}
+
+/*
+ * One remote-DMA data packet from the peer, at high priority, for @target:
+ * the NIU acks it whether it writes it or drops it.
+ */
+void peer_dma_data_acked(Niu *n, uint64_t target, const uint32_t *words)
+{
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    struct arctic_e2e_header h = {
+        .kind = ARCTIC_E2E_DATA,
+        .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, 1),
+        .src_node = PEER, .dst_node = NIU_NODE,
+        .epoch = n->peer_epoch, .seq = n->peer_seq[1]++,
+    };
+    size_t size = build_wire(wire, &h,
+                             arctic_route_entry(PEER, NIU_NODE, true, false),
+                             ARCTIC_FIELD_PREP(ARCTIC_W1, MODE, 1),
+                             (uint32_t)target, target >> 32, words,
+                             ARCTIC_DMA_DATA_WORDS);
+
+    link_send_packet(n, wire, size);
+    expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
+                   n->peer_epoch, h.seq, 0);
+}
+
+/*
+ * ------------------------------------------------------------------------
+ * Migration to and from a file (the migrate and time topics)
+ */
+
+/* QMP until @want (or "failed"): the status a migration ended with. */
+static char *niu_migrate_wait(Niu *n, const char *want)
+{
+    gint64 deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+
+    for (;;) {
+        QDict *rsp = qtest_qmp(n->qts, "{'execute': 'query-migrate'}");
+        QDict *ret = qdict_get_qdict(rsp, "return");
+        const char *st = ret ? qdict_get_try_str(ret, "status") : NULL;
+        char *got = g_strdup(st ? st : "none");
+
+        qobject_unref(rsp);
+        if (!strcmp(got, want) || !strcmp(got, "failed")) {
+            return got;
+        }
+        g_free(got);
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(10 * 1000);
+    }
+}
+
+void niu_migrate_save(Niu *n, const char *path)
+{
+    g_autofree char *uri = g_strdup_printf("file:%s", path);
+    g_autofree char *st = NULL;
+
+    qtest_qmp_assert_success(n->qts, "{'execute': 'migrate', 'arguments': "
+                             "{'uri': %s}}", uri);
+    st = niu_migrate_wait(n, "completed");
+    g_assert_cmpstr(st, ==, "completed");
+}
+
+/* Load @path into @n (started with -incoming defer); true if it took. */
+bool niu_migrate_load(Niu *n, const char *path)
+{
+    g_autofree char *uri = g_strdup_printf("file:%s", path);
+    g_autofree char *st = NULL;
+
+    qtest_qmp_assert_success(n->qts, "{'execute': 'migrate-incoming', "
+                             "'arguments': {'uri': %s, "
+                             "'exit-on-error': false}}", uri);
+    st = niu_migrate_wait(n, "completed");
+    return !strcmp(st, "completed");
+}

@@ -15,24 +15,6 @@ static QDict *niu_state_endpoint0(Niu *n, QDict **rsp)
 
 #define REMOTE_TARGET   0x7f0000001800ull
 
-/* Registers that need both datapaths OFF: switch them off and on again. */
-static void set_window_and_job(Niu *n, uint64_t phys, uint64_t virt,
-                               uint64_t mask, uint32_t job)
-{
-    reg_w(n, A_NIU_TX_CTRL, 0);
-    reg_w(n, A_NIU_RX_CTRL, 0);
-    ep_w(n, 0, A_EP_DMA_BASE_PHY_LO, (uint32_t)phys);
-    ep_w(n, 0, A_EP_DMA_BASE_PHY_HI, phys >> 32);
-    ep_w(n, 0, A_EP_DMA_BASE_VIR_LO, (uint32_t)virt);
-    ep_w(n, 0, A_EP_DMA_BASE_VIR_HI, virt >> 32);
-    ep_w(n, 0, A_EP_DMA_RANGE_MASK_LO, (uint32_t)mask);
-    ep_w(n, 0, A_EP_DMA_RANGE_MASK_HI, mask >> 32);
-    ep_w(n, 0, A_EP_JOB, job);
-    reg_w(n, A_NIU_RX_CTRL, R_NIU_CTRL_ENABLE_MASK);
-    reg_w(n, A_NIU_TX_CTRL, R_NIU_CTRL_ENABLE_MASK);
-    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
-}
-
 /*
  * Expect the 32 data packets and the notification of one DMA request,
  * acking as they come so the engine never runs out of lines.
@@ -80,16 +62,6 @@ static void expect_dma(Niu *n, unsigned dest, uint32_t first_seq,
                                    first_seq + ARCTIC_DMA_PACKETS, type,
                                    command, (uint32_t)target, payload, len),
                  first_seq + ARCTIC_DMA_PACKETS, 0);
-}
-
-static void fill_block(Niu *n, uint64_t phys, uint32_t *block, uint32_t seed)
-{
-    unsigned i;
-
-    for (i = 0; i < ARCTIC_D / 4; i++) {
-        block[i] = seed * 0x10000 + i;
-        qtest_writel(n->qts, phys + 4 * i, block[i]);
-    }
 }
 
 static void test_dma_send(void)
@@ -295,31 +267,6 @@ static void peer_flagged_to_hirx(Niu *n, uint8_t flags, unsigned type,
     qtest_writel(n->qts, slot,
                  FIELD_DP32(qtest_readl(n->qts, slot), MPI_HEADER, MODE, 0));
     guest_expect_rx(n, ARCTIC_RXQ_HI, PEER, type, cmd0, cmd1, payload, len);
-}
-
-/*
- * One remote-DMA data packet from the peer, at high priority, for @target:
- * the NIU acks it whether it writes it or drops it.
- */
-static void peer_dma_data_acked(Niu *n, uint64_t target,
-                                const uint32_t *words)
-{
-    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
-    struct arctic_e2e_header h = {
-        .kind = ARCTIC_E2E_DATA,
-        .flags = FIELD_DP32(0, ARCTIC_E2E_FLAGS, PRIORITY, 1),
-        .src_node = PEER, .dst_node = NIU_NODE,
-        .epoch = n->peer_epoch, .seq = n->peer_seq[1]++,
-    };
-    size_t size = build_wire(wire, &h,
-                             arctic_route_entry(PEER, NIU_NODE, true, false),
-                             ARCTIC_FIELD_PREP(ARCTIC_W1, MODE, 1),
-                             (uint32_t)target, target >> 32, words,
-                             ARCTIC_DMA_DATA_WORDS);
-
-    link_send_packet(n, wire, size);
-    expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_HIGH,
-                   n->peer_epoch, h.seq, 0);
 }
 
 static void test_dma_receive(void)

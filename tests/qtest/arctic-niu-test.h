@@ -196,6 +196,12 @@ void guest_dma(Niu *n, unsigned q, unsigned dest, unsigned type,
                const uint32_t *payload, unsigned len);
 void guest_expect_notice(Niu *n, unsigned type, uint32_t command,
                          uint32_t status);
+void set_window_and_job(Niu *n, uint64_t phys, uint64_t virt,
+                        uint64_t mask, uint32_t job);
+void fill_block(Niu *n, uint64_t phys, uint32_t *block, uint32_t seed);
+void peer_dma_data_acked(Niu *n, uint64_t target, const uint32_t *words);
+void niu_migrate_save(Niu *n, const char *path);
+bool niu_migrate_load(Niu *n, const char *path);
 
 /*
  * Each topic file adds its tests: arctic-niu-NAME-test.c defines

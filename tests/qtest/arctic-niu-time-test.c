@@ -10,6 +10,7 @@
  */
 
 #include "qemu/osdep.h"
+#include <glib/gstdio.h>
 #include "libqtest.h"
 #include "arctic-niu-test.h"
 #include "arctic/timing.h"
@@ -381,6 +382,85 @@ static void test_time_needs_socket(void)
     g_assert_nonnull(strstr(err, "timed=on needs link-socket="));
 }
 
+/* The switch socket a restored QEMU takes over from the one saved. */
+static int restore_listen_fd = -1;
+static char *restore_path, *restore_dir;
+
+static void fake_start_restored(Niu *n)
+{
+    n->listen_fd = restore_listen_fd;
+    n->sock_path = restore_path;
+    n->dir = restore_dir;
+    fake_start(n);
+}
+
+/* Quit @n's QEMU; the test's switch socket stays for the next one. */
+static void restore_take_socket(Niu *n)
+{
+    qatomic_set(&fake->quit, true);
+    g_thread_join(fake->thread);
+    fake->quit = false;
+    fake->welcome_sent = false;
+    restore_listen_fd = n->listen_fd;
+    restore_path = n->sock_path;
+    restore_dir = n->dir;
+    n->listen_fd = -1;
+    n->sock_path = n->dir = NULL;
+    niu_stop(n);
+}
+
+/* A timed QEMU waiting for a saved state, on the test's switch socket. */
+static Niu *restore_start(void (*before)(Niu *n))
+{
+    Niu *n;
+
+    niu_test_force_thread = true;
+    niu_test_before_qemu = before;
+    n = niu_start_node_args(restore_path, NIU_NODE, "timed=on",
+                            "-incoming defer");
+    niu_test_before_qemu = NULL;
+    niu_test_force_thread = false;
+    return n;
+}
+
+/*
+ * Migration (docs/device-internals.md §8).  Saved before TIME_CTRL.START,
+ * a node restores with its clock stopped: the load waits for its new
+ * session's WELCOME, as realize does, and the clock then starts as on a
+ * node booted.  Saved with its clock running, it cannot rejoin its
+ * cluster: it restores with the clock broken.
+ */
+static void test_time_restore(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("arctic-niu-time-XXXXXX", NULL);
+    g_autofree char *state = g_build_filename(dir, "stopped", NULL);
+    g_autofree char *state2 = g_build_filename(dir, "running", NULL);
+    Niu *n = timed_start(1000000, 1000000), *c;
+
+    qtest_clock_step(n->qts, 5000);
+    niu_migrate_save(n, state);
+    restore_take_socket(n);
+    n = restore_start(fake_start_restored);
+    g_assert_true(niu_migrate_load(n, state));
+    g_assert_true(fake->welcome_sent);
+    g_assert_true(reg_r(n, A_NIU_LINK_STATUS) & R_NIU_LINK_STATUS_UP_MASK);
+    timed_clock_start(n);
+    qtest_clock_step(n->qts, 777);
+    g_assert_cmpuint(time_now(n), ==, 777);
+
+    niu_migrate_save(n, state2);
+    c = restore_start(NULL);
+    g_assert_true(niu_migrate_load(c, state2));
+    g_assert_cmphex(reg_r(c, A_NIU_TIME_STATUS), ==,
+                    R_NIU_TIME_STATUS_TIMED_MASK |
+                    R_NIU_TIME_STATUS_BROKEN_MASK);
+    niu_stop(c);
+    timed_stop(n);
+    g_unlink(state);
+    g_unlink(state2);
+    g_rmdir(dir);
+}
+
 void niu_test_add_time(void)
 {
     qtest_add_func("/arctic-niu/time/start", test_time_start);
@@ -389,4 +469,5 @@ void niu_test_add_time(void)
     qtest_add_func("/arctic-niu/time/stamp", test_time_stamp);
     qtest_add_func("/arctic-niu/time/lost", test_time_lost);
     qtest_add_func("/arctic-niu/time/needs-socket", test_time_needs_socket);
+    qtest_add_func("/arctic-niu/time/restore", test_time_restore);
 }

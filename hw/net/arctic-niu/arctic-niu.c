@@ -18,11 +18,15 @@
 #include "hw/qdev-properties.h"
 #include "hw/qdev-properties-system.h"
 #include "hw/pci/msix.h"
-#include "migration/blocker.h"
+#include "migration/misc.h"
+#include "migration/qemu-file-types.h"
+#include "migration/vmstate.h"
+#include "qemu/error-report.h"
 #include "qapi/visitor.h"
 #include "qemu/lockable.h"
 #include "qemu/main-loop.h"
 #include "system/dma.h"
+#include "system/runstate.h"
 #include "crypto/secret_common.h"
 #include "trace.h"
 
@@ -137,6 +141,25 @@ static void niu_write_index(ArcticNiuState *s, unsigned epn,
  * power of two minus one, at least 4 MiB - 1, or 0 for no window.  Each
  * half is checked as part of the whole 64-bit value it makes.
  */
+/* A DMA window's base or (@is_mask) range mask as its register takes it. */
+static bool niu_dma_reg_aligned(uint64_t value, bool is_mask)
+{
+    if (is_mask) {
+        uint64_t size = value + 1;  /* 0 for a window of all 2^64 bytes */
+
+        /* 0, the reset value, withdraws the window. */
+        return value == 0 || (value >= ARCTIC_DMA_WINDOW_ALIGN - 1 &&
+                              (size == 0 || (size & (size - 1)) == 0));
+    }
+    return !(value & (ARCTIC_DMA_WINDOW_ALIGN - 1));
+}
+
+/* The window's memory would wrap past 2^64 to address 0. */
+static bool niu_dma_window_wraps(uint64_t phy, uint64_t mask)
+{
+    return mask && phy > UINT64_MAX - mask;
+}
+
 static void niu_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
                               uint64_t *reg, bool high, uint32_t value,
                               bool is_mask)
@@ -145,25 +168,14 @@ static void niu_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
     ArcticEndpoint *ep = &s->ep[epn];
     uint64_t phy = reg == &ep->dma.base_phy ? next : ep->dma.base_phy;
     uint64_t mask = is_mask ? next : ep->dma.range_mask;
-    bool bad;
 
-    if (is_mask) {
-        uint64_t size = next + 1;   /* 0 for a window of all 2^64 bytes */
-
-        /* 0, the reset value, withdraws the window. */
-        bad = next != 0 && (next < ARCTIC_DMA_WINDOW_ALIGN - 1 ||
-                            (size != 0 && (size & (size - 1)) != 0));
-    } else {
-        bad = next & (ARCTIC_DMA_WINDOW_ALIGN - 1);
-    }
-    if (bad) {
+    if (!niu_dma_reg_aligned(next, is_mask)) {
         niu_error(&s->status, ARCTIC_ERR_BAD_ALIGN, epn, 0, addr,
                   "DMA window register 0x%" HWADDR_PRIx " value 0x%"
                   PRIx64 " refused", addr, next);
         return;
     }
-    if (mask && phy > UINT64_MAX - mask) {
-        /* The window's memory would wrap past 2^64 to address 0. */
+    if (niu_dma_window_wraps(phy, mask)) {
         niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, epn, 0, addr,
                   "DMA window at 0x%" PRIx64 " with mask 0x%" PRIx64
                   " wraps; register 0x%" HWADDR_PRIx " refused",
@@ -730,6 +742,9 @@ static void niu_test_dma_bh(void *opaque)
     MemTxResult res;
     uint32_t i, status = 0;
 
+    if (s->frozen) {
+        return;     /* niu_thaw() runs it */
+    }
     if (!test_dma_args_valid(s)) {
         /* The size or address changed under a running command. */
         s->test_dma_status = FIELD_DP32(R_NIU_TEST_DMA_STATUS_DONE_MASK,
@@ -900,6 +915,10 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_u64(v, "link-direct-refused", stat64_get(&s->link.direct_refused),
               &err);
     visit_u64(v, "link-up-count", s->link.up_count, &err);
+    /* docs/device-internals.md §8 */
+    visit_str(v, "migration", s->restore_failed ? "load-failed" :
+                              s->frozen ? "frozen" : "running", &err);
+    visit_str(v, "migration-frozen-by", s->frozen ? s->frozen_by : "", &err);
     visit_str(v, "time", niu_time_state_names[s->time.state], &err);
     visit_u64(v, "time-now-ns", niu_time_now(s), &err);
     visit_u64(v, "time-granted-ns", s->time.granted, &err);
@@ -1017,12 +1036,408 @@ static void niu_config_write(PCIDevice *pdev, uint32_t addr,
     niu_irq_update_intx(&s->status);
 }
 
+/*
+ * ------------------------------------------------------------------------
+ * Migration, savevm and loadvm (docs/device-internals.md §8).  The state
+ * is saved frozen: from the moment the guest stops for the cut (or the
+ * save begins, if it was stopped already) the NIU takes no input and its
+ * queue engine no slot, so guest RAM, saved before the device, and the
+ * device's state describe the same instant.  A load freezes it first and
+ * thaws it once every part was checked; a load that fails leaves it
+ * frozen until reset, never running on a half-loaded state.  The link
+ * session is not state: the NIU resumes on whatever session its link
+ * has, as after a reconnect.
+ */
+
+static bool niu_link_wait_timed(ArcticNiuState *s, Error **errp);
+
+/* Under the device lock. */
+static void niu_freeze(ArcticNiuState *s, const char *why)
+{
+    if (!s->frozen) {
+        s->frozen = true;
+        s->frozen_by = why;
+        niu_link_pause(&s->link, true);
+        trace_arctic_niu_freeze(s->node_id, true, why);
+    }
+}
+
+/* A test DMA command the freeze held back runs now. */
+static void niu_test_dma_resume(ArcticNiuState *s)
+{
+    if (!s->test_dma_cmd ||
+        FIELD_EX32(s->test_dma_status, NIU_TEST_DMA_STATUS, DONE)) {
+        return;
+    }
+    if (!niu_time_on(s)) {
+        qemu_bh_schedule(s->test_dma_bh);
+    } else if (!timer_pending(s->test_dma_timer)) {
+        timer_mod(s->test_dma_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
+    }
+}
+
+/* Under the device lock: everything the freeze held back goes on. */
+static void niu_thaw(ArcticNiuState *s, const char *why)
+{
+    if (!s->frozen || s->restore_failed) {
+        return;
+    }
+    s->frozen = false;
+    trace_arctic_niu_freeze(s->node_id, false, why);
+    niu_link_pause(&s->link, false);
+    niu_test_dma_resume(s);
+    niu_tx_kick(s);
+}
+
+/*
+ * The guest stops for a migration's cut, a savevm or a loadvm: freeze
+ * before RAM's last pass.  A guest merely stopped (`stop`, a debugger)
+ * keeps its NIU taking packets, as it always did.
+ */
+static void niu_vm_state_change(void *opaque, bool running, RunState state)
+{
+    ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
+
+    if (running) {
+        niu_thaw(s, "the guest runs");
+    } else if (state == RUN_STATE_FINISH_MIGRATE ||
+               state == RUN_STATE_SAVE_VM || state == RUN_STATE_RESTORE_VM) {
+        niu_freeze(s, RunState_str(state));
+    }
+}
+
+/*
+ * A save of a guest already stopped changes no run state: freeze when it
+ * sets up, and thaw when a savevm ends (a migration that completed leaves
+ * the source frozen: its NIU has moved).
+ */
+static int niu_precopy_notify(NotifierWithReturn *n, void *data,
+                              Error **errp)
+{
+    ArcticNiuState *s = container_of(n, ArcticNiuState, precopy_notifier);
+    PrecopyNotifyData *pnd = data;
+    QEMU_LOCK_GUARD(&s->lock);
+
+    if (pnd->reason == PRECOPY_NOTIFY_SETUP && !runstate_is_running()) {
+        niu_freeze(s, "saved while stopped");
+    } else if (pnd->reason == PRECOPY_NOTIFY_CLEANUP &&
+               runstate_check(RUN_STATE_SAVE_VM)) {
+        niu_thaw(s, "savevm done");
+    }
+    return 0;
+}
+
+/*
+ * The properties that shape the state: a stream of another node, another
+ * number of lines or the other mode is refused before any of it is
+ * loaded, with a message that names the difference.
+ */
+static int niu_get_same(QEMUFile *f, void *pv, size_t size,
+                        const VMStateField *field)
+{
+    uint32_t mine = *(uint32_t *)pv, saved = qemu_get_be32(f);
+
+    if (saved != mine) {
+        trace_arctic_niu_restore_mismatch(field->name, saved, mine);
+        error_report("arctic-niu: saved state of %s=%u cannot load into "
+                     "this device's %s=%u", field->name, saved, field->name,
+                     mine);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int niu_put_same(QEMUFile *f, void *pv, size_t size,
+                        const VMStateField *field, JSONWriter *vmdesc)
+{
+    qemu_put_be32(f, *(uint32_t *)pv);
+    return 0;
+}
+
+static const VMStateInfo niu_vmstate_info_same = {
+    .name = "arctic-niu property",
+    .get = niu_get_same,
+    .put = niu_put_same,
+};
+
+#define NIU_VMSTATE_SAME(_name, _field) {                               \
+    .name = (_name),                                                    \
+    .size = sizeof(uint32_t),                                           \
+    .info = &niu_vmstate_info_same,                                     \
+    .flags = VMS_SINGLE,                                                \
+    .offset = vmstate_offset_value(ArcticNiuState, _field, uint32_t),   \
+}
+
+static void niu_vm_identity(ArcticNiuState *s)
+{
+    s->vm_identity.node_id = s->node_id;
+    s->vm_identity.lines = s->e2e.cfg.lines;
+    s->vm_identity.timed = niu_time_on(s);
+}
+
+static int niu_pre_save(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
+
+    niu_freeze(s, "saved");     /* already, unless saved some other way */
+    niu_vm_identity(s);
+    s->vm_link.up_count = s->link.up_count;
+    s->vm_link.num_nodes = s->link.num_nodes;
+    s->vm_link.levels = s->link.levels;
+    return 0;
+}
+
+/*
+ * Before any field: frozen, and the state the optional subsections carry
+ * at its reset value, which is what their absence means.
+ */
+static int niu_pre_load(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
+
+    niu_freeze(s, "loading");
+    s->restore_failed = true;   /* until niu_post_load() says otherwise */
+    s->loaded_fault = s->e2e.loaded_fault = NULL;
+    niu_vm_identity(s);
+    niu_raw_reset(s);
+    niu_rx_reset(s);
+    s->test_dma_addr = 0;
+    s->test_dma_size = s->test_dma_seed = 0;
+    s->test_dma_cmd = s->test_dma_status = 0;
+    qemu_bh_cancel(s->test_dma_bh);
+    timer_del(s->test_dma_timer);
+    return 0;
+}
+
+static const char *niu_loaded_fault(ArcticNiuState *s)
+{
+    unsigned e, q;
+
+    if (s->vmask & ~R_NIU_VMASK_MASK_MASK) {
+        return "VMASK has bits outside its mask";
+    }
+    for (e = 0; e < ARCTIC_ENDPOINTS; e++) {
+        const ArcticEndpoint *ep = &s->ep[e];
+
+        if (ep->tx_qbase & (ARCTIC_TX_REGION_ALIGN - 1) ||
+            ep->rx_qbase & (ARCTIC_RX_REGION_ALIGN - 1)) {
+            return "a queue base not aligned";
+        }
+        if (!niu_dma_reg_aligned(ep->dma.base_phy, false) ||
+            !niu_dma_reg_aligned(ep->dma.base_vir, false) ||
+            !niu_dma_reg_aligned(ep->dma.range_mask, true) ||
+            niu_dma_window_wraps(ep->dma.base_phy, ep->dma.range_mask)) {
+            return "a DMA window no register write could set";
+        }
+        for (q = 0; q < ARCTIC_NUM_TX_QUEUES; q++) {
+            if (ep->tx_tail[q] >= ARCTIC_N) {
+                return "a Tx queue index out of range";
+            }
+        }
+        for (q = 0; q < ARCTIC_NUM_RX_QUEUES; q++) {
+            if (ep->rx_head[q] >= 2 * ARCTIC_N) {
+                return "an Rx queue index out of range";
+            }
+        }
+        if (ep->dma_progress[0] > ARCTIC_DMA_PACKETS ||
+            ep->dma_progress[1] > ARCTIC_DMA_PACKETS) {
+            return "a remote-DMA request's progress out of range";
+        }
+    }
+    return niu_status_loaded_fault(&s->status);
+}
+
+/*
+ * Under the device lock, every part loaded: checked, then the link's facts
+ * the guest reads, then the lines go again on the session the link has
+ * now (a new one repeats this at its WELCOME), and the device thaws.  A
+ * restore counts as one more link up for the guest (LINK_STATUS.UP_COUNT):
+ * what it sent may have been lost in flight, and is being sent again.
+ */
+static bool niu_restore(ArcticNiuState *s)
+{
+    const char *fault = s->e2e.loaded_fault ?: s->loaded_fault ?:
+                        niu_loaded_fault(s);
+
+    if (fault) {
+        trace_arctic_niu_restore_refused(s->node_id, fault);
+        error_report("arctic-niu: node %u: saved state refused: %s",
+                     s->node_id, fault);
+        return false;
+    }
+    s->link.up_count = s->vm_link.up_count;
+    if (niu_link_is_up(&s->link)) {
+        s->link.up_count++;
+    } else {
+        s->link.num_nodes = s->vm_link.num_nodes;
+        s->link.levels = s->vm_link.levels;
+    }
+    s->tx.line_wait = false;
+    niu_status_restored(&s->status);
+    niu_time_restored(s);
+    s->restore_failed = false;
+    trace_arctic_niu_restored(s->node_id, niu_e2e_pending(&s->e2e),
+                              s->link.up_count);
+    niu_e2e_restored(&s->e2e);
+    niu_thaw(s, "loaded");
+    return true;
+}
+
+/*
+ * Timed, a clock not started yet is started by the guest's TIME_CTRL.START,
+ * which wants the link up: the load waits for the WELCOME as realize does
+ * (without the device lock, which the link thread takes to read it).
+ */
+static int niu_post_load(void *opaque, int version_id)
+{
+    ArcticNiuState *s = opaque;
+    Error *err = NULL;
+    bool wait;
+
+    WITH_QEMU_LOCK_GUARD(&s->lock) {
+        if (!niu_restore(s)) {
+            return -EINVAL;
+        }
+        wait = s->time.state == NIU_TIME_STOPPED;
+    }
+    if (wait && !niu_link_wait_timed(s, &err)) {
+        error_report_err(err);
+        return -EIO;
+    }
+    return 0;
+}
+
+/* The main loop runs: QEMU's start, -loadvm included, is over. */
+static void niu_started_bh(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
+
+    if (s->frozen && !strcmp(s->frozen_by, "starting")) {
+        niu_thaw(s, "QEMU started");
+    }
+}
+
+/*
+ * At realize, before the link.  An incoming NIU waits for its state.  One
+ * made as QEMU starts waits for the main loop, by which time -loadvm has
+ * loaded its state: a fresh NIU that took its switch's packets first
+ * would answer the peers' retransmissions with RESYNC from a new
+ * incarnation, and a peer would then renumber what the restored NIU may
+ * have delivered already.  (Timed, realize waits for the WELCOME, and no
+ * packet moves before the cluster's clock starts.)
+ */
+static void niu_migration_init(ArcticNiuState *s)
+{
+    if (runstate_check(RUN_STATE_INMIGRATE)) {
+        niu_freeze(s, "incoming migration");
+    } else if (runstate_check(RUN_STATE_PRELAUNCH) && !niu_time_on(s)) {
+        niu_freeze(s, "starting");
+        aio_bh_schedule_oneshot(qemu_get_aio_context(), niu_started_bh, s);
+    }
+    s->vm_change = qemu_add_vm_change_state_handler(niu_vm_state_change, s);
+    s->precopy_notifier.notify = niu_precopy_notify;
+    precopy_add_notifier(&s->precopy_notifier);
+}
+
+static const VMStateDescription vmstate_arctic_endpoint = {
+    .name = "arctic-niu/endpoint",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT64(tx_qbase, ArcticEndpoint),
+        VMSTATE_UINT64(rx_qbase, ArcticEndpoint),
+        VMSTATE_UINT32_ARRAY(tx_tail, ArcticEndpoint, ARCTIC_NUM_TX_QUEUES),
+        VMSTATE_UINT32_ARRAY(rx_head, ArcticEndpoint, ARCTIC_NUM_RX_QUEUES),
+        VMSTATE_UINT64(dma.base_phy, ArcticEndpoint),
+        VMSTATE_UINT64(dma.base_vir, ArcticEndpoint),
+        VMSTATE_UINT64(dma.range_mask, ArcticEndpoint),
+        VMSTATE_UINT32(job, ArcticEndpoint),
+        VMSTATE_UINT32_ARRAY(dma_progress, ArcticEndpoint, 2),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
+/* The test DMA engine: only when it was used since reset. */
+static bool niu_test_dma_needed(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+
+    return s->test_dma_addr || s->test_dma_size || s->test_dma_seed ||
+           s->test_dma_cmd || s->test_dma_status;
+}
+
+static const VMStateDescription vmstate_niu_test_dma = {
+    .name = "arctic-niu/test-dma",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .needed = niu_test_dma_needed,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT64(test_dma_addr, ArcticNiuState),
+        VMSTATE_UINT32(test_dma_size, ArcticNiuState),
+        VMSTATE_UINT32(test_dma_seed, ArcticNiuState),
+        VMSTATE_UINT32(test_dma_cmd, ArcticNiuState),
+        VMSTATE_UINT32(test_dma_status, ArcticNiuState),
+        VMSTATE_TIMER_PTR(test_dma_timer, ArcticNiuState),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
+static const VMStateDescription vmstate_arctic_niu = {
+    .name = TYPE_ARCTIC_NIU,
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .pre_save = niu_pre_save,
+    .pre_load = niu_pre_load,
+    .post_load = niu_post_load,
+    .fields = (const VMStateField[]) {
+        NIU_VMSTATE_SAME("node-id", vm_identity.node_id),
+        NIU_VMSTATE_SAME("lines", vm_identity.lines),
+        NIU_VMSTATE_SAME("timed", vm_identity.timed),
+        VMSTATE_PCI_DEVICE(parent_obj, ArcticNiuState),
+        VMSTATE_MSIX(parent_obj, ArcticNiuState),
+        VMSTATE_BOOL(tx_enabled, ArcticNiuState),
+        VMSTATE_BOOL(rx_enabled, ArcticNiuState),
+        VMSTATE_BOOL(rx_raw, ArcticNiuState),
+        VMSTATE_UINT32(vmask, ArcticNiuState),
+        VMSTATE_UINT32(scratch, ArcticNiuState),
+        VMSTATE_UINT32_2DARRAY(route_table, ArcticNiuState, 2, ARCTIC_S),
+        VMSTATE_STRUCT_ARRAY(ep, ArcticNiuState, ARCTIC_ENDPOINTS, 1,
+                             vmstate_arctic_endpoint, ArcticEndpoint),
+        VMSTATE_UINT32(tx.count, ArcticNiuState),
+        VMSTATE_STRUCT(status, ArcticNiuState, 1, vmstate_niu_status,
+                       NiuStatus),
+        VMSTATE_STRUCT(e2e, ArcticNiuState, 1, vmstate_niu_e2e, NiuE2E),
+        VMSTATE_UINT16(vm_link.up_count, ArcticNiuState),
+        VMSTATE_UINT32(vm_link.num_nodes, ArcticNiuState),
+        VMSTATE_UINT32(vm_link.levels, ArcticNiuState),
+        VMSTATE_END_OF_LIST()
+    },
+    .subsections = (const VMStateDescription * const []) {
+        &vmstate_niu_time,
+        &vmstate_niu_raw,
+        &vmstate_niu_rx_reports,
+        &vmstate_niu_test_dma,
+        NULL
+    },
+};
+
 static void niu_reset_hold(Object *obj, ResetType type)
 {
     ArcticNiuState *s = ARCTIC_NIU(obj);
     QEMU_LOCK_GUARD(&s->lock);
 
     niu_full_reset(s);
+    /* A state a failed load left behind is gone: the NIU may run again. */
+    if (s->restore_failed) {
+        s->restore_failed = false;
+        if (runstate_is_running()) {
+            niu_thaw(s, "reset after a failed load");
+        }
+    }
 }
 
 /*
@@ -1242,7 +1657,8 @@ static bool niu_link_wait_timed(ArcticNiuState *s, Error **errp)
     int64_t deadline = get_clock() +
                        NIU_TIME_CONNECT_S * NANOSECONDS_PER_SECOND;
 
-    if (!s->time.enabled) {
+    /* Frozen, it takes no WELCOME: an incoming NIU waits at its load. */
+    if (!s->time.enabled || s->frozen) {
         return true;
     }
     for (;;) {
@@ -1366,17 +1782,9 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
         return;
     }
 
-    error_setg(&s->migration_blocker, "arctic-niu does not migrate: "
-               "packets held for retransmission and the link session to "
-               "arctic-switch cannot move to another host");
-    if (migrate_add_blocker(&s->migration_blocker, errp) < 0) {
-        return;
-    }
-
     pci_config_set_interrupt_pin(pdev->config, 1);
     if (msix_init_exclusive_bar(pdev, ARCTIC_MSIX_VECTORS, ARCTIC_BAR_MSIX,
                                 errp)) {
-        migrate_del_blocker(&s->migration_blocker);
         return;
     }
     for (unsigned v = 0; v < ARCTIC_MSIX_VECTORS; v++) {
@@ -1402,6 +1810,7 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
     niu_e2e_init(&s->e2e, s->node_id, niu_time_on(s), &s->link, &s->lock,
                  &arctic_niu_e2e_ops);
     niu_full_reset(s);
+    niu_migration_init(s);
     if (!niu_link_setup(s, errp)) {
         niu_exit(pdev);
     }
@@ -1421,7 +1830,9 @@ static void niu_exit(PCIDevice *pdev)
     s->test_dma_timer = NULL;
     niu_status_cleanup(&s->status);
     msix_uninit_exclusive_bar(pdev);
-    migrate_del_blocker(&s->migration_blocker);
+    precopy_remove_notifier(&s->precopy_notifier);
+    qemu_del_vm_change_state_handler(s->vm_change);
+    s->vm_change = NULL;
 }
 
 /*
@@ -1500,6 +1911,7 @@ static void niu_class_init(ObjectClass *klass, void *data)
     k->revision = ARCTIC_NIU_PCI_REVISION;
     k->class_id = ARCTIC_NIU_PCI_CLASS;
     rc->phases.hold = niu_reset_hold;
+    dc->vmsd = &vmstate_arctic_niu;
     dc->desc = "MIT StarT Arctic network interface unit";
     device_class_set_props(dc, arctic_niu_properties);
     set_bit(DEVICE_CATEGORY_NETWORK, dc->categories);

@@ -51,6 +51,7 @@
 #include "hw/registerfields.h"
 #include "chardev/char-fe.h"
 #include "qemu/thread.h"
+#include "qemu/notify.h"
 #include "qemu/timer.h"
 #include "qom/object.h"
 
@@ -77,6 +78,8 @@ enum {
      * "back up into the network").
      */
     ARCTIC_RAW_RX_PACKETS = 8,
+    /* Reports of refused remote DMA owed to requesters, at most. */
+    ARCTIC_RX_REPORTS = 16,
 };
 
 /* A requester to tell that this NIU refused some of its remote DMA. */
@@ -133,16 +136,19 @@ typedef struct NiuMpfsm {
     int64_t held_until;         /* host time a held doorbell's pass runs */
 } NiuMpfsm;
 
+/* A packet in a raw receive FIFO. */
+typedef struct NiuRawPacket {
+    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
+    uint16_t size;
+} NiuRawPacket;
+
 /* dMPI raw mode's FIFOs (niu-raw.c), indexed by priority. */
 typedef struct NiuRawFifos {
     uint32_t tx[ARCTIC_NUM_PRIORITIES][ARCTIC_MAX_PACKET_WORDS];
     unsigned tx_len[ARCTIC_NUM_PRIORITIES];
     bool tx_ready[ARCTIC_NUM_PRIORITIES];       /* whole, waits a line */
     bool tx_overrun[ARCTIC_NUM_PRIORITIES];     /* discarding to *Last */
-    struct {
-        uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
-        uint16_t size;
-    } rx[ARCTIC_NUM_PRIORITIES][ARCTIC_RAW_RX_PACKETS];
+    NiuRawPacket rx[ARCTIC_NUM_PRIORITIES][ARCTIC_RAW_RX_PACKETS];
     unsigned rx_head[ARCTIC_NUM_PRIORITIES];
     unsigned rx_count[ARCTIC_NUM_PRIORITIES];
     unsigned rx_word[ARCTIC_NUM_PRIORITIES];    /* next word of the head */
@@ -156,7 +162,7 @@ typedef struct NiuRcvfsm {
      */
     uint8_t dma_failed[ARCTIC_S];
     /* Reports owed to requesters (FIFO; sent by niu-tx.c) */
-    ArcticReport reports[16];
+    ArcticReport reports[ARCTIC_RX_REPORTS];
     unsigned report_head, report_count;
 } NiuRcvfsm;
 
@@ -226,7 +232,25 @@ struct ArcticNiuState {
     bool poll_yield;            /* x-link-poll-yield: USER_LINK_POLL */
     Stat64 poll_yields;         /* empty busy polls that gave the core */
 
-    Error *migration_blocker;
+    /*
+     * Migration (docs/device-internals.md §8): frozen while the state is
+     * saved or loaded (no input, no queue service); a load that began and
+     * did not finish keeps it so until reset.  What the stream carries
+     * beside the state: the properties it must match, the link's facts.
+     */
+    bool frozen;
+    const char *frozen_by;      /* what froze it (a static string) */
+    bool restore_failed;
+    const char *loaded_fault;   /* a part's check of what it loaded */
+    struct {
+        uint32_t node_id, lines, timed;
+    } vm_identity;
+    struct {
+        uint16_t up_count;
+        uint32_t num_nodes, levels;
+    } vm_link;
+    VMChangeStateEntry *vm_change;
+    NotifierWithReturn precopy_notifier;
 };
 
 /* arctic-niu.c */
@@ -265,6 +289,7 @@ void niu_raw_tx_flush(ArcticNiuState *s);
 /* niu-time.c */
 bool niu_time_init(ArcticNiuState *s, Error **errp);
 void niu_time_cleanup(ArcticNiuState *s);
+void niu_time_restored(ArcticNiuState *s);
 bool niu_time_on(const ArcticNiuState *s);
 bool niu_time_running(const ArcticNiuState *s);
 uint64_t niu_time_now(ArcticNiuState *s);
@@ -276,6 +301,11 @@ void niu_time_packet(ArcticNiuState *s, uint8_t prio, uint64_t at,
                      const uint8_t *wire, size_t size);
 void niu_time_on_start(ArcticNiuState *s, const struct arctic_time_start *st);
 void niu_time_on_grant(ArcticNiuState *s, uint64_t until);
+
+/* The optional parts of the migration stream (subsections) */
+extern const VMStateDescription vmstate_niu_time;    /* niu-time.c */
+extern const VMStateDescription vmstate_niu_raw;     /* niu-raw.c */
+extern const VMStateDescription vmstate_niu_rx_reports;  /* niu-rx.c */
 
 /* niu-tx.c, for niu-raw.c */
 bool niu_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,

@@ -19,6 +19,7 @@
 
 #include "qemu/osdep.h"
 #include "qemu/lockable.h"
+#include "migration/vmstate.h"
 #include "trace.h"
 
 #include "niu-e2e.h"
@@ -1297,6 +1298,224 @@ void niu_e2e_packet(NiuE2E *e, const uint8_t *pkt, size_t size)
         handle_nack(e, &h, arctic_control_incarnation(pkt));
         peer_answered(e, h.src_node);
         break;
+    }
+}
+
+/*
+ * ------------------------------------------------------------------------
+ * Migration (docs/device-internals.md §8): the lines with their packets,
+ * both halves of every stream and the answers owed.  What follows from
+ * the lines (the free map, the counts, the send order) is rebuilt on
+ * load rather than trusted from the stream.
+ */
+
+static const VMStateDescription vmstate_arctic_line = {
+    .name = "arctic-niu/line",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .fields = (const VMStateField[]) {
+        VMSTATE_BOOL(busy, ArcticLine),
+        VMSTATE_BOOL(queued, ArcticLine),
+        VMSTATE_BOOL(sent_once, ArcticLine),
+        VMSTATE_BOOL(nack_wait, ArcticLine),
+        VMSTATE_BOOL(parked, ArcticLine),
+        VMSTATE_BOOL(dma, ArcticLine),
+        VMSTATE_BOOL(raw, ArcticLine),
+        VMSTATE_UINT64(queued_order, ArcticLine),
+        VMSTATE_UINT8(prio, ArcticLine),
+        VMSTATE_UINT8(epn, ArcticLine),
+        VMSTATE_UINT16(dst, ArcticLine),
+        VMSTATE_UINT32(seq, ArcticLine),
+        VMSTATE_UINT32(retries, ArcticLine),
+        VMSTATE_UINT32(timeouts, ArcticLine),
+        VMSTATE_INT64(deadline, ArcticLine),
+        VMSTATE_INT64(sent_ns, ArcticLine),
+        VMSTATE_BOOL(refused, ArcticLine),
+        VMSTATE_INT64(refused_since, ArcticLine),
+        VMSTATE_UINT16(size, ArcticLine),
+        VMSTATE_UINT8_ARRAY(wire, ArcticLine, ARCTIC_WIRE_MAX_SIZE),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
+static const VMStateDescription vmstate_arctic_tx_stream = {
+    .name = "arctic-niu/tx-stream",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT32(epoch, ArcticTxStream),
+        VMSTATE_UINT32(next_seq, ArcticTxStream),
+        VMSTATE_BOOL(acked, ArcticTxStream),
+        VMSTATE_UINT32(peer_incarnation, ArcticTxStream),
+        VMSTATE_BOOL(paused, ArcticTxStream),
+        VMSTATE_UINT32(probe_seq, ArcticTxStream),
+        VMSTATE_INT64(srtt_ns, ArcticTxStream),
+        VMSTATE_INT64(rttvar_ns, ArcticTxStream),
+        VMSTATE_UINT32(backoff, ArcticTxStream),
+        VMSTATE_INT64(backoff_at, ArcticTxStream),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
+static const VMStateDescription vmstate_arctic_rx_stream = {
+    .name = "arctic-niu/rx-stream",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .fields = (const VMStateField[]) {
+        VMSTATE_BOOL(known, ArcticRxStream),
+        VMSTATE_BOOL(ack_due, ArcticRxStream),
+        VMSTATE_BOOL(nack_due, ArcticRxStream),
+        VMSTATE_BOOL(in_ctrl_fifo, ArcticRxStream),
+        VMSTATE_UINT8(nack_reason, ArcticRxStream),
+        VMSTATE_UINT32(epoch, ArcticRxStream),
+        VMSTATE_UINT32(expected, ArcticRxStream),
+        VMSTATE_UINT32(nack_epoch, ArcticRxStream),
+        VMSTATE_UINT32(nack_seq, ArcticRxStream),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
+/* What a loaded stream must hold for the code to be safe with it. */
+static const char *e2e_loaded_fault(const NiuE2E *e)
+{
+    bool listed[ARCTIC_NUM_PRIORITIES][ARCTIC_S] = {};
+    unsigned i, flagged = 0;
+
+    for (i = 0; i < ARCTIC_MAX_LINES; i++) {
+        const ArcticLine *l = &e->lines[i];
+
+        if (!l->busy) {
+            continue;
+        }
+        if (i >= e->cfg.lines) {
+            return "a busy line beyond the device's lines";
+        }
+        if (l->prio >= ARCTIC_NUM_PRIORITIES || l->dst >= ARCTIC_S ||
+            l->epn >= ARCTIC_ENDPOINTS) {
+            return "a line with a priority, node or endpoint out of range";
+        }
+        if (l->size < ARCTIC_WIRE_MIN_SIZE ||
+            l->size > ARCTIC_WIRE_MAX_SIZE) {
+            return "a line whose packet size is out of range";
+        }
+    }
+    if (e->ctrl_head >= ARRAY_SIZE(e->ctrl_fifo) ||
+        e->ctrl_count > ARRAY_SIZE(e->ctrl_fifo)) {
+        return "answers owed beyond their FIFO";
+    }
+    /* Each stream with answers owed is in the FIFO once (owe_control()). */
+    for (i = 0; i < e->ctrl_count; i++) {
+        unsigned at = (e->ctrl_head + i) % ARRAY_SIZE(e->ctrl_fifo);
+        unsigned prio = e->ctrl_fifo[at] >> 8, src = e->ctrl_fifo[at] & 0xff;
+
+        if (prio >= ARCTIC_NUM_PRIORITIES) {
+            return "an answer owed on a priority out of range";
+        }
+        if (!e->rx_stream[prio][src].in_ctrl_fifo || listed[prio][src]) {
+            return "answers owed that do not match their streams";
+        }
+        listed[prio][src] = true;
+    }
+    for (i = 0; i < ARCTIC_NUM_PRIORITIES * ARCTIC_S; i++) {
+        flagged += e->rx_stream[i / ARCTIC_S][i % ARCTIC_S].in_ctrl_fifo;
+    }
+    if (flagged != e->ctrl_count) {
+        return "answers owed that do not match their streams";
+    }
+    return NULL;
+}
+
+/* The state that follows from the lines, as niu_e2e_send() keeps it. */
+static void e2e_rebuild(NiuE2E *e)
+{
+    unsigned i;
+
+    memset(e->lines_busy, 0, sizeof(e->lines_busy));
+    memset(e->lines_free, 0, sizeof(e->lines_free));
+    e->dma_lines_busy = 0;
+    for (i = 0; i < e->cfg.lines; i++) {
+        ArcticLine *l = &e->lines[i];
+
+        line_mark_free(e, l, !l->busy);
+        if (l->busy) {
+            e->lines_busy[l->prio]++;
+            e->dma_lines_busy += l->dma;
+        }
+    }
+    for (i = 0; i < ARCTIC_NUM_PRIORITIES; i++) {
+        sendq_rebuild(e, i);
+    }
+}
+
+/* No retransmission runs on lines being loaded. */
+static int e2e_pre_load(void *opaque)
+{
+    NiuE2E *e = opaque;
+
+    timer_del(e->retry_timer);
+    e->loaded_fault = NULL;
+    return 0;
+}
+
+/*
+ * A fault is left for the device to refuse the stream with
+ * (loaded_fault), and the protocol starts afresh rather than keep lines
+ * no code may index with.
+ */
+static int e2e_post_load(void *opaque, int version_id)
+{
+    NiuE2E *e = opaque;
+
+    e->loaded_fault = e2e_loaded_fault(e);
+    if (e->loaded_fault) {
+        niu_e2e_reset(e);
+        return 0;
+    }
+    e2e_rebuild(e);
+    return 0;
+}
+
+const VMStateDescription vmstate_niu_e2e = {
+    .name = "arctic-niu/e2e",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .pre_load = e2e_pre_load,
+    .post_load = e2e_post_load,
+    .fields = (const VMStateField[]) {
+        VMSTATE_STRUCT_ARRAY(lines, NiuE2E, ARCTIC_MAX_LINES, 1,
+                             vmstate_arctic_line, ArcticLine),
+        VMSTATE_UINT64(queue_counter, NiuE2E),
+        VMSTATE_STRUCT_2DARRAY(tx_stream, NiuE2E, ARCTIC_NUM_PRIORITIES,
+                               ARCTIC_S, 1, vmstate_arctic_tx_stream,
+                               ArcticTxStream),
+        VMSTATE_UINT32(epoch_base, NiuE2E),
+        VMSTATE_INT64_ARRAY(peer_waiting_since, NiuE2E, ARCTIC_S),
+        VMSTATE_STRUCT_2DARRAY(rx_stream, NiuE2E, ARCTIC_NUM_PRIORITIES,
+                               ARCTIC_S, 1, vmstate_arctic_rx_stream,
+                               ArcticRxStream),
+        VMSTATE_UINT16_ARRAY(ctrl_fifo, NiuE2E,
+                             ARCTIC_NUM_PRIORITIES * ARCTIC_S),
+        VMSTATE_UINT32(ctrl_head, NiuE2E),
+        VMSTATE_UINT32(ctrl_count, NiuE2E),
+        VMSTATE_UINT32(acks_held, NiuE2E),
+        VMSTATE_BOOL(nack_owed, NiuE2E),
+        VMSTATE_BOOL(ack_now, NiuE2E),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
+/*
+ * After a load the device accepted (nothing runs on the lines before):
+ * the retry timer, and with the link up (a session that outlived the
+ * load) every line goes again, in sequence order, as at a WELCOME; a
+ * session not up yet does the same at its WELCOME.
+ */
+void niu_e2e_restored(NiuE2E *e)
+{
+    retry_timer_rearm(e);
+    if (niu_link_is_up(e->link)) {
+        niu_e2e_link_up(e);
+        niu_e2e_pump(e, false);
     }
 }
 

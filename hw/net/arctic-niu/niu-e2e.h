@@ -249,6 +249,9 @@ struct NiuE2E {
     unsigned acks_held;         /* acks owed since controls last went */
     bool nack_owed;
     bool ack_now;               /* a delivery asked for its ack (ACK_NOW) */
+
+    /* What was wrong with the state last loaded, or NULL */
+    const char *loaded_fault;
 };
 
 /*
@@ -289,5 +292,9 @@ int64_t niu_e2e_retry_due_ns(NiuE2E *e);
 void niu_e2e_pump(NiuE2E *e, bool lazy);
 void niu_e2e_link_up(NiuE2E *e);
 void niu_e2e_packet(NiuE2E *e, const uint8_t *pkt, size_t size);
+void niu_e2e_restored(NiuE2E *e);
+
+/* The protocol's part of the device's migration stream. */
+extern const VMStateDescription vmstate_niu_e2e;
 
 #endif /* HW_NET_ARCTIC_NIU_E2E_H */

@@ -124,6 +124,11 @@ struct NiuLinkThread {
     bool quit;              /* atomic: the device is going away */
     bool want_out;          /* atomic: the session waits for room */
     bool hold_input;        /* atomic: the session takes no input now */
+    /*
+     * Atomic: the device's state is saved or loaded (niu_link_pause()):
+     * nothing is read, not even the socket's end, until it resumes.
+     */
+    bool paused;
     int64_t deadline;       /* atomic: CLOCK_MONOTONIC ns of a deferral */
     bool posted;            /* atomic: niu_link_post() work is waiting */
     /*
@@ -910,7 +915,8 @@ static void *thread_run(void *opaque)
             polled_until = 0;
         }
         take_input = !qatomic_read(&t->hold_input) && !polled_until &&
-                     !qatomic_read(&t->timed_reader);
+                     !qatomic_read(&t->timed_reader) &&
+                     !qatomic_read(&t->paused);
         timeout = thread_timeout_ns(t, now, polled_until);
         if (rings) {
             /*
@@ -936,11 +942,16 @@ static void *thread_run(void *opaque)
              * when the device dropped the link, and at least every
              * ARCTIC_RING_LOOK_MS however often the thread is woken.
              */
-            if (thread_futex_wait(waiters, n_waiters, timeout) ||
-                qatomic_read(&t->fd_shut) ||
-                qatomic_read(&((struct arctic_ring_area *)
-                               t->rings->area)->kicks.closing) ||
-                get_clock() - t->socket_looked > look) {
+            /*
+             * Paused, the socket waits too: a DIRECT_STOP would hand up
+             * what its ring holds.
+             */
+            if ((thread_futex_wait(waiters, n_waiters, timeout) ||
+                 qatomic_read(&t->fd_shut) ||
+                 qatomic_read(&((struct arctic_ring_area *)
+                                t->rings->area)->kicks.closing) ||
+                 get_clock() - t->socket_looked > look) &&
+                !qatomic_read(&t->paused)) {
                 t->socket_looked = get_clock();
                 socket_ready = thread_socket_readable(t);
             }
@@ -963,7 +974,8 @@ static void *thread_run(void *opaque)
             continue;
         }
         pfd[0] = (GPollFD) {
-            .fd = t->fd,
+            /* Paused: not even a hang-up is read (poll() skips fd -1). */
+            .fd = qatomic_read(&t->paused) ? -1 : t->fd,
             .events = (take_input ? G_IO_IN : 0) |
                       (qatomic_read(&t->want_out) ? G_IO_OUT : 0),
         };
@@ -1042,6 +1054,15 @@ static void thread_accept_input(NiuLink *link)
         qatomic_set(&t->hold_input, false);
         thread_kick(t);
     }
+}
+
+/* Under the device lock: see NiuLinkThread.paused. */
+static void thread_pause(NiuLink *link, bool paused)
+{
+    NiuLinkThread *t = link->thread;
+
+    qatomic_set(&t->paused, paused);
+    thread_kick(t);
 }
 
 static void thread_disconnect(NiuLink *link)
@@ -1292,6 +1313,7 @@ static const NiuTransportOps thread_transport = {
     .name = "thread",
     .write = thread_write,
     .accept_input = thread_accept_input,
+    .pause = thread_pause,
     .disconnect = thread_disconnect,
     .defer = thread_defer,
     .post = thread_post,
@@ -1352,6 +1374,7 @@ bool niu_link_init_thread(NiuLink *link, const char *path,
     t->kick_yield = kick_yield;
     t->cpu_wake = cpu_wake;
     t->fd = -1;
+    t->paused = link->paused;   /* an incoming migration's device */
     qemu_mutex_init(&t->rx_lock);
     t->poll_buf = g_malloc(NIU_LINK_THREAD_READ);
     link->thread = t;

@@ -237,7 +237,9 @@ bool niu_link_post(NiuLink *link)
 
 void niu_link_posted_due(NiuLink *link)
 {
-    if (link->state == NIU_LINK_UP) {
+    if (link->paused) {
+        link->resume_due = true;
+    } else if (link->state == NIU_LINK_UP) {
         link->ops->posted(link);
     }
 }
@@ -265,6 +267,10 @@ void niu_link_deferred_due(NiuLink *link)
     if (link->state != NIU_LINK_UP) {
         return;
     }
+    if (link->paused) {
+        link->resume_due = true;
+        return;
+    }
     now = get_clock();
     if (link->own_due_ns && now >= link->own_due_ns) {
         link->own_due_ns = 0;
@@ -282,7 +288,9 @@ void niu_link_writable(NiuLink *link)
 {
     link->out_blocked = false;
     niu_link_flush(link);
-    if (link->state == NIU_LINK_UP) {
+    if (link->paused) {
+        link->resume_due = true;
+    } else if (link->state == NIU_LINK_UP) {
         link->ops->ready(link);
     }
 }
@@ -658,7 +666,8 @@ static void link_dispatch_timed(NiuLink *link, uint16_t type, uint16_t flags,
  */
 bool niu_link_read_input(NiuLink *link)
 {
-    return link->state != NIU_LINK_DOWN && link->transport->read_input(link);
+    return link->state != NIU_LINK_DOWN && !link->paused &&
+           link->transport->read_input(link);
 }
 
 void niu_link_wait_input(NiuLink *link, int64_t timeout_ns)
@@ -710,7 +719,7 @@ static void link_dispatch(NiuLink *link, uint16_t type, uint16_t flags,
 size_t niu_link_input_room(const NiuLink *link)
 {
     /* A timed link's answers cannot hold back virtual time. */
-    if (link->state == NIU_LINK_DOWN ||
+    if (link->state == NIU_LINK_DOWN || link->paused ||
         (link->out_buf->len >= NIU_LINK_OUT_LIMIT && !link->timed)) {
         return 0;
     }
@@ -768,6 +777,36 @@ void niu_link_poll_end(NiuLink *link)
 {
     if (link->transport && link->transport->poll_end) {
         link->transport->poll_end(link);
+    }
+}
+
+/*
+ * The owner's state is saved or loaded (docs/device-internals.md §8):
+ * until it resumes, no input, whatever the transport, so that what the
+ * switch sends meanwhile waits in the socket or the rings, or is lost
+ * with the connection, and never reaches a state already saved; and no
+ * call up into the owner, whose state a load is writing.  What fell due
+ * meanwhile (a deferral, posted work, room to write) runs at the resume.
+ */
+void niu_link_pause(NiuLink *link, bool paused)
+{
+    if (link->paused == paused) {
+        return;
+    }
+    link->paused = paused;
+    trace_arctic_niu_link_pause(link->node_id, paused);
+    if (link->transport && link->transport->pause) {
+        link->transport->pause(link, paused);
+    }
+    if (paused || !link->transport) {
+        return;
+    }
+    link->transport->accept_input(link);
+    if (link->resume_due && link->state == NIU_LINK_UP) {
+        link->resume_due = false;
+        link->ops->posted(link);
+        link->ops->ready(link);
+        niu_link_deferred_due(link);
     }
 }
 

@@ -143,6 +143,13 @@ typedef struct NiuTransportOps {
      */
     void (*poll_end)(NiuLink *link);
     /*
+     * The owner stops (@paused) or resumes taking input: while paused the
+     * transport reads nothing, neither frames nor ring descriptors nor
+     * direct rings, and sends what the session writes.  NULL: the session's
+     * niu_link_input_room() is all the transport looks at.
+     */
+    void (*pause)(NiuLink *link, bool paused);
+    /*
      * The WELCOME says the switch took the rings this connection's HELLO
      * offered: every later frame goes through them.  False if none were
      * offered (NULL: the transport never offers any).
@@ -200,6 +207,12 @@ struct NiuLink {
     uint64_t defer_ns;                  /* ack and credit coalescing */
 
     NiuLinkState state;
+    /*
+     * The owner's state is being saved or loaded (niu_link_pause()): no
+     * input is taken, so nothing the switch sends can change it.
+     */
+    bool paused;
+    bool resume_due;                    /* a report waits for the resume */
     bool rejected;                      /* the last answer was REJECT */
     uint16_t up_count;
     /*
@@ -291,6 +304,7 @@ bool niu_link_post(NiuLink *link);
 bool niu_link_can_poll(const NiuLink *link);
 bool niu_link_poll(NiuLink *link);
 void niu_link_poll_end(NiuLink *link);
+void niu_link_pause(NiuLink *link, bool paused);
 const char *niu_link_state_name(NiuLinkState state);
 const char *niu_link_transport_name(const NiuLink *link);
 

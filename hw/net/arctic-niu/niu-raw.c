@@ -19,6 +19,7 @@
 
 #include "qemu/osdep.h"
 #include "qemu/log.h"
+#include "migration/vmstate.h"
 #include "trace.h"
 
 #include "arctic-niu.h"
@@ -185,3 +186,101 @@ bool niu_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
         return false;
     }
 }
+
+/* --- migration (docs/device-internals.md §8) ---------------------------- */
+
+static const VMStateDescription vmstate_niu_raw_packet = {
+    .name = "arctic-niu/raw-packet",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT8_ARRAY(wire, NiuRawPacket, ARCTIC_WIRE_MAX_SIZE),
+        VMSTATE_UINT16(size, NiuRawPacket),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
+/* Only a FIFO that holds something, or a packet being written, is sent. */
+static bool raw_needed(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+    unsigned p;
+
+    for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
+        if (s->raw.tx_len[p] || s->raw.tx_ready[p] || s->raw.tx_overrun[p] ||
+            s->raw.rx_count[p]) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static const char *raw_loaded_fault(NiuRawFifos *r)
+{
+    unsigned p, i;
+
+    for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
+        if (r->tx_len[p] > ARCTIC_MAX_PACKET_WORDS ||
+            r->rx_head[p] >= ARCTIC_RAW_RX_PACKETS ||
+            r->rx_count[p] > ARCTIC_RAW_RX_PACKETS) {
+            return "a raw FIFO index out of range";
+        }
+        for (i = 0; i < r->rx_count[p]; i++) {
+            const NiuRawPacket *k =
+                &r->rx[p][(r->rx_head[p] + i) % ARCTIC_RAW_RX_PACKETS];
+
+            if (k->size < ARCTIC_WIRE_MIN_SIZE ||
+                k->size > ARCTIC_WIRE_MAX_SIZE) {
+                return "a raw receive FIFO packet of an impossible size";
+            }
+        }
+        if (r->rx_count[p] ?
+            r->rx_word[p] >= (r->rx[p][r->rx_head[p]].size -
+                              ARCTIC_WIRE_WORDS_OFFSET) / 4 :
+            r->rx_word[p] != 0) {
+            return "a raw receive FIFO read past its packet";
+        }
+    }
+    return NULL;
+}
+
+/* niu_post_load() refuses the stream for a fault. */
+static int raw_post_load(void *opaque, int version_id)
+{
+    ArcticNiuState *s = opaque;
+    const char *fault = raw_loaded_fault(&s->raw);
+
+    if (fault) {
+        s->loaded_fault = s->loaded_fault ?: fault;
+        niu_raw_reset(s);       /* no register indexes past the FIFOs */
+    }
+    return 0;
+}
+
+const VMStateDescription vmstate_niu_raw = {
+    .name = "arctic-niu/raw",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .needed = raw_needed,
+    .post_load = raw_post_load,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT32_2DARRAY(raw.tx, ArcticNiuState, ARCTIC_NUM_PRIORITIES,
+                               ARCTIC_MAX_PACKET_WORDS),
+        VMSTATE_UINT32_ARRAY(raw.tx_len, ArcticNiuState,
+                             ARCTIC_NUM_PRIORITIES),
+        VMSTATE_BOOL_ARRAY(raw.tx_ready, ArcticNiuState,
+                           ARCTIC_NUM_PRIORITIES),
+        VMSTATE_BOOL_ARRAY(raw.tx_overrun, ArcticNiuState,
+                           ARCTIC_NUM_PRIORITIES),
+        VMSTATE_STRUCT_2DARRAY(raw.rx, ArcticNiuState, ARCTIC_NUM_PRIORITIES,
+                               ARCTIC_RAW_RX_PACKETS, 1,
+                               vmstate_niu_raw_packet, NiuRawPacket),
+        VMSTATE_UINT32_ARRAY(raw.rx_head, ArcticNiuState,
+                             ARCTIC_NUM_PRIORITIES),
+        VMSTATE_UINT32_ARRAY(raw.rx_count, ArcticNiuState,
+                             ARCTIC_NUM_PRIORITIES),
+        VMSTATE_UINT32_ARRAY(raw.rx_word, ArcticNiuState,
+                             ARCTIC_NUM_PRIORITIES),
+        VMSTATE_END_OF_LIST()
+    },
+};

@@ -13,7 +13,9 @@
  */
 
 #include "qemu/osdep.h"
+#include "qemu/cutils.h"
 #include "system/dma.h"
+#include "migration/vmstate.h"
 #include "trace.h"
 
 #include "arctic-niu.h"
@@ -266,3 +268,64 @@ bool niu_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
     }
     return true;
 }
+
+/* --- migration (docs/device-internals.md §8) ---------------------------- */
+
+static const VMStateDescription vmstate_niu_report = {
+    .name = "arctic-niu/report",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT16(node, ArcticReport),
+        VMSTATE_UINT8(endpoint, ArcticReport),
+        VMSTATE_UINT8(type, ArcticReport),
+        VMSTATE_UINT16(job, ArcticReport),
+        VMSTATE_UINT32(command, ArcticReport),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
+/* Sent only while a refused transfer is owed a report or a notice. */
+static bool rx_reports_needed(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+
+    return s->rx.report_count ||
+           !buffer_is_zero(s->rx.dma_failed, sizeof(s->rx.dma_failed));
+}
+
+static int rx_reports_post_load(void *opaque, int version_id)
+{
+    ArcticNiuState *s = opaque;
+    unsigned i, n = ARRAY_SIZE(s->rx.reports);
+
+    for (i = 0; i < s->rx.report_count && s->rx.report_head < n; i++) {
+        if (s->rx.reports[(s->rx.report_head + i) % n].endpoint >=
+            ARCTIC_ENDPOINTS) {
+            break;
+        }
+    }
+    if (s->rx.report_head >= n || s->rx.report_count > n ||
+        i < s->rx.report_count) {
+        /* niu_post_load() refuses the stream */
+        s->loaded_fault = s->loaded_fault ?: "remote-DMA reports out of range";
+        niu_rx_reset(s);
+    }
+    return 0;
+}
+
+const VMStateDescription vmstate_niu_rx_reports = {
+    .name = "arctic-niu/rx-reports",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .needed = rx_reports_needed,
+    .post_load = rx_reports_post_load,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT8_ARRAY(rx.dma_failed, ArcticNiuState, ARCTIC_S),
+        VMSTATE_STRUCT_ARRAY(rx.reports, ArcticNiuState, ARCTIC_RX_REPORTS, 1,
+                             vmstate_niu_report, ArcticReport),
+        VMSTATE_UINT32(rx.report_head, ArcticNiuState),
+        VMSTATE_UINT32(rx.report_count, ArcticNiuState),
+        VMSTATE_END_OF_LIST()
+    },
+};

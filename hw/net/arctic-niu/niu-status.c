@@ -9,6 +9,7 @@
 #include "qemu/log.h"
 #include "qemu/main-loop.h"
 #include "hw/pci/msix.h"
+#include "migration/vmstate.h"
 #include "trace.h"
 
 #include "niu-status.h"
@@ -135,10 +136,13 @@ void niu_irq_ack(NiuStatus *st, uint32_t mask)
     niu_irq_update_intx(st);
 }
 
+/* The causes IRQ_STATUS and IRQ_ENABLE have bits for. */
+#define NIU_IRQ_CAUSES \
+    (R_NIU_IRQ_RX_MASK | R_NIU_IRQ_TX_MASK | R_NIU_IRQ_ERROR_MASK)
+
 void niu_irq_set_enable(NiuStatus *st, uint32_t value)
 {
-    st->irq_enable = value & (R_NIU_IRQ_RX_MASK | R_NIU_IRQ_TX_MASK |
-                              R_NIU_IRQ_ERROR_MASK);
+    st->irq_enable = value & NIU_IRQ_CAUSES;
 }
 
 void niu_irq_arm(NiuStatus *st, uint32_t mask)
@@ -243,6 +247,45 @@ void niu_status_reset(NiuStatus *st)
     niu_irq_update_intx(st);
     memset(st->counters, 0, sizeof(st->counters));
 }
+
+/*
+ * Interrupts fired before the state was saved and not yet signalled are
+ * signalled once the device accepted the load: by their timer in timed
+ * mode (it migrates with its deadline), else by irq_bh.
+ */
+void niu_status_restored(NiuStatus *st)
+{
+    if (st->irq_fired && !timer_pending(st->irq_timer)) {
+        qemu_bh_schedule(st->irq_bh);
+    }
+    niu_irq_update_intx(st);
+}
+
+/* What a loaded state holds that no register write or event could. */
+const char *niu_status_loaded_fault(const NiuStatus *st)
+{
+    if ((st->irq_status | st->irq_enable | st->irq_fired) & ~NIU_IRQ_CAUSES) {
+        return "an interrupt cause this device does not have";
+    }
+    return NULL;
+}
+
+const VMStateDescription vmstate_niu_status = {
+    .name = "arctic-niu/status",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT32(irq_status, NiuStatus),
+        VMSTATE_UINT32(irq_enable, NiuStatus),
+        VMSTATE_UINT32(error_cause, NiuStatus),
+        VMSTATE_UINT32(error_info, NiuStatus),
+        VMSTATE_UINT32_ARRAY(counters, NiuStatus, ARCTIC_NUM_COUNTERS),
+        VMSTATE_UINT32(irq_fired, NiuStatus),
+        VMSTATE_UINT32(error_warned, NiuStatus),
+        VMSTATE_TIMER_PTR(irq_timer, NiuStatus),
+        VMSTATE_END_OF_LIST()
+    },
+};
 
 void niu_status_init(NiuStatus *st, PCIDevice *pdev, QemuRecMutex *lock,
                      NiuLink *link, uint16_t node_id, bool timed,

@@ -83,4 +83,9 @@ void niu_irq_update_intx(NiuStatus *st);
 /* Signal what was fired without the BQL; the caller holds neither lock. */
 void niu_status_flush(NiuStatus *st);
 
+/* The status registers' part of the device's migration stream. */
+extern const VMStateDescription vmstate_niu_status;
+const char *niu_status_loaded_fault(const NiuStatus *st);
+void niu_status_restored(NiuStatus *st);
+
 #endif /* HW_NET_ARCTIC_NIU_STATUS_H */

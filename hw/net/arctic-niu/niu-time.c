@@ -14,6 +14,7 @@
 #include "system/cpu-timers.h"
 #include "system/qtest.h"
 #include "system/runstate.h"
+#include "migration/vmstate.h"
 #include "trace.h"
 
 #include "arctic-niu.h"
@@ -122,7 +123,7 @@ static bool time_wait(ArcticNiuState *s, bool (*done)(ArcticNiuState *s),
 static void time_arm_delivery(ArcticNiuState *s)
 {
     NiuTime *t = &s->time;
-    NiuTimedPacket *p = QSIMPLEQ_FIRST(&t->inbox);
+    NiuTimedPacket *p = QTAILQ_FIRST(&t->inbox);
 
     if (p) {
         timer_mod(t->deliver_timer, time_local(t, p->at));
@@ -141,8 +142,8 @@ static void time_deliver_cb(void *opaque)
     NiuTimedPacket *p;
     bool any = false;
 
-    while ((p = QSIMPLEQ_FIRST(&t->inbox)) && p->at <= now) {
-        QSIMPLEQ_REMOVE_HEAD(&t->inbox, next);
+    while ((p = QTAILQ_FIRST(&t->inbox)) && p->at <= now) {
+        QTAILQ_REMOVE(&t->inbox, p, next);
         t->inbox_count--;
         trace_arctic_niu_time_deliver(s->node_id, p->at, p->size);
         if (niu_link_is_up(&s->link)) {
@@ -184,16 +185,16 @@ void niu_time_packet(ArcticNiuState *s, uint8_t prio, uint64_t at,
     p->prio = prio;
     p->size = size;
     memcpy(p->wire, wire, size);
-    QSIMPLEQ_FOREACH(q, &t->inbox, next) {
+    QTAILQ_FOREACH(q, &t->inbox, next) {
         if (q->at > at) {
             break;
         }
         after = q;
     }
     if (after) {
-        QSIMPLEQ_INSERT_AFTER(&t->inbox, after, p, next);
+        QTAILQ_INSERT_AFTER(&t->inbox, after, p, next);
     } else {
-        QSIMPLEQ_INSERT_HEAD(&t->inbox, p, next);
+        QTAILQ_INSERT_HEAD(&t->inbox, p, next);
     }
     t->inbox_count++;
     t->packets_in++;
@@ -411,7 +412,7 @@ bool niu_time_init(ArcticNiuState *s, Error **errp)
     NiuTime *t = &s->time;
     QemuOpts *icount;
 
-    QSIMPLEQ_INIT(&t->inbox);
+    QTAILQ_INIT(&t->inbox);
     if (!t->enabled) {
         t->state = NIU_TIME_OFF;
         return true;
@@ -440,19 +441,142 @@ bool niu_time_init(ArcticNiuState *s, Error **errp)
     return true;
 }
 
-void niu_time_cleanup(ArcticNiuState *s)
+static void time_inbox_clear(NiuTime *t)
 {
-    NiuTime *t = &s->time;
     NiuTimedPacket *p;
 
-    while ((p = QSIMPLEQ_FIRST(&t->inbox))) {
-        QSIMPLEQ_REMOVE_HEAD(&t->inbox, next);
+    while ((p = QTAILQ_FIRST(&t->inbox))) {
+        QTAILQ_REMOVE(&t->inbox, p, next);
         g_free(p);
     }
     t->inbox_count = 0;
+}
+
+void niu_time_cleanup(ArcticNiuState *s)
+{
+    NiuTime *t = &s->time;
+
+    time_inbox_clear(t);
     if (t->grant_timer) {
         timer_free(t->grant_timer);
         timer_free(t->deliver_timer);
         t->grant_timer = t->deliver_timer = NULL;
     }
 }
+
+/* --- migration (docs/device-internals.md §8) ---------------------------- */
+
+static const VMStateDescription vmstate_niu_timed_packet = {
+    .name = "arctic-niu/timed-packet",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT64(at, NiuTimedPacket),
+        VMSTATE_UINT8(prio, NiuTimedPacket),
+        VMSTATE_UINT16(size, NiuTimedPacket),
+        VMSTATE_UINT8_ARRAY(wire, NiuTimedPacket, ARCTIC_WIRE_MAX_SIZE),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
+static bool time_needed(void *opaque)
+{
+    return niu_time_on(opaque);
+}
+
+/* The pending deliveries come from the stream alone. */
+static int time_pre_load(void *opaque)
+{
+    NiuTime *t = &((ArcticNiuState *)opaque)->time;
+
+    timer_del(t->grant_timer);
+    timer_del(t->deliver_timer);
+    time_inbox_clear(t);
+    return 0;
+}
+
+static const char *time_loaded_fault(const NiuTime *t)
+{
+    const NiuTimedPacket *p;
+    uint64_t at = 0;
+
+    if (t->state == NIU_TIME_OFF || t->state > NIU_TIME_BROKEN) {
+        return "a timed mode state this device does not know";
+    }
+    QTAILQ_FOREACH(p, &t->inbox, next) {
+        if (p->size > ARCTIC_WIRE_MAX_SIZE ||
+            p->prio >= ARCTIC_NUM_PRIORITIES || p->at < at) {
+            return "a pending delivery out of range or out of order";
+        }
+        at = p->at;
+    }
+    return NULL;
+}
+
+/* Checked; niu_post_load() refuses the stream for a fault. */
+static int time_post_load(void *opaque, int version_id)
+{
+    ArcticNiuState *s = opaque;
+    NiuTime *t = &s->time;
+    NiuTimedPacket *p;
+
+    s->loaded_fault = s->loaded_fault ?: time_loaded_fault(t);
+    if (s->loaded_fault) {
+        time_inbox_clear(t);    /* niu_post_load() refuses the stream */
+        return 0;
+    }
+    QTAILQ_FOREACH(p, &t->inbox, next) {
+        t->inbox_count++;
+    }
+    return 0;
+}
+
+/*
+ * Once the device accepted the load, the clock and what waits for it go
+ * on as they were saved.  A clock that ran cannot rejoin its cluster: the
+ * switch and the other nodes went on without this node (or are not the
+ * ones it left), and the time this NIU reached went back.  It runs on
+ * alone (TIME_STATUS.BROKEN); restoring a whole timed cluster with its
+ * switch is the cluster's business.  A clock not started yet is taken up
+ * by the next session's TIME_CTRL.START.
+ */
+void niu_time_restored(ArcticNiuState *s)
+{
+    NiuTime *t = &s->time;
+
+    if (!niu_time_on(s)) {
+        return;
+    }
+    if (t->state == NIU_TIME_RUNNING) {
+        time_broken(s, "the node was restored from saved state");
+    }
+    time_arm_delivery(s);
+}
+
+const VMStateDescription vmstate_niu_time = {
+    .name = "arctic-niu/time",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .needed = time_needed,
+    .pre_load = time_pre_load,
+    .post_load = time_post_load,
+    .fields = (const VMStateField[]) {
+        VMSTATE_SINGLE(time.state, ArcticNiuState, 1, vmstate_info_uint32,
+                       NiuTimeState),
+        VMSTATE_BOOL(time.ready_sent, ArcticNiuState),
+        VMSTATE_BOOL(time.sync_sent, ArcticNiuState),
+        VMSTATE_INT64(time.epoch, ArcticNiuState),
+        VMSTATE_UINT64(time.granted, ArcticNiuState),
+        VMSTATE_UINT64(time.limit, ArcticNiuState),
+        VMSTATE_UINT64(time.lookahead_ns, ArcticNiuState),
+        VMSTATE_UINT64(time.return_ns, ArcticNiuState),
+        VMSTATE_UINT64(time.tx_free, ArcticNiuState),
+        VMSTATE_UINT32(time.now_hi, ArcticNiuState),
+        VMSTATE_QTAILQ_V(time.inbox, ArcticNiuState, 1,
+                         vmstate_niu_timed_packet, NiuTimedPacket, next),
+        VMSTATE_UINT64(time.syncs, ArcticNiuState),
+        VMSTATE_UINT64(time.packets_out, ArcticNiuState),
+        VMSTATE_UINT64(time.packets_in, ArcticNiuState),
+        VMSTATE_END_OF_LIST()
+    },
+};

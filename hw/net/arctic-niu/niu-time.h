@@ -46,7 +46,7 @@ typedef struct NiuTimedPacket {
     uint8_t prio;
     uint16_t size;
     uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
-    QSIMPLEQ_ENTRY(NiuTimedPacket) next;
+    QTAILQ_ENTRY(NiuTimedPacket) next;
 } NiuTimedPacket;
 
 typedef struct NiuTime {
@@ -70,7 +70,7 @@ typedef struct NiuTime {
     uint64_t return_ns;
     uint64_t tx_free;           /* the transmit engine is free from then */
     uint32_t now_hi;            /* TIME_NOW_HI latched by a read of LO */
-    QSIMPLEQ_HEAD(, NiuTimedPacket) inbox;  /* by time, then arrival */
+    QTAILQ_HEAD(, NiuTimedPacket) inbox;    /* by time, then arrival */
     unsigned inbox_count;
     QEMUTimer *grant_timer;
     QEMUTimer *deliver_timer;

@@ -261,7 +261,8 @@ bool niu_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
         niu_count(&s->status, ARCTIC_CNT_TX_ERRORS);
         return true;
     }
-    line = tx_line(s, prio);
+    /* Frozen (a failed load), it waits in the FIFO like a full line. */
+    line = s->frozen ? NULL : tx_line(s, prio);
     if (!line) {
         return false;
     }
@@ -564,6 +565,10 @@ static void tx_service(ArcticNiuState *s, bool polled)
      * no instant of virtual time.
      */
     bool cpus_idle = polled && !s->tx.cfg.timed && all_cpu_threads_idle();
+
+    if (s->frozen) {
+        return;     /* its state is saved or loaded: niu_thaw() kicks it */
+    }
 
     /*
      * Order the queue reads below after the read of the vCPUs' halted
