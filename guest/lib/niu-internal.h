@@ -8,6 +8,8 @@
 #ifndef NIU_INTERNAL_H
 #define NIU_INTERNAL_H
 
+#include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -41,9 +43,28 @@ void niu_lib_idle(struct niu_endpoint *ep, unsigned int *spins,
 void niu_lib_keep_incoming(struct niu_endpoint *ep);
 void niu_lib_keep_other(struct niu_endpoint *ep, enum niu_priority reading);
 
-/* niu.c: sending */
-bool niu_lib_tx_slot_free(struct niu_endpoint *ep, enum niu_priority prio);
-uint32_t niu_lib_slot_before_filled(uint32_t head);
+/*
+ * niu.c: sending.  The common path (a free slot) is inline in every
+ * caller: its checks, the slot, the doorbell; a full queue calls
+ * niu_lib_wait_tx_slot() (docs/guest.md, "The instruction budget").
+ */
+void niu_lib_wait_tx_slot(struct niu_endpoint *ep, enum niu_priority prio);
+void niu_lib_send_after_wait(struct niu_endpoint *ep, enum niu_priority prio,
+			     uint32_t header, uint32_t command0,
+			     uint32_t command1, const uint32_t *payload,
+			     unsigned int length);
+
+static inline bool niu_lib_tx_slot_free(struct niu_endpoint *ep,
+					enum niu_priority prio)
+{
+	return !(ep->tx[prio][ep->tx_head[prio]].header & ARCTIC_MPI_VALID);
+}
+
+/* The slot before the one just filled, @head having moved past that one. */
+static inline uint32_t niu_lib_slot_before_filled(uint32_t head)
+{
+	return (head + ARCTIC_N - 2) % ARCTIC_N;
+}
 
 /* A valid MPI slot header (seed 002 section 3.2.1 step 3; LAP left 0). */
 static inline uint32_t niu_lib_header(uint32_t node, uint32_t endpoint,
@@ -57,15 +78,91 @@ static inline uint32_t niu_lib_header(uint32_t node, uint32_t endpoint,
 	       ARCTIC_FIELD_PREP(MPI_HEADER, MODE, mode) |
 	       ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, length);
 }
-void niu_lib_ring_doorbell(struct niu_endpoint *ep,
-			   volatile uint32_t *prev_header, uint32_t queues);
-void niu_lib_send_slot(struct niu_endpoint *ep, enum niu_priority prio,
-		       uint32_t header, uint32_t command0, uint32_t command1,
-		       const uint32_t *payload, unsigned int length);
-int niu_lib_send_any_type(struct niu_endpoint *ep, enum niu_priority prio,
-			  uint32_t dest, uint32_t dest_endpoint, uint32_t type,
-			  uint32_t command0, uint32_t command1,
-			  const uint32_t *payload, unsigned int length);
+
+/*
+ * Ring the doorbell for a slot just made valid, unless the slot before it
+ * in the same queue (@prev_header) is still valid: the NIU has not taken
+ * that one yet, so it stopped at it (for want of a retransmit line, or at
+ * its batch limit) and comes back to the queue by itself, taking this
+ * slot after it; the doorbell would only cost an exit into the NIU for
+ * nothing, as a virtio driver skips the kick while the device is busy.
+ * The NIU clears a header, then (full barrier) reads the next; we have
+ * stored a header, and (full barrier) read the one before: one of the
+ * two sees the other's store (programming guide section 10.1).
+ */
+static inline void niu_lib_ring_doorbell(struct niu_endpoint *ep,
+					 volatile uint32_t *prev_header,
+					 uint32_t queues)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (*prev_header & ARCTIC_MPI_VALID) {
+		ep->doorbells_skipped++;
+		return;
+	}
+	*ep->doorbell = queues;
+}
+
+/*
+ * Seed 002 section 3.2.1, TransmitHi/TransmitLo, of a header made.  A
+ * slot still valid goes out of line, as the tail of the send, so that
+ * the common path calls nothing and saves no register.
+ */
+static inline void niu_lib_send_slot(struct niu_endpoint *ep,
+				     enum niu_priority prio, uint32_t header,
+				     uint32_t command0, uint32_t command1,
+				     const uint32_t *payload,
+				     unsigned int length)
+{
+	volatile struct arctic_mpi_slot *queue = ep->tx[prio], *slot;
+	uint32_t head = ep->tx_head[prio];
+	volatile uint32_t *to;
+	unsigned int i;
+
+	slot = &queue[head];
+	if (slot->header & ARCTIC_MPI_VALID) {			/* step 1 */
+		niu_lib_send_after_wait(ep, prio, header, command0, command1,
+					payload, length);
+		return;
+	}
+	atomic_thread_fence(memory_order_acquire);
+	slot->command[0] = command0;				/* step 2 */
+	slot->command[1] = command1;
+	to = slot->payload;
+	for (i = 0; i < length; i++)
+		to[i] = payload[i];
+	atomic_thread_fence(memory_order_release);		/* step 4 */
+	slot->header = header;					/* step 5 */
+	ep->tx_head[prio] = (head + 1) % ARCTIC_N;		/* step 6 */
+	niu_lib_ring_doorbell(ep,
+			      &queue[niu_lib_slot_before_filled(head + 1)].header,
+			      prio == NIU_HI ? R_USER_DOORBELL_HI_TX_MASK :
+					       R_USER_DOORBELL_LO_TX_MASK);
+}
+
+/*
+ * Check a send's arguments (a bad one is -EINVAL, nothing sent), make its
+ * header and send it.  The callers check the type's range: user types
+ * for niu_send() and the active messages, any for the library.
+ */
+static inline int niu_lib_send_any_type(struct niu_endpoint *ep,
+					enum niu_priority prio, uint32_t dest,
+					uint32_t dest_endpoint, uint32_t type,
+					uint32_t command0, uint32_t command1,
+					const uint32_t *payload,
+					unsigned int length)
+{
+	uint32_t header;
+
+	if ((unsigned int)prio >= NIU_NUM_PRIORITIES || dest >= ARCTIC_S ||
+	    dest_endpoint >= ARCTIC_ENDPOINTS || type > NIU_MAX_TYPE ||
+	    length > NIU_MAX_PAYLOAD || (length && !payload))
+		return -EINVAL;
+	header = niu_lib_header(dest, dest_endpoint, type,	/* step 3 */
+				ARCTIC_MODE_MPI, length);
+	niu_lib_send_slot(ep, prio, header, command0, command1, payload,
+			  length);
+	return 0;
+}
 
 /* niu.c: receiving, and the side buffer of messages kept for later */
 int niu_lib_take_slot(struct niu_endpoint *ep, enum niu_priority prio,
