@@ -165,6 +165,71 @@ static inline int niu_lib_send_any_type(struct niu_endpoint *ep,
 }
 
 /* niu.c: receiving, and the side buffer of messages kept for later */
+
+/*
+ * Seed 002 section 3.2.2 steps 2-6 for the slot at @prio's tail, whose
+ * @header is valid and of this lap: copy the message out, give the slot
+ * back to the NIU, move the tail.
+ */
+static inline void niu_lib_copy_slot(struct niu_endpoint *ep,
+				     enum niu_priority prio,
+				     volatile struct arctic_mpi_slot *slot,
+				     uint32_t header, uint32_t length,
+				     struct niu_msg *msg)
+{
+	volatile uint32_t *from = slot->payload;
+	uint32_t tail = ep->rx_tail[prio] + 1;
+	unsigned int i;
+
+	atomic_thread_fence(memory_order_acquire);		/* step 2 */
+	msg->type = ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header);	/* step 3 */
+	msg->mode = ARCTIC_FIELD_GET(MPI_HEADER, MODE, header);
+	msg->length = length;
+	msg->source = ARCTIC_FIELD_GET(MPI_HEADER, DEST, header);
+	msg->endpoint = ARCTIC_FIELD_GET(MPI_HEADER, ENDPOINT, header);
+	msg->command[0] = slot->command[0];			/* step 4 */
+	msg->command[1] = slot->command[1];
+	for (i = 0; i < length; i++)
+		msg->payload[i] = from[i];
+	atomic_thread_fence(memory_order_release);
+	slot->header = 0;					/* step 5 */
+	if (tail == ARCTIC_N) {					/* step 6 */
+		tail = 0;
+		ep->rx_lap[prio] ^= 1;
+	}
+	ep->rx_tail[prio] = tail;
+}
+
+/* What niu_lib_take_user() found at the tail of a receive queue. */
+enum niu_slot { NIU_SLOT_EMPTY, NIU_SLOT_TAKEN, NIU_SLOT_OTHER };
+
+/*
+ * The common receive: when @prio's next slot holds a program's message
+ * of this lap (valid, MPI mode, a user type, a length the NIU writes),
+ * take it into @msg.  Anything else (a header of the last lap, a notice,
+ * a library message) is NIU_SLOT_OTHER, left for niu_lib_take_slot(),
+ * whose checks thus cost nothing per message of a program.
+ */
+static inline enum niu_slot niu_lib_take_user(struct niu_endpoint *ep,
+					      enum niu_priority prio,
+					      struct niu_msg *msg)
+{
+	volatile struct arctic_mpi_slot *slot =
+		&ep->rx[prio][ep->rx_tail[prio]];
+	uint32_t header = slot->header, length;
+
+	if (!(header & ARCTIC_MPI_VALID))			/* step 1 */
+		return NIU_SLOT_EMPTY;
+	length = ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, header);
+	if ((header & (R_MPI_HEADER_LAP_MASK | R_MPI_HEADER_MODE_MASK)) !=
+	    ARCTIC_FIELD_PREP(MPI_HEADER, LAP, ep->rx_lap[prio]) ||
+	    ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header) >= NIU_TYPE_LIBRARY_MIN ||
+	    length > NIU_MAX_PAYLOAD)
+		return NIU_SLOT_OTHER;
+	niu_lib_copy_slot(ep, prio, slot, header, length, msg);
+	return NIU_SLOT_TAKEN;
+}
+
 int niu_lib_take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		      struct niu_msg *msg);
 int niu_lib_stashes_ready(struct niu_endpoint *ep);

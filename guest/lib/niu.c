@@ -505,8 +505,7 @@ int niu_lib_take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		      struct niu_msg *msg)
 {
 	volatile struct arctic_mpi_slot *slot = &ep->rx[prio][ep->rx_tail[prio]];
-	uint32_t header = slot->header;
-	unsigned int i;
+	uint32_t header = slot->header, length;
 	bool from_niu;
 	int64_t node;
 
@@ -522,23 +521,10 @@ int niu_lib_take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		clear_stale_header(&slot->header, header);
 		return 0;
 	}
-	atomic_thread_fence(memory_order_acquire);		/* step 2 */
-	msg->type = ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header);	/* step 3 */
-	msg->mode = ARCTIC_FIELD_GET(MPI_HEADER, MODE, header);
-	msg->length = ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, header);
-	msg->source = ARCTIC_FIELD_GET(MPI_HEADER, DEST, header);
-	msg->endpoint = ARCTIC_FIELD_GET(MPI_HEADER, ENDPOINT, header);
-	if (msg->length > NIU_MAX_PAYLOAD)	/* the NIU never does this */
-		msg->length = NIU_MAX_PAYLOAD;
-	msg->command[0] = slot->command[0];			/* step 4 */
-	msg->command[1] = slot->command[1];
-	for (i = 0; i < msg->length; i++)
-		msg->payload[i] = slot->payload[i];
-	atomic_thread_fence(memory_order_release);
-	slot->header = 0;					/* step 5 */
-	ep->rx_tail[prio] = (ep->rx_tail[prio] + 1) % ARCTIC_N;	/* step 6 */
-	if (!ep->rx_tail[prio])
-		ep->rx_lap[prio] ^= 1;
+	length = ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, header);
+	if (length > NIU_MAX_PAYLOAD)		/* the NIU never does this */
+		length = NIU_MAX_PAYLOAD;
+	niu_lib_copy_slot(ep, prio, slot, header, length, msg);	/* 2-6 */
 	node = peer_down_in(header, msg->command[0], msg->command[1],
 			    &from_niu);
 	if (node >= 0) {
@@ -664,8 +650,10 @@ static int is_user_msg(const struct niu_msg *msg, const void *unused)
 	return msg->type < NIU_TYPE_LIBRARY_MIN;
 }
 
-int niu_try_recv(struct niu_endpoint *ep, enum niu_priority prio,
-		 struct niu_msg *msg)
+/* niu_try_recv() past its common path (niu_lib_take_user()). */
+static __attribute__((noinline)) int try_recv_other(struct niu_endpoint *ep,
+						    enum niu_priority prio,
+						    struct niu_msg *msg)
 {
 	if (niu_lib_stash_take(&ep->stash[prio], is_user_msg, NULL, msg))
 		return 1;
@@ -679,8 +667,26 @@ int niu_try_recv(struct niu_endpoint *ep, enum niu_priority prio,
 	return 0;
 }
 
-int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
-	     struct niu_msg *msg)
+/*
+ * With nothing kept aside at @prio, a program's message at the tail is
+ * the next one the program gets: niu_lib_take_user() takes it.
+ */
+int niu_try_recv(struct niu_endpoint *ep, enum niu_priority prio,
+		 struct niu_msg *msg)
+{
+	if (!ep->stash[prio].count) {
+		enum niu_slot found = niu_lib_take_user(ep, prio, msg);
+
+		if (found != NIU_SLOT_OTHER)
+			return found == NIU_SLOT_TAKEN;
+	}
+	return try_recv_other(ep, prio, msg);
+}
+
+/* niu_recv() past its common path: the wait. */
+static __attribute__((noinline)) int recv_wait(struct niu_endpoint *ep,
+					       enum niu_priority prio,
+					       struct niu_msg *msg)
 {
 	unsigned int spins = 0;
 
@@ -691,6 +697,15 @@ int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
 		niu_lib_idle(ep, &spins, NIU_WAIT_RX);
 	}
 	return 0;
+}
+
+int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
+	     struct niu_msg *msg)
+{
+	if (!ep->stash[prio].count &&
+	    niu_lib_take_user(ep, prio, msg) == NIU_SLOT_TAKEN)
+		return 0;
+	return recv_wait(ep, prio, msg);
 }
 
 int niu_recv_any(struct niu_endpoint *ep, struct niu_msg *msg,
