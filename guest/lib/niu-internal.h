@@ -102,6 +102,12 @@ static inline void niu_lib_ring_doorbell(struct niu_endpoint *ep,
 	*ep->doorbell = queues;
 }
 
+_Static_assert(R_USER_DOORBELL_LO_TX_MASK ==
+	       R_USER_DOORBELL_HI_TX_MASK << NIU_LO &&
+	       R_USER_DOORBELL_HI_TX_MASK << NIU_HI ==
+	       R_USER_DOORBELL_HI_TX_MASK,
+	       "a priority's doorbell bit is HI_TX's shifted by the priority");
+
 /*
  * Seed 002 section 3.2.1, TransmitHi/TransmitLo, of a header made.  A
  * slot still valid goes out of line, as the tail of the send, so that
@@ -135,8 +141,7 @@ static inline void niu_lib_send_slot(struct niu_endpoint *ep,
 	ep->tx_head[prio] = (head + 1) % ARCTIC_N;		/* step 6 */
 	niu_lib_ring_doorbell(ep,
 			      &queue[niu_lib_slot_before_filled(head + 1)].header,
-			      prio == NIU_HI ? R_USER_DOORBELL_HI_TX_MASK :
-					       R_USER_DOORBELL_LO_TX_MASK);
+			      R_USER_DOORBELL_HI_TX_MASK << prio);
 }
 
 /*
@@ -168,14 +173,15 @@ static inline int niu_lib_send_any_type(struct niu_endpoint *ep,
 
 /*
  * Seed 002 section 3.2.2 steps 2-6 for the slot at @prio's tail, whose
- * @header is valid and of this lap: copy the message out, give the slot
- * back to the NIU, move the tail.
+ * @header is valid and of this lap, with its @mode and @length (at most
+ * 20) taken out: copy the message out, give the slot back to the NIU,
+ * move the tail.
  */
 static inline void niu_lib_copy_slot(struct niu_endpoint *ep,
 				     enum niu_priority prio,
 				     volatile struct arctic_mpi_slot *slot,
-				     uint32_t header, uint32_t length,
-				     struct niu_msg *msg)
+				     uint32_t header, uint32_t mode,
+				     uint32_t length, struct niu_msg *msg)
 {
 	volatile uint32_t *from = slot->payload;
 	uint32_t tail = ep->rx_tail[prio] + 1;
@@ -183,7 +189,7 @@ static inline void niu_lib_copy_slot(struct niu_endpoint *ep,
 
 	atomic_thread_fence(memory_order_acquire);		/* step 2 */
 	msg->type = ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header);	/* step 3 */
-	msg->mode = ARCTIC_FIELD_GET(MPI_HEADER, MODE, header);
+	msg->mode = mode;
 	msg->length = length;
 	msg->source = ARCTIC_FIELD_GET(MPI_HEADER, DEST, header);
 	msg->endpoint = ARCTIC_FIELD_GET(MPI_HEADER, ENDPOINT, header);
@@ -221,12 +227,13 @@ static inline enum niu_slot niu_lib_take_user(struct niu_endpoint *ep,
 	if (!(header & ARCTIC_MPI_VALID))			/* step 1 */
 		return NIU_SLOT_EMPTY;
 	length = ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, header);
-	if ((header & (R_MPI_HEADER_LAP_MASK | R_MPI_HEADER_MODE_MASK)) !=
-	    ARCTIC_FIELD_PREP(MPI_HEADER, LAP, ep->rx_lap[prio]) ||
+	if ((header ^ ARCTIC_FIELD_PREP(MPI_HEADER, LAP, ep->rx_lap[prio])) &
+	    (R_MPI_HEADER_LAP_MASK | R_MPI_HEADER_MODE_MASK) ||
 	    ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header) >= NIU_TYPE_LIBRARY_MIN ||
 	    length > NIU_MAX_PAYLOAD)
 		return NIU_SLOT_OTHER;
-	niu_lib_copy_slot(ep, prio, slot, header, length, msg);
+	niu_lib_copy_slot(ep, prio, slot, header, ARCTIC_MODE_MPI, length,
+			  msg);
 	return NIU_SLOT_TAKEN;
 }
 

@@ -524,7 +524,9 @@ int niu_lib_take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 	length = ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, header);
 	if (length > NIU_MAX_PAYLOAD)		/* the NIU never does this */
 		length = NIU_MAX_PAYLOAD;
-	niu_lib_copy_slot(ep, prio, slot, header, length, msg);	/* 2-6 */
+	niu_lib_copy_slot(ep, prio, slot, header,		/* 2-6 */
+			  ARCTIC_FIELD_GET(MPI_HEADER, MODE, header), length,
+			  msg);
 	node = peer_down_in(header, msg->command[0], msg->command[1],
 			    &from_niu);
 	if (node >= 0) {
