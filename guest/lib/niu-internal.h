@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "niu.h"
 #include "uapi/arctic_niu.h"
@@ -33,6 +34,31 @@ enum {
 	/* The longest sleep of a wait for a message (see niu_lib_idle()). */
 	NIU_RX_SLEEP_MAX_MS = 100,
 };
+
+/*
+ * Copy @n words between a slot and the program's memory: a loop of
+ * 32-bit moves for a few, the C library's memcpy (a handful of wide
+ * moves) for more, whose call costs less than the loop's six
+ * instructions a word from NIU_COPY_LOOP_MAX up.  The queues are
+ * ordinary (coherent) memory, and the fences around every copy order it
+ * against the header's store or load.
+ */
+enum { NIU_COPY_LOOP_MAX = 4 };
+
+static inline void niu_lib_copy_words(volatile uint32_t *to,
+				      const volatile uint32_t *from,
+				      unsigned int n)
+{
+	unsigned int i;
+
+	if (n > NIU_COPY_LOOP_MAX) {
+		memcpy((uint32_t *)to, (const uint32_t *)from,
+		       n * sizeof(*to));
+		return;
+	}
+	for (i = 0; i < n; i++)
+		to[i] = from[i];
+}
 
 /* What a wait waits for: the receive interrupt ends a sleep for a message. */
 enum niu_wait { NIU_WAIT_RX, NIU_WAIT_TX };
@@ -121,8 +147,6 @@ static inline void niu_lib_send_slot(struct niu_endpoint *ep,
 {
 	volatile struct arctic_mpi_slot *queue = ep->tx[prio], *slot;
 	uint32_t head = ep->tx_head[prio];
-	volatile uint32_t *to;
-	unsigned int i;
 
 	slot = &queue[head];
 	if (slot->header & ARCTIC_MPI_VALID) {			/* step 1 */
@@ -133,9 +157,7 @@ static inline void niu_lib_send_slot(struct niu_endpoint *ep,
 	atomic_thread_fence(memory_order_acquire);
 	slot->command[0] = command0;				/* step 2 */
 	slot->command[1] = command1;
-	to = slot->payload;
-	for (i = 0; i < length; i++)
-		to[i] = payload[i];
+	niu_lib_copy_words(slot->payload, payload, length);
 	atomic_thread_fence(memory_order_release);		/* step 4 */
 	slot->header = header;					/* step 5 */
 	ep->tx_head[prio] = (head + 1) % ARCTIC_N;		/* step 6 */
@@ -183,9 +205,7 @@ static inline void niu_lib_copy_slot(struct niu_endpoint *ep,
 				     uint32_t header, uint32_t mode,
 				     uint32_t length, struct niu_msg *msg)
 {
-	volatile uint32_t *from = slot->payload;
 	uint32_t tail = ep->rx_tail[prio] + 1;
-	unsigned int i;
 
 	atomic_thread_fence(memory_order_acquire);		/* step 2 */
 	msg->type = ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header);	/* step 3 */
@@ -195,8 +215,7 @@ static inline void niu_lib_copy_slot(struct niu_endpoint *ep,
 	msg->endpoint = ARCTIC_FIELD_GET(MPI_HEADER, ENDPOINT, header);
 	msg->command[0] = slot->command[0];			/* step 4 */
 	msg->command[1] = slot->command[1];
-	for (i = 0; i < length; i++)
-		msg->payload[i] = from[i];
+	niu_lib_copy_words(msg->payload, slot->payload, length);
 	atomic_thread_fence(memory_order_release);
 	slot->header = 0;					/* step 5 */
 	if (tail == ARCTIC_N) {					/* step 6 */
