@@ -36,28 +36,41 @@ enum {
 };
 
 /*
- * Copy @n words between a slot and the program's memory: a loop of
- * 32-bit moves for a few, the C library's memcpy (a handful of wide
- * moves) for more, whose call costs less than the loop's six
- * instructions a word from NIU_COPY_LOOP_MAX up.  The queues are
- * ordinary (coherent) memory, and the fences around every copy order it
- * against the header's store or load.
+ * Copy @n words between a slot and the program's memory: up to
+ * NIU_COPY_LOOP_MAX words one 32-bit move each, unrolled (a loop's
+ * counting cost more than the moves for one word), more by the C
+ * library's memcpy (a handful of wide moves).  The queues are ordinary
+ * (coherent) memory, and the fences around every copy order it against
+ * the header's store or load.
  */
 enum { NIU_COPY_LOOP_MAX = 4 };
 
-static inline void niu_lib_copy_words(volatile uint32_t *to,
-				      const volatile uint32_t *from,
-				      unsigned int n)
-{
-	unsigned int i;
+/* The common path's helpers go inline even where the compiler would not. */
+#define NIU_INLINE static inline __attribute__((always_inline))
 
-	if (n > NIU_COPY_LOOP_MAX) {
+NIU_INLINE void niu_lib_copy_words(volatile uint32_t *to,
+				   const volatile uint32_t *from,
+				   unsigned int n)
+{
+	switch (n) {
+	case 4:
+		to[3] = from[3];
+		/* fall through */
+	case 3:
+		to[2] = from[2];
+		/* fall through */
+	case 2:
+		to[1] = from[1];
+		/* fall through */
+	case 1:
+		to[0] = from[0];
+		/* fall through */
+	case 0:
+		break;
+	default:
 		memcpy((uint32_t *)to, (const uint32_t *)from,
 		       n * sizeof(*to));
-		return;
 	}
-	for (i = 0; i < n; i++)
-		to[i] = from[i];
 }
 
 /* What a wait waits for: the receive interrupt ends a sleep for a message. */
@@ -116,9 +129,9 @@ static inline uint32_t niu_lib_header(uint32_t node, uint32_t endpoint,
  * stored a header, and (full barrier) read the one before: one of the
  * two sees the other's store (programming guide section 10.1).
  */
-static inline void niu_lib_ring_doorbell(struct niu_endpoint *ep,
-					 volatile uint32_t *prev_header,
-					 uint32_t queues)
+NIU_INLINE void niu_lib_ring_doorbell(struct niu_endpoint *ep,
+				      volatile uint32_t *prev_header,
+				      uint32_t queues)
 {
 	atomic_thread_fence(memory_order_seq_cst);
 	if (*prev_header & ARCTIC_MPI_VALID) {
@@ -139,11 +152,10 @@ _Static_assert(R_USER_DOORBELL_LO_TX_MASK ==
  * slot still valid goes out of line, as the tail of the send, so that
  * the common path calls nothing and saves no register.
  */
-static inline void niu_lib_send_slot(struct niu_endpoint *ep,
-				     enum niu_priority prio, uint32_t header,
-				     uint32_t command0, uint32_t command1,
-				     const uint32_t *payload,
-				     unsigned int length)
+NIU_INLINE void niu_lib_send_slot(struct niu_endpoint *ep,
+				  enum niu_priority prio, uint32_t header,
+				  uint32_t command0, uint32_t command1,
+				  const uint32_t *payload, unsigned int length)
 {
 	volatile struct arctic_mpi_slot *queue = ep->tx[prio], *slot;
 	uint32_t head = ep->tx_head[prio];
@@ -171,12 +183,12 @@ static inline void niu_lib_send_slot(struct niu_endpoint *ep,
  * header and send it.  The callers check the type's range: user types
  * for niu_send() and the active messages, any for the library.
  */
-static inline int niu_lib_send_any_type(struct niu_endpoint *ep,
-					enum niu_priority prio, uint32_t dest,
-					uint32_t dest_endpoint, uint32_t type,
-					uint32_t command0, uint32_t command1,
-					const uint32_t *payload,
-					unsigned int length)
+NIU_INLINE int niu_lib_send_any_type(struct niu_endpoint *ep,
+				     enum niu_priority prio, uint32_t dest,
+				     uint32_t dest_endpoint, uint32_t type,
+				     uint32_t command0, uint32_t command1,
+				     const uint32_t *payload,
+				     unsigned int length)
 {
 	uint32_t header;
 
@@ -199,11 +211,11 @@ static inline int niu_lib_send_any_type(struct niu_endpoint *ep,
  * 20) taken out: copy the message out, give the slot back to the NIU,
  * move the tail.
  */
-static inline void niu_lib_copy_slot(struct niu_endpoint *ep,
-				     enum niu_priority prio,
-				     volatile struct arctic_mpi_slot *slot,
-				     uint32_t header, uint32_t mode,
-				     uint32_t length, struct niu_msg *msg)
+NIU_INLINE void niu_lib_copy_slot(struct niu_endpoint *ep,
+				  enum niu_priority prio,
+				  volatile struct arctic_mpi_slot *slot,
+				  uint32_t header, uint32_t mode,
+				  uint32_t length, struct niu_msg *msg)
 {
 	uint32_t tail = ep->rx_tail[prio] + 1;
 
@@ -235,9 +247,9 @@ enum niu_slot { NIU_SLOT_EMPTY, NIU_SLOT_TAKEN, NIU_SLOT_OTHER };
  * a library message) is NIU_SLOT_OTHER, left for niu_lib_take_slot(),
  * whose checks thus cost nothing per message of a program.
  */
-static inline enum niu_slot niu_lib_take_user(struct niu_endpoint *ep,
-					      enum niu_priority prio,
-					      struct niu_msg *msg)
+NIU_INLINE enum niu_slot niu_lib_take_user(struct niu_endpoint *ep,
+					   enum niu_priority prio,
+					   struct niu_msg *msg)
 {
 	volatile struct arctic_mpi_slot *slot =
 		&ep->rx[prio][ep->rx_tail[prio]];
