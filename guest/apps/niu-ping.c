@@ -7,6 +7,10 @@
  * reply and times the round trip.  For each size it prints the median and
  * the 99th percentile in microseconds.  Exit status 0 means every reply
  * came back right; an odd node out just takes part in the barriers.
+ *
+ * With -c it counts instead the guest instructions of libniu's calls on
+ * both nodes of a pair (count_calls()): exact in timed mode, where each
+ * instruction takes the same virtual time (docs/timed-mode.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +26,7 @@ static void usage(void)
 	fprintf(stderr,
 		"Usage: niu-ping [-n ITERATIONS] [-l] [-s USEC] [-e NSEC] "
 		"[-x MASK] "
-		"[-d DEVICE]\n"
+		"[-c] [-d DEVICE]\n"
 		"  -n  round trips per message size (default 200)\n"
 		"  -l  use the low-priority queues (default high)\n"
 		"  -x  pair node n with node n ^ MASK, a power of two\n"
@@ -37,6 +41,12 @@ static void usage(void)
 		"      that its NIU's ack of the last message has left: a\n"
 		"      round trip then holds NSEC, two one-way latencies\n"
 		"      and the programs' own time (default 0)\n"
+		"  -c  count the guest instructions of each call instead,\n"
+		"      on both nodes of a pair: niu_send and niu_recv of 1\n"
+		"      and 20 words, niu_am_request and the niu_am_poll that\n"
+		"      runs its handler (1 word); the median of -n calls of\n"
+		"      each, the reading of the clock taken off; exact only in\n"
+		"      timed mode (scripts/niu-cluster --timed)\n"
 		"  -d  device file (default /dev/arctic-niu0)\n");
 	exit(2);
 }
@@ -63,6 +73,173 @@ static uint32_t pattern(unsigned int iteration, unsigned int size,
 	return (iteration * 2654435761u) ^ (size << 16) ^ i;
 }
 
+/* --- niu-ping -c: instructions per call -------------------------------- */
+
+enum {
+	ROW_SEND_1, ROW_RECV_1, ROW_SEND_20, ROW_RECV_20, ROW_AM_REQUEST,
+	ROW_AM_POLL, ROWS
+};
+
+static const struct {
+	const char *call;
+	unsigned int words;
+} count_row[ROWS] = {
+	[ROW_SEND_1] = { "niu_send", 1 },
+	[ROW_RECV_1] = { "niu_recv", 1 },
+	[ROW_SEND_20] = { "niu_send", 20 },
+	[ROW_RECV_20] = { "niu_recv", 20 },
+	[ROW_AM_REQUEST] = { "niu_am_request", 1 },
+	[ROW_AM_POLL] = { "niu_am_poll", 1 },
+};
+
+/*
+ * The guest's clock in its finest unit: the TSC, which counts virtual
+ * nanoseconds in timed mode (the guest image is x86-64 only).
+ */
+static inline uint64_t ticks(void)
+{
+	return __builtin_ia32_rdtsc();
+}
+
+/* Ticks of a loop of 2 * @n instructions (sub, jnz). */
+static uint64_t loop_ticks(unsigned long n)
+{
+	uint64_t t0 = ticks();
+
+	__asm__ volatile("1: sub $1, %0\n\tjnz 1b" : "+r"(n) : : "cc");
+	return ticks() - t0;
+}
+
+static unsigned int count_handled;
+
+static void count_handler(struct niu_endpoint *ep, const struct niu_msg *msg)
+{
+	count_handled += msg->length == 1;
+}
+
+/* Spin, outside the calls measured, until @prio's next slot is valid. */
+static void wait_arrival(struct niu_endpoint *ep, enum niu_priority prio)
+{
+	while (!(ep->rx[prio][ep->rx_tail[prio]].header & ARCTIC_MPI_VALID))
+		if (ep->link_poll)
+			(void)*ep->link_poll;
+}
+
+static bool is_timed(void)
+{
+	char line[4096] = "";
+	FILE *f = fopen("/proc/cmdline", "r");
+
+	if (f) {
+		if (!fgets(line, sizeof(line), f))
+			line[0] = 0;
+		fclose(f);
+	}
+	return strstr(line, "arctic.timed=1");
+}
+
+/*
+ * niu-ping -c: every call measured between two reads of the TSC, with
+ * the message it receives already in its slot, so that no wait is
+ * counted; the median over @iterations calls (a timer interrupt inside
+ * one call adds to that one only), less what two reads back to back
+ * take, divided by the ticks of one instruction (measured on a loop of
+ * known length: 2^shift in timed mode, docs/timed-mode.md "The
+ * processor").  Returns the number of wrong messages.
+ */
+static int count_calls(struct niu_endpoint *ep, enum niu_priority prio,
+		       uint32_t peer, bool pinger, unsigned int iterations)
+{
+	uint64_t *sample[ROWS], overhead = UINT64_MAX, loop = UINT64_MAX, t;
+	uint32_t payload[NIU_MAX_PAYLOAD];
+	unsigned int it, r, i, words;
+	double per_insn, insns[ROWS];
+	struct niu_msg msg;
+	int errors = 0;
+
+	for (i = 0; i < 100; i++) {
+		t = ticks();
+		t = ticks() - t;
+		overhead = t < overhead ? t : overhead;
+	}
+	for (i = 0; i < 5; i++) {
+		t = loop_ticks(100000);
+		loop = t < loop ? t : loop;
+	}
+	per_insn = (double)(loop - overhead) / 200000;
+	for (r = 0; r < ROWS; r++) {
+		sample[r] = calloc(iterations, sizeof(*sample[r]));
+		if (!sample[r])
+			return 1;
+	}
+	for (r = ROW_SEND_1; r <= ROW_SEND_20; r += 2) {
+		words = count_row[r].words;
+		for (it = 0; it < iterations; it++) {
+			for (i = 0; i < words; i++)
+				payload[i] = pattern(it, words, i);
+			if (pinger) {
+				t = ticks();
+				niu_send(ep, prio, peer, ep->endpoint, 1, it,
+					 words, payload, words);
+				sample[r][it] = ticks() - t;
+			}
+			wait_arrival(ep, prio);
+			t = ticks();
+			niu_recv(ep, prio, &msg);
+			sample[r + 1][it] = ticks() - t;
+			errors += msg.length != words || msg.command[0] != it ||
+				  memcmp(msg.payload, payload,
+					 words * sizeof(payload[0]));
+			if (!pinger) {
+				t = ticks();
+				niu_send(ep, prio, peer, ep->endpoint, 1, it,
+					 words, payload, words);
+				sample[r][it] = ticks() - t;
+			}
+		}
+	}
+	niu_am_register(ep, 1, count_handler);
+	for (it = 0; it < iterations; it++) {
+		payload[0] = it;
+		if (pinger) {
+			t = ticks();
+			niu_am_request(ep, peer, 1, payload, 1);
+			sample[ROW_AM_REQUEST][it] = ticks() - t;
+		}
+		wait_arrival(ep, NIU_LO);
+		t = ticks();
+		niu_am_poll(ep);
+		sample[ROW_AM_POLL][it] = ticks() - t;
+		if (!pinger) {
+			t = ticks();
+			niu_am_request(ep, peer, 1, payload, 1);
+			sample[ROW_AM_REQUEST][it] = ticks() - t;
+		}
+	}
+	niu_am_register(ep, 1, NULL);
+	errors += count_handled != iterations;
+
+	printf("niu-ping: node %u (%s): guest instructions per call, median of %u, %.3f ticks per instruction%s\n",
+	       ep->node, pinger ? "pinging" : "echoing", iterations, per_insn,
+	       is_timed() ? "" : " (not timed mode: not exact)");
+	printf("%-28s %6s %13s\n", "call", "words", "instructions");
+	for (r = 0; r < ROWS; r++) {
+		qsort(sample[r], iterations, sizeof(*sample[r]), compare_u64);
+		insns[r] = (double)(sample[r][iterations / 2] - overhead) /
+			   per_insn;
+		printf("%-28s %6u %13.1f\n", count_row[r].call,
+		       count_row[r].words, insns[r]);
+		free(sample[r]);
+	}
+	printf("%-28s %6u %13.1f\n", "niu_send+niu_recv", 1,
+	       insns[ROW_SEND_1] + insns[ROW_RECV_1]);
+	printf("%-28s %6u %13.1f\n", "niu_send+niu_recv", 20,
+	       insns[ROW_SEND_20] + insns[ROW_RECV_20]);
+	printf("%-28s %6u %13.1f\n", "niu_am_request+niu_am_poll", 1,
+	       insns[ROW_AM_REQUEST] + insns[ROW_AM_POLL]);
+	return errors;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned int iterations = 200, s, it, i;
@@ -75,9 +252,13 @@ int main(int argc, char **argv)
 	unsigned int mask = 1;
 	uint64_t send_pause_ns = 0;
 	int opt, ret, errors = 0;
+	bool count = false;
 
-	while ((opt = getopt(argc, argv, "n:ls:e:x:d:h")) != -1) {
+	while ((opt = getopt(argc, argv, "n:ls:e:x:cd:h")) != -1) {
 		switch (opt) {
+		case 'c':
+			count = true;
+			break;
 		case 's':
 			sleep_us = atoi(optarg);
 			if (sleep_us < 0)
@@ -131,11 +312,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "niu-ping: barrier failed\n");
 		return 2;
 	}
-	if (pinger)
+	if (count && (pinger || echoer))
+		errors = count_calls(&ep, prio, peer, pinger, iterations);
+	else if (pinger)
 		printf("%6s %12s %12s %12s %12s\n", "words", "median_us",
 		       "p99_us", "min_us", "mean_us");
 
-	for (s = 0; s < sizeof(default_sizes) / sizeof(default_sizes[0]); s++) {
+	for (s = 0; !count && s < sizeof(default_sizes) / sizeof(default_sizes[0]); s++) {
 		unsigned int size = default_sizes[s];
 		uint32_t payload[NIU_MAX_PAYLOAD];
 
@@ -187,7 +370,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "niu-ping: barrier failed\n");
 		return 2;
 	}
-	if (pinger)
+	if (count && (pinger || echoer))
+		printf("niu-ping: node %u: %d message(s) wrong: %s\n",
+		       ep.node, errors, errors ? "FAIL" : "PASS");
+	else if (pinger)
 		printf("niu-ping: %u replies checked, %d wrong: %s\n",
 		       iterations *
 		       (unsigned int)(sizeof(default_sizes) /

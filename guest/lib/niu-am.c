@@ -129,18 +129,31 @@ static void am_run(struct niu_endpoint *ep, const struct niu_msg *msg)
 	ep->am_depth--;
 }
 
+/*
+ * Handlers may stash (a blocked reply), so one at a time.  The messages
+ * kept aside come first, then the queue's; niu_lib_take_user() takes a
+ * program's message with no per-message check of what only library
+ * messages and notices need (niu_lib_take_slot()).
+ */
 int niu_am_poll(struct niu_endpoint *ep)
 {
 	struct niu_msg msg;
 	int ran = 0, p;
+	enum niu_slot found;
 
 	for (p = NIU_HI; p < NIU_NUM_PRIORITIES; p++) {
-		/* Handlers may stash (a blocked reply), so one at a time. */
-		while (niu_lib_stash_take(&ep->stash[p], is_am_msg, ep, &msg)) {
+		while (ep->stash[p].count &&
+		       niu_lib_stash_take(&ep->stash[p], is_am_msg, ep, &msg)) {
 			am_run(ep, &msg);
 			ran++;
 		}
-		while (niu_lib_take_slot(ep, p, &msg)) {
+		for (;;) {
+			found = niu_lib_take_user(ep, p, &msg);
+			if (found == NIU_SLOT_EMPTY)
+				break;
+			if (found == NIU_SLOT_OTHER &&
+			    !niu_lib_take_slot(ep, p, &msg))
+				break;
 			if (is_am_msg(&msg, ep)) {
 				am_run(ep, &msg);
 				ran++;
@@ -151,4 +164,3 @@ int niu_am_poll(struct niu_endpoint *ep)
 	}
 	return ran;
 }
-

@@ -8,8 +8,11 @@
 #ifndef NIU_INTERNAL_H
 #define NIU_INTERNAL_H
 
+#include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "niu.h"
 #include "uapi/arctic_niu.h"
@@ -32,6 +35,44 @@ enum {
 	NIU_RX_SLEEP_MAX_MS = 100,
 };
 
+/*
+ * Copy @n words between a slot and the program's memory: up to
+ * NIU_COPY_LOOP_MAX words one 32-bit move each, unrolled (a loop's
+ * counting cost more than the moves for one word), more by the C
+ * library's memcpy (a handful of wide moves).  The queues are ordinary
+ * (coherent) memory, and the fences around every copy order it against
+ * the header's store or load.
+ */
+enum { NIU_COPY_LOOP_MAX = 4 };
+
+/* The common path's helpers go inline even where the compiler would not. */
+#define NIU_INLINE static inline __attribute__((always_inline))
+
+NIU_INLINE void niu_lib_copy_words(volatile uint32_t *to,
+				   const volatile uint32_t *from,
+				   unsigned int n)
+{
+	switch (n) {
+	case 4:
+		to[3] = from[3];
+		/* fall through */
+	case 3:
+		to[2] = from[2];
+		/* fall through */
+	case 2:
+		to[1] = from[1];
+		/* fall through */
+	case 1:
+		to[0] = from[0];
+		/* fall through */
+	case 0:
+		break;
+	default:
+		memcpy((uint32_t *)to, (const uint32_t *)from,
+		       n * sizeof(*to));
+	}
+}
+
 /* What a wait waits for: the receive interrupt ends a sleep for a message. */
 enum niu_wait { NIU_WAIT_RX, NIU_WAIT_TX };
 
@@ -41,9 +82,28 @@ void niu_lib_idle(struct niu_endpoint *ep, unsigned int *spins,
 void niu_lib_keep_incoming(struct niu_endpoint *ep);
 void niu_lib_keep_other(struct niu_endpoint *ep, enum niu_priority reading);
 
-/* niu.c: sending */
-bool niu_lib_tx_slot_free(struct niu_endpoint *ep, enum niu_priority prio);
-uint32_t niu_lib_slot_before_filled(uint32_t head);
+/*
+ * niu.c: sending.  The common path (a free slot) is inline in every
+ * caller: its checks, the slot, the doorbell; a full queue calls
+ * niu_lib_wait_tx_slot() (docs/guest.md, "The instruction budget").
+ */
+void niu_lib_wait_tx_slot(struct niu_endpoint *ep, enum niu_priority prio);
+void niu_lib_send_after_wait(struct niu_endpoint *ep, enum niu_priority prio,
+			     uint32_t header, uint32_t command0,
+			     uint32_t command1, const uint32_t *payload,
+			     unsigned int length);
+
+static inline bool niu_lib_tx_slot_free(struct niu_endpoint *ep,
+					enum niu_priority prio)
+{
+	return !(ep->tx[prio][ep->tx_head[prio]].header & ARCTIC_MPI_VALID);
+}
+
+/* The slot before the one just filled, @head having moved past that one. */
+static inline uint32_t niu_lib_slot_before_filled(uint32_t head)
+{
+	return (head + ARCTIC_N - 2) % ARCTIC_N;
+}
 
 /* A valid MPI slot header (seed 002 section 3.2.1 step 3; LAP left 0). */
 static inline uint32_t niu_lib_header(uint32_t node, uint32_t endpoint,
@@ -57,17 +117,157 @@ static inline uint32_t niu_lib_header(uint32_t node, uint32_t endpoint,
 	       ARCTIC_FIELD_PREP(MPI_HEADER, MODE, mode) |
 	       ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, length);
 }
-void niu_lib_ring_doorbell(struct niu_endpoint *ep,
-			   volatile uint32_t *prev_header, uint32_t queues);
-void niu_lib_send_slot(struct niu_endpoint *ep, enum niu_priority prio,
-		       uint32_t header, uint32_t command0, uint32_t command1,
-		       const uint32_t *payload, unsigned int length);
-int niu_lib_send_any_type(struct niu_endpoint *ep, enum niu_priority prio,
-			  uint32_t dest, uint32_t dest_endpoint, uint32_t type,
-			  uint32_t command0, uint32_t command1,
-			  const uint32_t *payload, unsigned int length);
+
+/*
+ * Ring the doorbell for a slot just made valid, unless the slot before it
+ * in the same queue (@prev_header) is still valid: the NIU has not taken
+ * that one yet, so it stopped at it (for want of a retransmit line, or at
+ * its batch limit) and comes back to the queue by itself, taking this
+ * slot after it; the doorbell would only cost an exit into the NIU for
+ * nothing, as a virtio driver skips the kick while the device is busy.
+ * The NIU clears a header, then (full barrier) reads the next; we have
+ * stored a header, and (full barrier) read the one before: one of the
+ * two sees the other's store (programming guide section 10.1).
+ */
+NIU_INLINE void niu_lib_ring_doorbell(struct niu_endpoint *ep,
+				      volatile uint32_t *prev_header,
+				      uint32_t queues)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (*prev_header & ARCTIC_MPI_VALID) {
+		ep->doorbells_skipped++;
+		return;
+	}
+	*ep->doorbell = queues;
+}
+
+_Static_assert(R_USER_DOORBELL_LO_TX_MASK ==
+	       R_USER_DOORBELL_HI_TX_MASK << NIU_LO &&
+	       R_USER_DOORBELL_HI_TX_MASK << NIU_HI ==
+	       R_USER_DOORBELL_HI_TX_MASK,
+	       "a priority's doorbell bit is HI_TX's shifted by the priority");
+
+/*
+ * Seed 002 section 3.2.1, TransmitHi/TransmitLo, of a header made.  A
+ * slot still valid goes out of line, as the tail of the send, so that
+ * the common path calls nothing and saves no register.
+ */
+NIU_INLINE void niu_lib_send_slot(struct niu_endpoint *ep,
+				  enum niu_priority prio, uint32_t header,
+				  uint32_t command0, uint32_t command1,
+				  const uint32_t *payload, unsigned int length)
+{
+	volatile struct arctic_mpi_slot *queue = ep->tx[prio], *slot;
+	uint32_t head = ep->tx_head[prio];
+
+	slot = &queue[head];
+	if (slot->header & ARCTIC_MPI_VALID) {			/* step 1 */
+		niu_lib_send_after_wait(ep, prio, header, command0, command1,
+					payload, length);
+		return;
+	}
+	atomic_thread_fence(memory_order_acquire);
+	slot->command[0] = command0;				/* step 2 */
+	slot->command[1] = command1;
+	niu_lib_copy_words(slot->payload, payload, length);
+	atomic_thread_fence(memory_order_release);		/* step 4 */
+	slot->header = header;					/* step 5 */
+	ep->tx_head[prio] = (head + 1) % ARCTIC_N;		/* step 6 */
+	niu_lib_ring_doorbell(ep,
+			      &queue[niu_lib_slot_before_filled(head + 1)].header,
+			      R_USER_DOORBELL_HI_TX_MASK << prio);
+}
+
+/*
+ * Check a send's arguments (a bad one is -EINVAL, nothing sent), make its
+ * header and send it.  The callers check the type's range: user types
+ * for niu_send() and the active messages, any for the library.
+ */
+NIU_INLINE int niu_lib_send_any_type(struct niu_endpoint *ep,
+				     enum niu_priority prio, uint32_t dest,
+				     uint32_t dest_endpoint, uint32_t type,
+				     uint32_t command0, uint32_t command1,
+				     const uint32_t *payload,
+				     unsigned int length)
+{
+	uint32_t header;
+
+	if ((unsigned int)prio >= NIU_NUM_PRIORITIES || dest >= ARCTIC_S ||
+	    dest_endpoint >= ARCTIC_ENDPOINTS || type > NIU_MAX_TYPE ||
+	    length > NIU_MAX_PAYLOAD || (length && !payload))
+		return -EINVAL;
+	header = niu_lib_header(dest, dest_endpoint, type,	/* step 3 */
+				ARCTIC_MODE_MPI, length);
+	niu_lib_send_slot(ep, prio, header, command0, command1, payload,
+			  length);
+	return 0;
+}
 
 /* niu.c: receiving, and the side buffer of messages kept for later */
+
+/*
+ * Seed 002 section 3.2.2 steps 2-6 for the slot at @prio's tail, whose
+ * @header is valid and of this lap, with its @mode and @length (at most
+ * 20) taken out: copy the message out, give the slot back to the NIU,
+ * move the tail.
+ */
+NIU_INLINE void niu_lib_copy_slot(struct niu_endpoint *ep,
+				  enum niu_priority prio,
+				  volatile struct arctic_mpi_slot *slot,
+				  uint32_t header, uint32_t mode,
+				  uint32_t length, struct niu_msg *msg)
+{
+	uint32_t tail = ep->rx_tail[prio] + 1;
+
+	atomic_thread_fence(memory_order_acquire);		/* step 2 */
+	msg->type = ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header);	/* step 3 */
+	msg->mode = mode;
+	msg->length = length;
+	msg->source = ARCTIC_FIELD_GET(MPI_HEADER, DEST, header);
+	msg->endpoint = ARCTIC_FIELD_GET(MPI_HEADER, ENDPOINT, header);
+	msg->command[0] = slot->command[0];			/* step 4 */
+	msg->command[1] = slot->command[1];
+	niu_lib_copy_words(msg->payload, slot->payload, length);
+	atomic_thread_fence(memory_order_release);
+	slot->header = 0;					/* step 5 */
+	if (tail == ARCTIC_N) {					/* step 6 */
+		tail = 0;
+		ep->rx_lap[prio] ^= 1;
+	}
+	ep->rx_tail[prio] = tail;
+}
+
+/* What niu_lib_take_user() found at the tail of a receive queue. */
+enum niu_slot { NIU_SLOT_EMPTY, NIU_SLOT_TAKEN, NIU_SLOT_OTHER };
+
+/*
+ * The common receive: when @prio's next slot holds a program's message
+ * of this lap (valid, MPI mode, a user type, a length the NIU writes),
+ * take it into @msg.  Anything else (a header of the last lap, a notice,
+ * a library message) is NIU_SLOT_OTHER, left for niu_lib_take_slot(),
+ * whose checks thus cost nothing per message of a program.
+ */
+NIU_INLINE enum niu_slot niu_lib_take_user(struct niu_endpoint *ep,
+					   enum niu_priority prio,
+					   struct niu_msg *msg)
+{
+	volatile struct arctic_mpi_slot *slot =
+		&ep->rx[prio][ep->rx_tail[prio]];
+	uint32_t header = slot->header, length;
+
+	if (!(header & ARCTIC_MPI_VALID))			/* step 1 */
+		return NIU_SLOT_EMPTY;
+	length = ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, header);
+	if ((header ^ ARCTIC_FIELD_PREP(MPI_HEADER, LAP, ep->rx_lap[prio])) &
+	    (R_MPI_HEADER_LAP_MASK | R_MPI_HEADER_MODE_MASK) ||
+	    ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header) >= NIU_TYPE_LIBRARY_MIN ||
+	    length > NIU_MAX_PAYLOAD)
+		return NIU_SLOT_OTHER;
+	niu_lib_copy_slot(ep, prio, slot, header, ARCTIC_MODE_MPI, length,
+			  msg);
+	return NIU_SLOT_TAKEN;
+}
+
 int niu_lib_take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		      struct niu_msg *msg);
 int niu_lib_stashes_ready(struct niu_endpoint *ep);

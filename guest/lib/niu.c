@@ -313,11 +313,6 @@ void niu_close(struct niu_endpoint *ep)
 }
 
 
-bool niu_lib_tx_slot_free(struct niu_endpoint *ep, enum niu_priority prio)
-{
-	return !(ep->tx[prio][ep->tx_head[prio]].header & ARCTIC_MPI_VALID);
-}
-
 /*
  * Up to @most messages waiting in @prio's receive queue into its stash;
  * returns whether it took any.
@@ -371,13 +366,13 @@ void niu_lib_keep_other(struct niu_endpoint *ep, enum niu_priority reading)
 }
 
 /*
- * Wait for our next Tx slot (seed 002 section 3.2.1 step 1) and keep
- * receiving meanwhile (footnote 3).  A low-priority send outside a handler
- * runs active-message handlers, whose replies go out at high priority; a
- * reply, or anything sent from inside a handler, only keeps messages aside,
- * so handlers never nest.
+ * Wait for our next Tx slot (seed 002 section 3.2.1 step 1), which a send
+ * found still valid, and keep receiving meanwhile (footnote 3).  A
+ * low-priority send outside a handler runs active-message handlers, whose
+ * replies go out at high priority; a reply, or anything sent from inside
+ * a handler, only keeps messages aside, so handlers never nest.
  */
-static void wait_tx_slot(struct niu_endpoint *ep, enum niu_priority prio)
+void niu_lib_wait_tx_slot(struct niu_endpoint *ep, enum niu_priority prio)
 {
 	unsigned int spins = 0;
 
@@ -390,75 +385,16 @@ static void wait_tx_slot(struct niu_endpoint *ep, enum niu_priority prio)
 	}
 }
 
-/* The slot before the one just filled, @head having moved past that one. */
-uint32_t niu_lib_slot_before_filled(uint32_t head)
+/* Out of line, even here, where niu_send() would take it in. */
+__attribute__((noinline))
+void niu_lib_send_after_wait(struct niu_endpoint *ep, enum niu_priority prio,
+			     uint32_t header, uint32_t command0,
+			     uint32_t command1, const uint32_t *payload,
+			     unsigned int length)
 {
-	return (head + ARCTIC_N - 2) % ARCTIC_N;
-}
-
-/*
- * Ring the doorbell for a slot just made valid, unless the slot before it
- * in the same queue (@prev_header) is still valid: the NIU has not taken
- * that one yet, so it stopped at it (for want of a retransmit line, or at
- * its batch limit) and comes back to the queue by itself, taking this
- * slot after it; the doorbell would only cost an exit into the NIU for
- * nothing, as a virtio driver skips the kick while the device is busy.
- * The NIU clears a header, then (full barrier) reads the next; we have
- * stored a header, and (full barrier) read the one before: one of the
- * two sees the other's store (programming guide section 10.1).
- */
-void niu_lib_ring_doorbell(struct niu_endpoint *ep,
-			  volatile uint32_t *prev_header, uint32_t queues)
-{
-	atomic_thread_fence(memory_order_seq_cst);
-	if (*prev_header & ARCTIC_MPI_VALID) {
-		ep->doorbells_skipped++;
-		return;
-	}
-	*ep->doorbell = queues;
-}
-
-/* Seed 002 section 3.2.1, TransmitHi/TransmitLo. */
-void niu_lib_send_slot(struct niu_endpoint *ep, enum niu_priority prio,
-		      uint32_t header, uint32_t command0, uint32_t command1,
-		      const uint32_t *payload, unsigned int length)
-{
-	volatile struct arctic_mpi_slot *slot;
-	unsigned int i;
-	uint32_t prev;
-
-	wait_tx_slot(ep, prio);					/* step 1 */
-	slot = &ep->tx[prio][ep->tx_head[prio]];
-	atomic_thread_fence(memory_order_acquire);
-	slot->command[0] = command0;				/* step 2 */
-	slot->command[1] = command1;
-	for (i = 0; i < length; i++)
-		slot->payload[i] = payload[i];
-	atomic_thread_fence(memory_order_release);		/* step 4 */
-	slot->header = header;					/* step 5 */
-	ep->tx_head[prio] = (ep->tx_head[prio] + 1) % ARCTIC_N;	/* step 6 */
-
-	prev = niu_lib_slot_before_filled(ep->tx_head[prio]);
-	niu_lib_ring_doorbell(ep, &ep->tx[prio][prev].header,
-		      prio == NIU_HI ? R_USER_DOORBELL_HI_TX_MASK :
-				       R_USER_DOORBELL_LO_TX_MASK);
-}
-
-int niu_lib_send_any_type(struct niu_endpoint *ep, enum niu_priority prio,
-			 uint32_t dest, uint32_t dest_endpoint, uint32_t type,
-			 uint32_t command0, uint32_t command1,
-			 const uint32_t *payload, unsigned int length)
-{
-	uint32_t header;
-
-	if ((unsigned int)prio >= NIU_NUM_PRIORITIES || dest >= ARCTIC_S ||
-	    dest_endpoint >= ARCTIC_ENDPOINTS || type > NIU_MAX_TYPE ||
-	    length > NIU_MAX_PAYLOAD || (length && !payload))
-		return -EINVAL;
-	header = niu_lib_header(dest, dest_endpoint, type,	/* step 3 */
-				ARCTIC_MODE_MPI, length);
-	niu_lib_send_slot(ep, prio, header, command0, command1, payload, length);
-	return 0;
+	niu_lib_wait_tx_slot(ep, prio);
+	niu_lib_send_slot(ep, prio, header, command0, command1, payload,
+			  length);
 }
 
 int niu_send(struct niu_endpoint *ep, enum niu_priority prio, uint32_t dest,
@@ -569,8 +505,7 @@ int niu_lib_take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		      struct niu_msg *msg)
 {
 	volatile struct arctic_mpi_slot *slot = &ep->rx[prio][ep->rx_tail[prio]];
-	uint32_t header = slot->header;
-	unsigned int i;
+	uint32_t header = slot->header, length;
 	bool from_niu;
 	int64_t node;
 
@@ -586,23 +521,12 @@ int niu_lib_take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		clear_stale_header(&slot->header, header);
 		return 0;
 	}
-	atomic_thread_fence(memory_order_acquire);		/* step 2 */
-	msg->type = ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header);	/* step 3 */
-	msg->mode = ARCTIC_FIELD_GET(MPI_HEADER, MODE, header);
-	msg->length = ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, header);
-	msg->source = ARCTIC_FIELD_GET(MPI_HEADER, DEST, header);
-	msg->endpoint = ARCTIC_FIELD_GET(MPI_HEADER, ENDPOINT, header);
-	if (msg->length > NIU_MAX_PAYLOAD)	/* the NIU never does this */
-		msg->length = NIU_MAX_PAYLOAD;
-	msg->command[0] = slot->command[0];			/* step 4 */
-	msg->command[1] = slot->command[1];
-	for (i = 0; i < msg->length; i++)
-		msg->payload[i] = slot->payload[i];
-	atomic_thread_fence(memory_order_release);
-	slot->header = 0;					/* step 5 */
-	ep->rx_tail[prio] = (ep->rx_tail[prio] + 1) % ARCTIC_N;	/* step 6 */
-	if (!ep->rx_tail[prio])
-		ep->rx_lap[prio] ^= 1;
+	length = ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, header);
+	if (length > NIU_MAX_PAYLOAD)		/* the NIU never does this */
+		length = NIU_MAX_PAYLOAD;
+	niu_lib_copy_slot(ep, prio, slot, header,		/* 2-6 */
+			  ARCTIC_FIELD_GET(MPI_HEADER, MODE, header), length,
+			  msg);
 	node = peer_down_in(header, msg->command[0], msg->command[1],
 			    &from_niu);
 	if (node >= 0) {
@@ -728,8 +652,10 @@ static int is_user_msg(const struct niu_msg *msg, const void *unused)
 	return msg->type < NIU_TYPE_LIBRARY_MIN;
 }
 
-int niu_try_recv(struct niu_endpoint *ep, enum niu_priority prio,
-		 struct niu_msg *msg)
+/* niu_try_recv() past its common path (niu_lib_take_user()). */
+static __attribute__((noinline)) int try_recv_other(struct niu_endpoint *ep,
+						    enum niu_priority prio,
+						    struct niu_msg *msg)
 {
 	if (niu_lib_stash_take(&ep->stash[prio], is_user_msg, NULL, msg))
 		return 1;
@@ -743,8 +669,26 @@ int niu_try_recv(struct niu_endpoint *ep, enum niu_priority prio,
 	return 0;
 }
 
-int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
-	     struct niu_msg *msg)
+/*
+ * With nothing kept aside at @prio, a program's message at the tail is
+ * the next one the program gets: niu_lib_take_user() takes it.
+ */
+int niu_try_recv(struct niu_endpoint *ep, enum niu_priority prio,
+		 struct niu_msg *msg)
+{
+	if (!ep->stash[prio].count) {
+		enum niu_slot found = niu_lib_take_user(ep, prio, msg);
+
+		if (found != NIU_SLOT_OTHER)
+			return found == NIU_SLOT_TAKEN;
+	}
+	return try_recv_other(ep, prio, msg);
+}
+
+/* niu_recv() past its common path: the wait. */
+static __attribute__((noinline)) int recv_wait(struct niu_endpoint *ep,
+					       enum niu_priority prio,
+					       struct niu_msg *msg)
 {
 	unsigned int spins = 0;
 
@@ -755,6 +699,15 @@ int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
 		niu_lib_idle(ep, &spins, NIU_WAIT_RX);
 	}
 	return 0;
+}
+
+int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
+	     struct niu_msg *msg)
+{
+	if (!ep->stash[prio].count &&
+	    niu_lib_take_user(ep, prio, msg) == NIU_SLOT_TAKEN)
+		return 0;
+	return recv_wait(ep, prio, msg);
 }
 
 int niu_recv_any(struct niu_endpoint *ep, struct niu_msg *msg,

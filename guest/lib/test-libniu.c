@@ -7,8 +7,8 @@
  * checks, the order in which kept-aside messages come back, the
  * collectives' exchange (a peer's messages placed by offset, early ones of
  * the next collective kept, oversize ones refused), reduction operators,
- * active-message dispatch, replies and segment completion, and the remote
- * DMA request slot.
+ * active-message dispatch, replies and segment completion, the common
+ * receive path, and the remote DMA request slot.
  */
 #include <assert.h>
 #include <errno.h>
@@ -625,6 +625,85 @@ static void test_active_messages(void)
 	      -EINVAL);
 }
 
+static struct niu_msg noted;
+static unsigned int noted_count;
+
+static void note_handler(struct niu_endpoint *ep, const struct niu_msg *msg)
+{
+	noted = *msg;
+	noted_count++;
+}
+
+/*
+ * The common receive (niu_lib_take_user()) takes a program's message
+ * straight from its slot, every field as the general path gives it, and
+ * leaves whatever else is at the tail untouched for the general path: a
+ * library message (a probe), our NIU's notice, a LENGTH past 20.
+ * niu_am_poll() runs handlers from it and keeps the rest, in order.
+ */
+static void test_common_path(void)
+{
+	struct niu_endpoint ep;
+	struct niu_msg msg;
+	uint32_t head = 0, lo_head = 0;
+	volatile struct arctic_mpi_slot *rx;
+
+	fake_endpoint(&ep, 0, 4);
+	rx = ep.rx[NIU_HI];
+	deliver(&ep, NIU_HI, &head, 2, 5, 0x11, 0x22, 1);
+	deliver(&ep, NIU_HI, &head, 3, NIU_TYPE_LIBRARY_MIN - 1, 0x33, 0x44,
+		NIU_MAX_PAYLOAD);
+	memset(&msg, 0xff, sizeof(msg));
+	CHECK(niu_lib_take_user(&ep, NIU_HI, &msg) == NIU_SLOT_TAKEN);
+	CHECK(msg.source == 2 && msg.endpoint == 3 && msg.type == 5);
+	CHECK(msg.mode == ARCTIC_MODE_MPI && msg.length == 1);
+	CHECK(msg.command[0] == 0x11 && msg.command[1] == 0x22);
+	CHECK(msg.payload[0] == 0x11);
+	CHECK(rx[0].header == 0 && ep.rx_tail[NIU_HI] == 1);
+	CHECK(niu_recv(&ep, NIU_HI, &msg) == 0);
+	CHECK(msg.source == 3 && msg.type == NIU_TYPE_LIBRARY_MIN - 1);
+	CHECK(msg.length == NIU_MAX_PAYLOAD && msg.command[1] == 0x44);
+	CHECK(msg.payload[0] == 0x33 && msg.payload[19] == 0x33 + 19);
+	CHECK(niu_lib_take_user(&ep, NIU_HI, &msg) == NIU_SLOT_EMPTY);
+
+	/* A probe stays for the general path, which drops it. */
+	deliver(&ep, NIU_HI, &head, 1, NIU_TYPE_PROBE, 0, 0, 0);
+	CHECK(niu_lib_take_user(&ep, NIU_HI, &msg) == NIU_SLOT_OTHER);
+	CHECK((rx[2].header & ARCTIC_MPI_VALID) && ep.rx_tail[NIU_HI] == 2);
+	deliver(&ep, NIU_HI, &head, 1, 6, 0x55, 0, 1);
+	CHECK(niu_recv(&ep, NIU_HI, &msg) == 0);
+	CHECK(msg.type == 6 && msg.command[0] == 0x55 && ep.rx_tail[NIU_HI] == 4);
+
+	/* Our NIU's notice (MODE 1) too: node 3 is down, nothing returned. */
+	deliver(&ep, NIU_HI, &head, 0, 0, 3, ARCTIC_NOTICE_PEER_DEAD, 0);
+	rx[4].header |= ARCTIC_FIELD_PREP(MPI_HEADER, MODE, ARCTIC_MODE_DMA);
+	CHECK(niu_lib_take_user(&ep, NIU_HI, &msg) == NIU_SLOT_OTHER);
+	CHECK(niu_try_recv(&ep, NIU_HI, &msg) == 0 && niu_peer_down(&ep) == 3);
+
+	/* A LENGTH the NIU never writes: the general path takes 20 words. */
+	deliver(&ep, NIU_HI, &head, 1, 7, 0x66, 0, NIU_MAX_PAYLOAD);
+	rx[5].header |= R_MPI_HEADER_LENGTH_MASK;
+	CHECK(niu_lib_take_user(&ep, NIU_HI, &msg) == NIU_SLOT_OTHER);
+	CHECK(niu_try_recv(&ep, NIU_HI, &msg) == 1 && msg.type == 7);
+	CHECK(msg.length == NIU_MAX_PAYLOAD && msg.payload[19] == 0x66 + 19);
+
+	/* Handlers run from the common path; the rest waits, in order. */
+	CHECK(niu_am_register(&ep, 4, note_handler) == 0);
+	deliver(&ep, NIU_LO, &lo_head, 2, 4, 0x77, 0x78, 1);
+	deliver(&ep, NIU_LO, &lo_head, 1, 8, 0x88, 0, 2);
+	deliver(&ep, NIU_LO, &lo_head, 3, 4, 0x99, 0x9a, 1);
+	deliver(&ep, NIU_LO, &lo_head, 1, 9, 0xaa, 0, 0);
+	CHECK(niu_am_poll(&ep) == 2 && noted_count == 2);
+	CHECK(noted.source == 3 && noted.type == 4 && noted.length == 1);
+	CHECK(noted.command[0] == 0x99 && noted.command[1] == 0x9a);
+	CHECK(noted.payload[0] == 0x99 && noted.endpoint == 3);
+	CHECK(ep.am_depth == 0 && ep.stash[NIU_LO].count == 2);
+	CHECK(niu_recv(&ep, NIU_LO, &msg) == 0 && msg.type == 8);
+	CHECK(msg.length == 2 && msg.payload[1] == 0x89);
+	CHECK(niu_try_recv(&ep, NIU_LO, &msg) == 1 && msg.type == 9);
+	CHECK(niu_try_recv(&ep, NIU_LO, &msg) == 0);
+}
+
 /* A slot with MODE 1 (a notice, or a failed transfer's notification)
  * comes out with mode 1; the program tells it from a message. */
 static void test_mode_reported(void)
@@ -865,6 +944,7 @@ int main(void)
 	test_probes();
 	test_sleep_ms();
 	test_mode_reported();
+	test_common_path();
 	printf("%s\n", failures ? "FAIL" : "PASS: libniu unit tests");
 	return failures ? 1 : 0;
 }
