@@ -181,11 +181,12 @@ arctic_wait_switch() {
     local pid=$1 sock=$2 logfile=$3 tcp=${4:-} said= up=
     ARCTIC_SWITCH_TCP_PORT=
     for _ in $(seq 100); do
-        [ "$tcp" != tcp ] ||
+        # The log may not exist yet: "switch >log &" opens it in the child.
+        [ "$tcp" != tcp ] || [ ! -e "$logfile" ] ||
             said=$(sed -n 's/.*listening for NIUs on TCP port \([1-9][0-9]*\)$/\1/p' "$logfile")
         arctic_unix_listening "$sock" && up=yes
         [ -n "$up" ] && { [ "$tcp" != tcp ] || [ -n "$said" ]; } && break
-        kill -0 "$pid" 2>/dev/null || { cat "$logfile" >&2; die "arctic-switch did not start"; }
+        kill -0 "$pid" 2>/dev/null || { cat "$logfile" >&2 2>/dev/null; die "arctic-switch did not start"; }
         sleep 0.1
     done
     [ -n "$up" ] || die "arctic-switch did not create its socket"
