@@ -63,10 +63,12 @@ arctic_run_pids() {
 }
 
 # Timed mode copies a --share directory into every guest's memory
-# (scripts/niu-cluster-host): refuse one over a quarter of it.
+# (scripts/niu-cluster-host): refuse one over a quarter of it.  Sets
+# ARCTIC_SHARE_KIB to the directory's size.
 arctic_share_copy_fits() {
     local dir=$1 memory_mb=$2 kib limit
     kib=$(du -sk "$dir" | cut -f1)
+    ARCTIC_SHARE_KIB=$kib
     limit=$((memory_mb * 1024 / 4))
     [ "$kib" -le "$limit" ] ||
         die "--share $dir holds $((kib / 1024)) MiB; timed mode copies it into the memory of every guest ($memory_mb MiB), at most a quarter of it ($((limit / 1024)) MiB): share a smaller directory, give more --memory, or use the fast mode, whose /host is 9p"

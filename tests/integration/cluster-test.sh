@@ -183,6 +183,18 @@ within() {
     esac
 }
 
+# The lines of file $1 that match pattern $3 (default: all), of nodes 0 to
+# $2 - 1 node after node, each in its own order (nodes interleave as the
+# host schedules them); QEMU's own warnings carry host times and are left
+# out.  What two runs that must agree are compared by.
+node_lines() {
+    local file=$1 nodes=$2 keep=${3:-.} n
+    for ((n = 0; n < nodes; n++)); do
+        grep -aE -- "$keep" "$file" | grep -a "^\[node $n\]" |
+            grep -av 'qemu-system'
+    done
+}
+
 # Run niu-cluster with these arguments; its output goes to $out and here.
 # niu-cluster as run_cluster, whose exit status must be $1 (then the
 # options): a run that is meant to end badly.
@@ -825,11 +837,7 @@ timed-share-2)
             expect "no 9p device ($program, run $run)" 'sharing .* as /host|9p' 0
             expect "niu-ping passed ($program, run $run)" \
                 '^\[node 0\] niu-ping: [0-9]+ replies checked, 0 wrong: PASS$'
-            # Each node's lines in its own order (nodes interleave as the
-            # host schedules them); QEMU's own warnings carry host times.
-            for n in 0 1; do
-                grep -a "^\[node $n\]" "$out" | grep -av 'qemu-system'
-            done >"$out.run$run"
+            node_lines "$out" 2 >"$out.run$run"
         done
         rows=$(grep -acE '^\[node 0\] +[0-9]+ +[0-9.]+ ' "$out.run1")
         if [ "$rows" = 7 ] && cmp -s "$out.run1" "$out.run2"; then
@@ -867,12 +875,7 @@ timed-determinism-4|timed-faults-4)
             >"$out.$run" 2>&1
         echo "run $run: niu-cluster exited $?"
         [ -z "$busy" ] || kill "$busy"
-        # Each node's console, in its own order (nodes interleave as the
-        # host schedules them); QEMU's own warnings carry host times.
-        for n in 0 1 2 3; do
-            grep -aE "$keep" "$out.$run" | grep -a "^\[node $n\]" |
-                grep -av 'qemu-system'
-        done >"$out.$run.nodes"
+        node_lines "$out.$run" 4 "$keep" >"$out.$run.nodes"
         grep -aE '^(drops|faults):' "$out.$run" >>"$out.$run.nodes" || true
     done
     cat "$out.1"
