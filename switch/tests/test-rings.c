@@ -28,6 +28,7 @@ typedef struct {
     TestSwitch *ts;
     TestClient *ring, *sock;
     uint32_t seq;
+    uint64_t handovers_mark;    /* hand-overs when the last kick_one() began */
 } Fixture;
 
 static void start_config(Fixture *f, bool rings, bool cpu_wake)
@@ -225,25 +226,42 @@ static void wait_switch_sleeps(TestClient *c)
     }
 }
 
-static uint64_t cpu_wakeups(Fixture *f, unsigned cpu)
+/* CPU @cpu's thread's wake-ups, and the kicks handed over so far. */
+static uint64_t cpu_wakeups(Fixture *f, unsigned cpu, uint64_t *handovers)
 {
     ArcticSwitchStats *st = test_switch_stats(f->ts);
     uint64_t n = st->cpu_wakeups[cpu];
 
     g_assert_cmpuint(st->cpu_wakers, ==, expected_cpu_fds());
+    if (handovers) {
+        *handovers = st->cpu_handovers;
+    }
     arctic_switch_stats_free(st);
     return n;
 }
 
-/* Until the thread of @cpu has been woken more than @before times. */
-static void wait_cpu_woken(Fixture *f, unsigned cpu, uint64_t before)
+/*
+ * Until the thread of @cpu has been woken more than @before times: true.
+ * False, without waiting for it, once a kick has been handed over since
+ * the previous kick_one() began: a thread that left its kick to the
+ * lock's holder has its counters taken again by that holder, who may
+ * find this kick there already and serve it (the packet crossed), so
+ * this kick may never wake the thread (loop.c, cpu_wake_serve()).
+ */
+static bool wait_cpu_woken(Fixture *f, unsigned cpu, uint64_t before,
+                           uint64_t mark)
 {
     gint64 deadline = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+    uint64_t handovers;
 
-    while (cpu_wakeups(f, cpu) <= before) {
+    while (cpu_wakeups(f, cpu, &handovers) <= before) {
+        if (handovers > mark) {
+            return false;
+        }
         g_assert_cmpint(g_get_monotonic_time(), <, deadline);
         g_usleep(100);
     }
+    return true;
 }
 
 /*
@@ -251,14 +269,18 @@ static void wait_cpu_woken(Fixture *f, unsigned cpu, uint64_t before)
  * that it sleeps: true if @from kicked the thread of @cpu for it, once,
  * and that woke it.  False if the switch was awake again when the packet
  * went (a pass of its own: a credit deadline, the statistics asked for
- * just before): then no kick was owed and none was made.
+ * just before): then no kick was owed and none was made; false too if a
+ * hand-over meanwhile may have served the kick (wait_cpu_woken()).
  */
 static bool kick_one(Fixture *f, TestClient *from, TestClient *to,
                      unsigned cpu, bool high)
 {
-    uint64_t woken = cpu_wakeups(f, cpu);
+    uint64_t handovers;
+    uint64_t woken = cpu_wakeups(f, cpu, &handovers);
+    uint64_t mark = f->handovers_mark;
     unsigned kicks;
 
+    f->handovers_mark = handovers;      /* for the next kick_one() */
     from->cpu_kick = cpu;
     wait_switch_sleeps(from);
     kicks = from->kicks;
@@ -267,15 +289,15 @@ static bool kick_one(Fixture *f, TestClient *from, TestClient *to,
         return false;
     }
     g_assert_cmpuint(from->kicks, ==, kicks + 1);
-    wait_cpu_woken(f, cpu, woken);
-    return true;
+    return wait_cpu_woken(f, cpu, woken, mark);
 }
 
 /*
  * An NIU on the rings gets CPU_WAKE, and kicks CPU i's thread through the
  * counter of its own area; a packet whose only kick went to one CPU's
  * thread (each in turn, the switch asleep each time) crosses the switch,
- * both ways, many times, and each kick woke the thread of that CPU.
+ * both ways, many times, and each kick woke the thread of that CPU (but
+ * for those a hand-over may have served: wait_cpu_woken()).
  */
 static void test_rings_cpu_wake(Fixture *f, gconstpointer data)
 {
