@@ -132,6 +132,38 @@ arctic_cluster_prepare() {
         die "no guest image in $guest (run scripts/build-guest)"
 }
 
+# The one teardown of every script that starts processes: on its exit,
+# and on INT, TERM and HUP (with the shell's statuses 130, 143, 129), the
+# function named $1 runs once (it stops what the script started), then the
+# script exits with the status it had.
+arctic_on_exit() {
+    # shellcheck disable=SC2064  # $1 now, by design
+    trap "arctic_exit_with $1" EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    trap 'exit 129' HUP
+}
+arctic_exit_with() {
+    local status=$?
+    trap - EXIT INT TERM HUP
+    "$1" || true        # a teardown that fails does not change the status
+    exit "$status"
+}
+
+# A run directory $1 at the end: removed, or kept if $2 is "yes", and
+# then said (on standard error, or with the words $3 on standard output).
+arctic_leave_run_dir() {
+    local dir=$1 keep=$2 said=${3:-}
+    [ -n "$dir" ] || return 0
+    if [ "$keep" != yes ]; then
+        rm -rf "$dir"
+    elif [ -n "$said" ]; then
+        echo "$said $dir"
+    else
+        log "run directory kept: $dir"
+    fi
+}
+
 # Stop the child processes given: a TERM to each, then wait for each.
 arctic_stop_children() {
     local pid

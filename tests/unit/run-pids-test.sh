@@ -11,15 +11,7 @@ set -euo pipefail
 base=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$base"' EXIT
-fail=0
-check() {
-    if [ "$2" = "$3" ]; then
-        echo "ok: $1"
-    else
-        echo "FAIL: $1: got '$2', wanted '$3'"
-        fail=1
-    fi
-}
+. "$(dirname "$0")/check.sh"
 
 one=$base/arctic-cluster.aB3xYz
 two=$base/arctic-cluster.aB3xYzz        # one's name is a prefix of it
