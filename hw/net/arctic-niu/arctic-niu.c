@@ -268,6 +268,66 @@ static void niu_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
     }
 }
 
+/* The test DMA engine's registers (docs/programming-guide.md). */
+static uint32_t niu_test_dma_read(ArcticNiuState *s, hwaddr addr)
+{
+    switch (addr) {
+    case A_NIU_TEST_DMA_ADDR_LO:
+        return (uint32_t)s->test_dma_addr;
+    case A_NIU_TEST_DMA_ADDR_HI:
+        return s->test_dma_addr >> 32;
+    case A_NIU_TEST_DMA_SIZE:
+        return s->test_dma_size;
+    case A_NIU_TEST_DMA_SEED:
+        return s->test_dma_seed;
+    case A_NIU_TEST_DMA_CTRL:
+        return s->test_dma_cmd;
+    case A_NIU_TEST_DMA_STATUS:
+        return s->test_dma_status;
+    default:
+        g_assert_not_reached();
+    }
+}
+
+static uint32_t niu_link_status_read(ArcticNiuState *s)
+{
+    uint32_t val;
+
+    val = FIELD_DP32(0, NIU_LINK_STATUS, UP, s->link.state == NIU_LINK_UP);
+    val = FIELD_DP32(val, NIU_LINK_STATUS, CONNECTED,
+                     s->link.state != NIU_LINK_DOWN);
+    val = FIELD_DP32(val, NIU_LINK_STATUS, REJECTED, s->link.rejected);
+    return FIELD_DP32(val, NIU_LINK_STATUS, UP_COUNT, s->link.up_count);
+}
+
+/*
+ * The register arrays: counters, the route table and the endpoints'
+ * blocks.  *@ok false for an address in none of them.
+ */
+static uint64_t niu_array_read(ArcticNiuState *s, hwaddr addr, bool *ok)
+{
+    if (addr >= A_NIU_COUNTER_BASE &&
+        addr < ARCTIC_COUNTER_OFFSET(ARCTIC_NUM_COUNTERS)) {
+        return s->status.counters[(addr - A_NIU_COUNTER_BASE) / 4];
+    }
+    if (addr >= A_NIU_ROUTE_TABLE &&
+        addr < A_NIU_ROUTE_TABLE + ARCTIC_ROUTE_TABLE_SIZE) {
+        unsigned i = (addr - A_NIU_ROUTE_TABLE) / 4;
+
+        return s->route_table[i / ARCTIC_S][i % ARCTIC_S];
+    }
+    if (addr >= ARCTIC_EP_BLOCK_BASE &&
+        addr < ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0)) {
+        unsigned epn = (addr - ARCTIC_EP_BLOCK_BASE) / ARCTIC_EP_BLOCK_STRIDE;
+
+        return niu_ep_read(s, epn,
+                           (addr - ARCTIC_EP_BLOCK_BASE) %
+                           ARCTIC_EP_BLOCK_STRIDE, ok);
+    }
+    *ok = false;
+    return 0;
+}
+
 static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
 {
     ArcticNiuState *s = opaque;
@@ -299,12 +359,7 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
         val = s->link.levels;
         break;
     case A_NIU_LINK_STATUS:
-        val = FIELD_DP32(0, NIU_LINK_STATUS, UP,
-                         s->link.state == NIU_LINK_UP);
-        val = FIELD_DP32(val, NIU_LINK_STATUS, CONNECTED,
-                         s->link.state != NIU_LINK_DOWN);
-        val = FIELD_DP32(val, NIU_LINK_STATUS, REJECTED, s->link.rejected);
-        val = FIELD_DP32(val, NIU_LINK_STATUS, UP_COUNT, s->link.up_count);
+        val = niu_link_status_read(s);
         break;
     case A_NIU_ERROR_CAUSE:
         val = s->status.error_cause;
@@ -326,22 +381,12 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
         val = niu_time_read_now(s, addr == A_NIU_TIME_NOW_HI);
         break;
     case A_NIU_TEST_DMA_ADDR_LO:
-        val = (uint32_t)s->test_dma_addr;
-        break;
     case A_NIU_TEST_DMA_ADDR_HI:
-        val = s->test_dma_addr >> 32;
-        break;
     case A_NIU_TEST_DMA_SIZE:
-        val = s->test_dma_size;
-        break;
     case A_NIU_TEST_DMA_SEED:
-        val = s->test_dma_seed;
-        break;
     case A_NIU_TEST_DMA_CTRL:
-        val = s->test_dma_cmd;
-        break;
     case A_NIU_TEST_DMA_STATUS:
-        val = s->test_dma_status;
+        val = niu_test_dma_read(s, addr);
         break;
     case A_NIU_TX_CTRL:
         val = niu_ctrl_read_value(s, s->tx_enabled, niu_tx_draining(s));
@@ -366,22 +411,7 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
         val = s->status.irq_enable;
         break;
     default:
-        if (addr >= A_NIU_COUNTER_BASE &&
-            addr < ARCTIC_COUNTER_OFFSET(ARCTIC_NUM_COUNTERS)) {
-            val = s->status.counters[(addr - A_NIU_COUNTER_BASE) / 4];
-        } else if (addr >= A_NIU_ROUTE_TABLE &&
-                   addr < A_NIU_ROUTE_TABLE + ARCTIC_ROUTE_TABLE_SIZE) {
-            unsigned i = (addr - A_NIU_ROUTE_TABLE) / 4;
-            val = s->route_table[i / ARCTIC_S][i % ARCTIC_S];
-        } else if (addr >= ARCTIC_EP_BLOCK_BASE &&
-                   addr < ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0)) {
-            unsigned epn = (addr - ARCTIC_EP_BLOCK_BASE) /
-                           ARCTIC_EP_BLOCK_STRIDE;
-            val = niu_ep_read(s, epn, (addr - ARCTIC_EP_BLOCK_BASE) %
-                              ARCTIC_EP_BLOCK_STRIDE, &ok);
-        } else {
-            ok = false;
-        }
+        val = niu_array_read(s, addr, &ok);
         break;
     }
     if (!ok) {

@@ -1076,6 +1076,103 @@ static void give_up_refused(NiuE2E *e, uint8_t prio, uint16_t dst,
     niu_e2e_pump(e, false);
 }
 
+/*
+ * A RESYNC refusal (the receiver does not hold this epoch): renumber the
+ * stream, or take it as stale, and say true (done); or false with
+ * *@go_back_from the seq to send again from (0: the whole epoch).
+ */
+static bool nack_resync(NiuE2E *e, const struct arctic_e2e_header *h,
+                        uint32_t incarnation, uint8_t prio,
+                        uint32_t *go_back_from)
+{
+    ArcticTxStream *st = &e->tx_stream[prio][h->src_node];
+
+    if (!st->acked && (int32_t)(h->resync_epoch - st->epoch) >= 0) {
+        /*
+         * The receiver holds an epoch of ours at least as new (from
+         * before this NIU's reset): it can never adopt this one, and
+         * never took any of it, so renumbering is safe.
+         */
+        resync(e, prio, h->src_node, h->resync_epoch);
+        niu_e2e_pump(e, false);
+        return true;
+    }
+    if (!st->acked) {
+        /*
+         * Nothing of this epoch was acked, so every packet of it is still
+         * in a line: sending again from seq 0 lets the receiver adopt the
+         * epoch, and cannot deliver anything twice (a seq 0 it already
+         * took is a duplicate to it).
+         */
+        *go_back_from = 0;
+        return false;
+    }
+    if (incarnation != st->peer_incarnation) {
+        /*
+         * A receiver that acked this epoch was reset since: its old
+         * deliveries went to a guest that is gone, so number what is left
+         * again in a new epoch.
+         */
+        resync(e, prio, h->src_node, h->resync_epoch);
+        niu_e2e_pump(e, false);
+        return true;
+    }
+    /*
+     * The receiver that acked this epoch still holds it: this refusal was
+     * overtaken by the ack (reordering) and is stale.
+     */
+    trace_arctic_niu_tx_stale(e->node_id, "resync", h->src_node, h->epoch);
+    return true;
+}
+
+/* The busy line to @dst at @prio with the lowest seq from @from on. */
+static ArcticLine *stream_first_line(NiuE2E *e, uint16_t dst, uint8_t prio,
+                                     uint32_t from)
+{
+    ArcticLine *first = NULL;
+    unsigned i;
+
+    for (i = 0; i < e->cfg.lines; i++) {
+        ArcticLine *l = &e->lines[i];
+
+        if (l->busy && l->dst == dst && l->prio == prio &&
+            seq_before_eq(from, l->seq) &&
+            (!first || seq_before_eq(l->seq, first->seq))) {
+            first = l;
+        }
+    }
+    return first;
+}
+
+/*
+ * The refusal's clock for @probe: true if a wrong job has refused it for
+ * refused-timeout-ms, and it was given up (give_up_refused()).
+ */
+static bool probe_refused(NiuE2E *e, const struct arctic_e2e_header *h,
+                          uint8_t prio, uint8_t reason, ArcticLine *probe,
+                          int64_t now)
+{
+    if (reason == ARCTIC_NACK_WRONG_JOB && probe->seq == h->seq &&
+        e->cfg.refused_timeout_ms) {
+        if (!probe->refused) {
+            probe->refused = true;
+            probe->refused_since = now;
+        } else if (now - probe->refused_since >=
+                   (int64_t)e->cfg.refused_timeout_ms * SCALE_MS) {
+            give_up_refused(e, prio, h->src_node, probe);
+            return true;
+        }
+    } else if (probe->seq == h->seq && reason != ARCTIC_NACK_OUT_OF_ORDER) {
+        /*
+         * Refused for a reason that passes (a full queue): the clock
+         * starts again.  Out of order says nothing of it (the packets
+         * behind it, refused while it was).
+         */
+        probe->refused = false;
+    }
+    return false;
+}
+
 static void handle_nack(NiuE2E *e,
                         const struct arctic_e2e_header *h,
                         uint32_t incarnation)
@@ -1085,7 +1182,7 @@ static void handle_nack(NiuE2E *e,
     ArcticTxStream *st = &e->tx_stream[prio][h->src_node];
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     uint32_t go_back_from = h->seq;
-    ArcticLine *probe = NULL;
+    ArcticLine *probe;
     unsigned i;
 
     if (h->epoch != st->epoch) {
@@ -1093,43 +1190,9 @@ static void handle_nack(NiuE2E *e,
         return;
     }
     trace_arctic_niu_tx_nack(e->node_id, h->src_node, prio, h->seq, reason);
-    if (reason == ARCTIC_NACK_RESYNC) {
-        if (!st->acked && (int32_t)(h->resync_epoch - st->epoch) >= 0) {
-            /*
-             * The receiver holds an epoch of ours at least as new (from
-             * before this NIU's reset): it can never adopt this one, and
-             * never took any of it, so renumbering is safe.
-             */
-            resync(e, prio, h->src_node, h->resync_epoch);
-            niu_e2e_pump(e, false);
-            return;
-        }
-        if (!st->acked) {
-            /*
-             * Nothing of this epoch was acked, so every packet of it is
-             * still in a line: sending again from seq 0 lets the receiver
-             * adopt the epoch, and cannot deliver anything twice (a seq 0
-             * it already took is a duplicate to it).
-             */
-            go_back_from = 0;
-        } else if (incarnation != st->peer_incarnation) {
-            /*
-             * A receiver that acked this epoch was reset since: its old
-             * deliveries went to a guest that is gone, so number what is
-             * left again in a new epoch.
-             */
-            resync(e, prio, h->src_node, h->resync_epoch);
-            niu_e2e_pump(e, false);
-            return;
-        } else {
-            /*
-             * The receiver that acked this epoch still holds it: this
-             * refusal was overtaken by the ack (reordering) and is stale.
-             */
-            trace_arctic_niu_tx_stale(e->node_id, "resync", h->src_node,
-                                      h->epoch);
-            return;
-        }
+    if (reason == ARCTIC_NACK_RESYNC &&
+        nack_resync(e, h, incarnation, prio, &go_back_from)) {
+        return;
     }
     /*
      * Everything from the refused packet on would be refused too (the
@@ -1139,36 +1202,12 @@ static void handle_nack(NiuE2E *e,
      * (handle_ack()), instead of going out only to be refused
      * behind it while the receiver's queue is still full.
      */
-    for (i = 0; i < e->cfg.lines; i++) {
-        ArcticLine *l = &e->lines[i];
-
-        if (l->busy && l->dst == h->src_node && l->prio == prio &&
-            seq_before_eq(go_back_from, l->seq) &&
-            (!probe || seq_before_eq(l->seq, probe->seq))) {
-            probe = l;
-        }
-    }
+    probe = stream_first_line(e, h->src_node, prio, go_back_from);
     if (!probe) {
         return;         /* all acked since: a stale refusal */
     }
-    if (reason == ARCTIC_NACK_WRONG_JOB && probe->seq == h->seq &&
-        e->cfg.refused_timeout_ms) {
-        if (!probe->refused) {
-            probe->refused = true;
-            probe->refused_since = now;
-        } else if (now - probe->refused_since >=
-                   (int64_t)e->cfg.refused_timeout_ms * SCALE_MS) {
-            give_up_refused(e, prio, h->src_node, probe);
-            return;
-        }
-    } else if (probe->seq == h->seq &&
-               reason != ARCTIC_NACK_OUT_OF_ORDER) {
-        /*
-         * Refused for a reason that passes (a full queue): the clock
-         * starts again.  Out of order says nothing of it (the packets
-         * behind it, refused while it was).
-         */
-        probe->refused = false;
+    if (probe_refused(e, h, prio, reason, probe, now)) {
+        return;
     }
     for (i = 0; i < e->cfg.lines; i++) {
         ArcticLine *l = &e->lines[i];

@@ -854,6 +854,126 @@ static bool thread_ring_input_waits(NiuLinkThread *t, bool take_input)
     return !arctic_ring_consumer_sleep(&t->rings->in);
 }
 
+/*
+ * No link: wait out the reconnect delay (not before the first try), then
+ * connect.  False if the thread is to quit.
+ */
+static bool thread_reconnect(NiuLinkThread *t, bool *first)
+{
+    QIOChannelSocket *sioc;
+    Error *err = NULL;
+
+    if (!*first && !thread_wait(t, t->reconnect_ms)) {
+        return false;
+    }
+    *first = false;
+    sioc = thread_connect(t, &err);
+    if (!sioc) {
+        if (!t->connect_failed) {
+            trace_arctic_niu_link_thread_connect(
+                t->link->node_id, t->path, error_get_pretty(err));
+        }
+        error_free(err);
+        t->connect_failed = true;
+        return true;
+    }
+    t->connect_failed = false;
+    trace_arctic_niu_link_thread_connect(t->link->node_id, t->path,
+                                         "connected");
+    qemu_rec_mutex_lock(t->link->lock);
+    thread_opened(t, sioc);
+    qemu_rec_mutex_unlock(t->link->lock);
+    niu_link_released(t->link);
+    return true;
+}
+
+/*
+ * With the rings on: sleep on the kick counters @waiters (taken before
+ * the last look) for at most @timeout ns, then serve what woke the thread.
+ */
+static void thread_rings_pass(NiuLinkThread *t, bool take_input,
+                              int64_t timeout, struct futex_waitv *waiters,
+                              unsigned n_waiters, uint8_t *buf)
+{
+    /*
+     * A timed link's ring and its flags are the vCPU's: the thread
+     * looks at the socket's end only, and less often.
+     */
+    bool timed = qatomic_read(&t->timed_reader);
+    int64_t look = (timed ? 10 : 1) * ARCTIC_RING_LOOK_MS * SCALE_MS;
+    bool socket_ready = false, ring_ready, direct_ready = false;
+
+    if ((!timed && thread_ring_input_waits(t, take_input)) ||
+        (t->direct && take_input && !niu_direct_sleep(t->direct)) ||
+        qatomic_read(&t->posted) || qatomic_read(&t->fd_shut)) {
+        timeout = 0;
+    }
+    if (timeout < 0 || timeout > look) {
+        /* A kick lost or withheld delays the link, never stalls it. */
+        timeout = look;
+    }
+    /*
+     * The socket says only that the link ended (or bytes it must not
+     * carry): looked at when nothing else woke the thread, when the
+     * device dropped the link, and at least every ARCTIC_RING_LOOK_MS
+     * however often the thread is woken.  Paused, the socket waits too:
+     * a DIRECT_STOP would hand up what its ring holds.
+     */
+    if ((thread_futex_wait(waiters, n_waiters, timeout) ||
+         qatomic_read(&t->fd_shut) ||
+         qatomic_read(&((struct arctic_ring_area *)
+                        t->rings->area)->kicks.closing) ||
+         get_clock() - t->socket_looked > look) &&
+        !qatomic_read(&t->paused)) {
+        t->socket_looked = get_clock();
+        socket_ready = thread_socket_readable(t);
+    }
+    if (!timed) {
+        arctic_ring_consumer_awake(&t->rings->in);
+    }
+    if (t->direct) {
+        niu_direct_awake(t->direct);
+        direct_ready = take_input && niu_direct_input_waits(t->direct);
+    }
+    ring_ready = take_input && arctic_ring_used(&t->rings->in);
+    /*
+     * Output that waits is retried at every wake-up: room is said by the
+     * switch's kick or, if it came while the writer looked, by our own.
+     */
+    thread_serve(t, qatomic_read(&t->want_out), socket_ready, ring_ready,
+                 direct_ready, buf);
+}
+
+/*
+ * On the socket alone: poll it and the wake-up notifier for at most
+ * @timeout ns, then serve what woke the thread.
+ */
+static void thread_socket_pass(NiuLinkThread *t, bool take_input,
+                               int64_t timeout, uint8_t *buf)
+{
+    GPollFD pfd[2];
+
+    pfd[0] = (GPollFD) {
+        /* Paused: not even a hang-up is read (poll() skips fd -1). */
+        .fd = qatomic_read(&t->paused) ? -1 : t->fd,
+        .events = (take_input ? G_IO_IN : 0) |
+                  (qatomic_read(&t->want_out) ? G_IO_OUT : 0),
+    };
+    pfd[1] = (GPollFD) {
+        .fd = event_notifier_get_fd(&t->wake),
+        .events = G_IO_IN,
+    };
+    if (qemu_poll_ns(pfd, 2, timeout) < 0) {
+        return;             /* EINTR */
+    }
+    if (pfd[1].revents) {
+        event_notifier_test_and_clear(&t->wake);
+    }
+    thread_serve(t, pfd[0].revents & G_IO_OUT,
+                 pfd[0].revents & (G_IO_IN | G_IO_HUP | G_IO_ERR),
+                 false, false, buf);
+}
+
 static void *thread_run(void *opaque)
 {
     NiuLinkThread *t = opaque;
@@ -862,36 +982,15 @@ static void *thread_run(void *opaque)
 
     rcu_register_thread();
     while (!qatomic_read(&t->quit)) {
-        GPollFD pfd[2];
         int64_t now, polled_until, timeout;
         struct futex_waitv waiters[NIU_LINK_WAITERS];
         unsigned n_waiters = 0;
-        bool take_input, rings, ring_ready = false, direct_ready = false;
-        QIOChannelSocket *sioc;
-        Error *err = NULL;
+        bool take_input, rings;
 
         if (t->fd < 0) {
-            if (!first && !thread_wait(t, t->reconnect_ms)) {
+            if (!thread_reconnect(t, &first)) {
                 break;
             }
-            first = false;
-            sioc = thread_connect(t, &err);
-            if (!sioc) {
-                if (!t->connect_failed) {
-                    trace_arctic_niu_link_thread_connect(
-                        t->link->node_id, t->path, error_get_pretty(err));
-                }
-                error_free(err);
-                t->connect_failed = true;
-                continue;
-            }
-            t->connect_failed = false;
-            trace_arctic_niu_link_thread_connect(t->link->node_id, t->path,
-                                                 "connected");
-            qemu_rec_mutex_lock(t->link->lock);
-            thread_opened(t, sioc);
-            qemu_rec_mutex_unlock(t->link->lock);
-            niu_link_released(t->link);
             continue;
         }
         rings = qatomic_read(&t->rings_on);
@@ -919,79 +1018,11 @@ static void *thread_run(void *opaque)
                      !qatomic_read(&t->paused);
         timeout = thread_timeout_ns(t, now, polled_until);
         if (rings) {
-            /*
-             * A timed link's ring and its flags are the vCPU's: the thread
-             * looks at the socket's end only, and less often.
-             */
-            bool timed = qatomic_read(&t->timed_reader);
-            int64_t look = (timed ? 10 : 1) * ARCTIC_RING_LOOK_MS * SCALE_MS;
-            bool socket_ready = false;
-
-            if ((!timed && thread_ring_input_waits(t, take_input)) ||
-                (t->direct && take_input && !niu_direct_sleep(t->direct)) ||
-                qatomic_read(&t->posted) || qatomic_read(&t->fd_shut)) {
-                timeout = 0;
-            }
-            if (timeout < 0 || timeout > look) {
-                /* A kick lost or withheld delays the link, never stalls it. */
-                timeout = look;
-            }
-            /*
-             * The socket says only that the link ended (or bytes it must
-             * not carry): looked at when nothing else woke the thread,
-             * when the device dropped the link, and at least every
-             * ARCTIC_RING_LOOK_MS however often the thread is woken.
-             */
-            /*
-             * Paused, the socket waits too: a DIRECT_STOP would hand up
-             * what its ring holds.
-             */
-            if ((thread_futex_wait(waiters, n_waiters, timeout) ||
-                 qatomic_read(&t->fd_shut) ||
-                 qatomic_read(&((struct arctic_ring_area *)
-                                t->rings->area)->kicks.closing) ||
-                 get_clock() - t->socket_looked > look) &&
-                !qatomic_read(&t->paused)) {
-                t->socket_looked = get_clock();
-                socket_ready = thread_socket_readable(t);
-            }
-            if (!timed) {
-                arctic_ring_consumer_awake(&t->rings->in);
-            }
-            if (t->direct) {
-                niu_direct_awake(t->direct);
-                direct_ready = take_input &&
-                               niu_direct_input_waits(t->direct);
-            }
-            ring_ready = take_input && arctic_ring_used(&t->rings->in);
-            /*
-             * Output that waits is retried at every wake-up: room is said
-             * by the switch's kick or, if it came while the writer looked,
-             * by our own.
-             */
-            thread_serve(t, qatomic_read(&t->want_out), socket_ready,
-                         ring_ready, direct_ready, buf);
-            continue;
+            thread_rings_pass(t, take_input, timeout, waiters, n_waiters,
+                              buf);
+        } else {
+            thread_socket_pass(t, take_input, timeout, buf);
         }
-        pfd[0] = (GPollFD) {
-            /* Paused: not even a hang-up is read (poll() skips fd -1). */
-            .fd = qatomic_read(&t->paused) ? -1 : t->fd,
-            .events = (take_input ? G_IO_IN : 0) |
-                      (qatomic_read(&t->want_out) ? G_IO_OUT : 0),
-        };
-        pfd[1] = (GPollFD) {
-            .fd = event_notifier_get_fd(&t->wake),
-            .events = G_IO_IN,
-        };
-        if (qemu_poll_ns(pfd, 2, timeout) < 0) {
-            continue;       /* EINTR */
-        }
-        if (pfd[1].revents) {
-            event_notifier_test_and_clear(&t->wake);
-        }
-        thread_serve(t, pfd[0].revents & G_IO_OUT,
-                     pfd[0].revents & (G_IO_IN | G_IO_HUP | G_IO_ERR),
-                     false, false, buf);
     }
     rcu_unregister_thread();
     return NULL;
