@@ -69,7 +69,7 @@ enum {
     /*
      * The fastest a sender could fill a ring: a packet every 10 ns (a copy
      * of at least ARCTIC_WIRE_MIN_SIZE bytes and two atomic stores; NIUs
-     * carry about a packet per 2 us per pair, docs/datapath.md §5.1).
+     * carry about a packet per 2 us per pair, docs/scale.md §1).
      * The switch believes no count of a sender beyond that.
      */
     SW_DIRECT_PACKET_NS_MIN = 10,
