@@ -44,7 +44,9 @@ static void usage(void)
 		"  -c  count the guest instructions of each call instead,\n"
 		"      on both nodes of a pair: niu_send and niu_recv of 1\n"
 		"      and 20 words, niu_am_request and the niu_am_poll that\n"
-		"      runs its handler (1 word); the median of -n calls of\n"
+		"      runs its handler (1 word), niu_recv_any with libniu's\n"
+		"      time accounting off and on, niu_now_ns, niu_stats_time\n"
+		"      and a TSC read; the median of -n calls of\n"
 		"      each, the reading of the clock taken off; exact only in\n"
 		"      timed mode (scripts/niu-cluster --timed)\n"
 		"  -d  device file (default /dev/arctic-niu0)\n");
@@ -77,7 +79,8 @@ static uint32_t pattern(unsigned int iteration, unsigned int size,
 
 enum {
 	ROW_SEND_1, ROW_RECV_1, ROW_SEND_20, ROW_RECV_20, ROW_AM_REQUEST,
-	ROW_AM_POLL, ROWS
+	ROW_AM_POLL, ROW_RECV_ANY, ROW_RECV_ANY_TIMED, ROW_NOW_NS,
+	ROW_STATS_TIME, ROWS
 };
 
 static const struct {
@@ -90,6 +93,10 @@ static const struct {
 	[ROW_RECV_20] = { "niu_recv", 20 },
 	[ROW_AM_REQUEST] = { "niu_am_request", 1 },
 	[ROW_AM_POLL] = { "niu_am_poll", 1 },
+	[ROW_RECV_ANY] = { "niu_recv_any", 1 },
+	[ROW_RECV_ANY_TIMED] = { "niu_recv_any, accounting on", 1 },
+	[ROW_NOW_NS] = { "niu_now_ns", 0 },
+	[ROW_STATS_TIME] = { "niu_stats_time", 0 },
 };
 
 /*
@@ -123,19 +130,6 @@ static void wait_arrival(struct niu_endpoint *ep, enum niu_priority prio)
 	while (!(ep->rx[prio][ep->rx_tail[prio]].header & ARCTIC_MPI_VALID))
 		if (ep->link_poll)
 			(void)*ep->link_poll;
-}
-
-static bool is_timed(void)
-{
-	char line[4096] = "";
-	FILE *f = fopen("/proc/cmdline", "r");
-
-	if (f) {
-		if (!fgets(line, sizeof(line), f))
-			line[0] = 0;
-		fclose(f);
-	}
-	return strstr(line, "arctic.timed=1");
 }
 
 /*
@@ -218,10 +212,43 @@ static int count_calls(struct niu_endpoint *ep, enum niu_priority prio,
 	}
 	niu_am_register(ep, 1, NULL);
 	errors += count_handled != iterations;
+	/*
+	 * What libniu's time accounting costs: a call that switches kinds
+	 * twice (niu_recv_any(): receiving, then back), off and on; a clock
+	 * read; and a look at the counters.
+	 */
+	for (r = ROW_RECV_ANY; r <= ROW_RECV_ANY_TIMED; r++) {
+		niu_stats_time_on(ep, r == ROW_RECV_ANY_TIMED);
+		for (it = 0; it < iterations; it++) {
+			payload[0] = it;
+			if (pinger)
+				niu_send(ep, prio, peer, ep->endpoint, 1, it,
+					 1, payload, 1);
+			wait_arrival(ep, prio);
+			t = ticks();
+			niu_recv_any(ep, &msg, NULL);
+			sample[r][it] = ticks() - t;
+			errors += msg.length != 1 || msg.command[0] != it;
+			if (!pinger)
+				niu_send(ep, prio, peer, ep->endpoint, 1, it,
+					 1, payload, 1);
+		}
+	}
+	for (it = 0; it < iterations; it++) {
+		uint64_t ns[NIU_TIME_KINDS];
+
+		t = ticks();
+		(void)niu_now_ns();
+		sample[ROW_NOW_NS][it] = ticks() - t;
+		t = ticks();
+		niu_stats_time(ep, ns);
+		sample[ROW_STATS_TIME][it] = ticks() - t;
+	}
+	niu_stats_time_on(ep, false);
 
 	printf("niu-ping: node %u (%s): guest instructions per call, median of %u, %.3f ticks per instruction%s\n",
 	       ep->node, pinger ? "pinging" : "echoing", iterations, per_insn,
-	       is_timed() ? "" : " (not timed mode: not exact)");
+	       niu_timed() ? "" : " (not timed mode: not exact)");
 	printf("%-28s %6s %13s\n", "call", "words", "instructions");
 	for (r = 0; r < ROWS; r++) {
 		qsort(sample[r], iterations, sizeof(*sample[r]), compare_u64);
@@ -237,6 +264,8 @@ static int count_calls(struct niu_endpoint *ep, enum niu_priority prio,
 	       insns[ROW_SEND_20] + insns[ROW_RECV_20]);
 	printf("%-28s %6u %13.1f\n", "niu_am_request+niu_am_poll", 1,
 	       insns[ROW_AM_REQUEST] + insns[ROW_AM_POLL]);
+	printf("%-28s %6u %13.1f\n", "a TSC read (rdtsc)", 0,
+	       (double)overhead / per_insn);
 	return errors;
 }
 

@@ -12,7 +12,10 @@
  * version on one node, compares (exactly for sort, with a tolerance for
  * floating point) and prints size, nodes, both times, speedup and
  * PASS/FAIL.  Nodes other than 0 sleep while it does, so that TCG guests
- * sharing few host cores do not slow the serial run down.
+ * sharing few host cores do not slow the serial run down.  Every node
+ * then prints where its parallel time went, from libniu's time accounting
+ * (niu_stats_time()): computing, sending, receiving, waiting, the closing
+ * barrier.
  */
 #include <complex.h>
 #include <errno.h>
@@ -36,6 +39,8 @@ struct run {
 	uint64_t parallel_ns, serial_ns;
 	int pass;
 	bool by_dma;		/* FFT: the transpose went by remote DMA */
+	/* libniu's time by kind in the parallel part (niu_stats_time()) */
+	uint64_t time_ns[NIU_TIME_KINDS];
 };
 
 /* Deterministic inputs: splitmix64 of (stream, index). */
@@ -104,14 +109,48 @@ static uint64_t parallel_begin(struct run *run)
 {
 	after_tick();
 	die_on(niu_barrier(&run->ep), "barrier");
+	/* Outside the window: counters before its clock read, after its end. */
+	niu_stats_time(&run->ep, run->time_ns);
 	return niu_now_ns();
 }
 
 static void parallel_end(struct run *run, uint64_t start)
 {
+	uint64_t end[NIU_TIME_KINDS];
+	int k;
+
 	die_on(niu_barrier(&run->ep), "barrier");
 	run->parallel_ns = ns_since(start);
 	run->parallel_s = run->parallel_ns * 1e-9;
+	niu_stats_time(&run->ep, end);
+	for (k = 0; k < NIU_TIME_KINDS; k++)
+		run->time_ns[k] = end[k] - run->time_ns[k];
+}
+
+/*
+ * This node's parallel time by what it did, one line for scripts/niu-study:
+ * libniu's kinds, and computing as the rest of the window (the program's
+ * work, the guest kernel's, and libniu's common path of a single send or
+ * receive, which takes no time stamp).  In timed mode the times are
+ * virtual; otherwise the host's, as every time of the fast mode.
+ */
+static void print_breakdown(const struct run *run, const char *kernel,
+			    bool timed)
+{
+	const uint64_t *t = run->time_ns;
+	int64_t compute = (int64_t)run->parallel_ns -
+			  (int64_t)(t[NIU_TIME_SEND] + t[NIU_TIME_RECV] +
+				    t[NIU_TIME_WAIT] + t[NIU_TIME_BARRIER]);
+
+	printf("niu-suite: %-6s node=%u breakdown parallel_ns=%llu "
+	       "compute_ns=%lld send_ns=%llu recv_ns=%llu wait_ns=%llu "
+	       "barrier_ns=%llu (%s time)\n", kernel, run->me,
+	       (unsigned long long)run->parallel_ns, (long long)compute,
+	       (unsigned long long)t[NIU_TIME_SEND],
+	       (unsigned long long)t[NIU_TIME_RECV],
+	       (unsigned long long)t[NIU_TIME_WAIT],
+	       (unsigned long long)t[NIU_TIME_BARRIER],
+	       timed ? "virtual" : "host");
 }
 
 /*
@@ -753,14 +792,21 @@ enum { NUM_KERNELS = sizeof(kernels) / sizeof(kernels[0]) };
 static void usage(void)
 {
 	fprintf(stderr,
-		"Usage: niu-suite [-s KERNEL=SIZE]... [-i ITERATIONS] "
+		"Usage: niu-suite [-s KERNEL=SIZE]... [-i ITERATIONS] [-T] "
 		"[-d DEVICE] [KERNEL...]\n"
 		"Kernels: dmm fft gauss jacobi sort (default: all).\n"
 		"  -s  size: dmm, gauss, jacobi: matrix order (64); fft: points,\n"
 		"      a power of 2 (1024); sort: keys (8192).  Defaults from\n"
 		"      seed 001 Table 6.2.\n"
 		"  -i  Jacobi iterations (100)\n"
-		"  -d  device file (default /dev/arctic-niu0)\n");
+		"  -T  no time accounting: libniu reads no clock, and no node\n"
+		"      prints a breakdown\n"
+		"  -d  device file (default /dev/arctic-niu0)\n"
+		"Node 0 prints each kernel's times and PASS/FAIL; every node then\n"
+		"prints where its parallel time went (\"KERNEL node=N breakdown\n"
+		"parallel_ns= compute_ns= send_ns= recv_ns= wait_ns= barrier_ns=\",\n"
+		"libniu's niu_stats_time(); virtual time in timed mode, the\n"
+		"host's otherwise; docs/guest.md).\n");
 	exit(2);
 }
 
@@ -795,12 +841,13 @@ int main(int argc, char **argv)
 {
 	unsigned int iterations = 100, failures = 0, k;
 	int selected[NUM_KERNELS] = { 0 }, any = 0, opt, ret, arg;
+	bool accounting = true, timed = niu_timed();
 	const char *device = NULL;
 	struct kernel *kernel;
 	struct run run;
 	char *eq;
 
-	while ((opt = getopt(argc, argv, "s:i:d:h")) != -1) {
+	while ((opt = getopt(argc, argv, "s:i:Td:h")) != -1) {
 		switch (opt) {
 		case 's':
 			eq = strchr(optarg, '=');
@@ -811,6 +858,9 @@ int main(int argc, char **argv)
 			break;
 		case 'i':
 			iterations = (unsigned int)atoi(optarg);
+			break;
+		case 'T':
+			accounting = false;
 			break;
 		case 'd':
 			device = optarg;
@@ -831,6 +881,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "niu-suite: open: %s\n", strerror(-ret));
 		return 1;
 	}
+	niu_stats_time_on(&run.ep, accounting);
 	run.nodes = run.ep.num_nodes;
 	run.me = run.ep.node;
 	run.iterations = iterations;
@@ -881,8 +932,10 @@ int main(int argc, char **argv)
 			       "serial_ns=%llu\n", kernels[k].name,
 			       (unsigned long long)run.parallel_ns,
 			       (unsigned long long)run.serial_ns);
-			fflush(stdout);
 		}
+		if (accounting)
+			print_breakdown(&run, kernels[k].name, timed);
+		fflush(stdout);
 		failures += !run.pass;
 	}
 	if (run.me == 0)

@@ -73,13 +73,18 @@ static int exchange(struct niu_endpoint *ep, uint32_t epoch,
 	struct exchange x = { .num_nodes = n, .recv = recv,
 			      .recv_words = recv_words, .epoch = epoch };
 	size_t *sent, unsent = 0, length;
+	enum niu_time_kind was;
 	unsigned int spins = 0;
 	struct niu_msg msg;
 	bool progress;
 
+	/* All of it is the library's: receiving, but for sends and waits. */
+	was = niu_lib_time_enter(ep, NIU_TIME_RECV);
 	sent = calloc(2 * (size_t)n, sizeof(size_t));
-	if (!sent)
+	if (!sent) {
+		niu_lib_time_leave(ep, was);
 		return -ENOMEM;
+	}
 	x.received = sent + n;
 	for (p = 0; p < n; p++) {
 		if (p == me)
@@ -103,12 +108,14 @@ static int exchange(struct niu_endpoint *ep, uint32_t epoch,
 			length = send_words[to] - sent[to];
 			if (length > NIU_MAX_PAYLOAD)
 				length = NIU_MAX_PAYLOAD;
+			niu_lib_time_enter(ep, NIU_TIME_SEND);
 			header = niu_lib_header(to, ep->endpoint,
 						NIU_TYPE_COLLECTIVE,
 						ARCTIC_MODE_MPI, length);
 			niu_lib_send_slot(ep, NIU_LO, header, x.epoch,
 				  (uint32_t)sent[to], send[to] + sent[to],
 				  (unsigned int)length);
+			niu_lib_time_enter(ep, NIU_TIME_RECV);
 			sent[to] += length;
 			unsent -= length;
 			cursor = (to + 1) % n;
@@ -129,6 +136,7 @@ static int exchange(struct niu_endpoint *ep, uint32_t epoch,
 			niu_lib_idle(ep, &spins, NIU_WAIT_RX);
 	}
 	free(sent);
+	niu_lib_time_leave(ep, was);
 	if (unsent || x.remaining)
 		return -EHOSTDOWN;
 	return x.errors ? -EPROTO : 0;
@@ -194,17 +202,21 @@ static int plan_run(struct niu_endpoint *ep, struct exchange_plan *plan)
 int niu_alltoall(struct niu_endpoint *ep, const uint32_t *send,
 		 uint32_t *recv, size_t words)
 {
+	enum niu_time_kind was = niu_lib_time_enter(ep, NIU_TIME_RECV);
 	struct exchange_plan plan;
 	uint32_t p;
+	int ret = -ENOMEM;
 
-	if (plan_alloc(&plan, ep->num_nodes, ep->num_nodes - 1))
-		return -ENOMEM;
-	for (p = 0; p < ep->num_nodes; p++) {
-		plan.send[p] = send + p * words;
-		plan.recv[p] = recv + p * words;
-		plan.send_words[p] = plan.recv_words[p] = words;
+	if (!plan_alloc(&plan, ep->num_nodes, ep->num_nodes - 1)) {
+		for (p = 0; p < ep->num_nodes; p++) {
+			plan.send[p] = send + p * words;
+			plan.recv[p] = recv + p * words;
+			plan.send_words[p] = plan.recv_words[p] = words;
+		}
+		ret = plan_run(ep, &plan);
 	}
-	return plan_run(ep, &plan);
+	niu_lib_time_leave(ep, was);
+	return ret;
 }
 
 /* One step of niu_bcast(): @words of @buf from @peer, or to it (@send). */
@@ -242,14 +254,17 @@ int niu_bcast(struct niu_endpoint *ep, uint32_t root, uint32_t *buf,
 	      size_t words)
 {
 	uint32_t n = ep->num_nodes, me = ep->node, rel, mask, m, epoch;
+	enum niu_time_kind was = niu_lib_time_enter(ep, NIU_TIME_RECV);
 	struct exchange_plan plan;
 	int ret = plan_alloc(&plan, n, root);
 
-	if (ret)
-		return ret;
-	if (words && !buf) {
+	if (!ret && words && !buf) {
 		plan_free(&plan);
-		return -EINVAL;
+		ret = -EINVAL;
+	}
+	if (ret) {
+		niu_lib_time_leave(ep, was);
+		return ret;
 	}
 	epoch = ++ep->collective_epoch;
 	rel = (me + n - root) % n;
@@ -264,27 +279,31 @@ int niu_bcast(struct niu_endpoint *ep, uint32_t root, uint32_t *buf,
 					 words, true);
 	}
 	plan_free(&plan);
+	niu_lib_time_leave(ep, was);
 	return ret;
 }
 
 int niu_gather(struct niu_endpoint *ep, uint32_t root, const uint32_t *send,
 	       uint32_t *recv, size_t words)
 {
+	enum niu_time_kind was = niu_lib_time_enter(ep, NIU_TIME_RECV);
 	struct exchange_plan plan;
 	uint32_t p;
 	int ret = plan_alloc(&plan, ep->num_nodes, root);
 
-	if (ret)
-		return ret;
-	plan.send[root] = send;
-	plan.send_words[root] = words;
-	if (ep->node == root) {
-		for (p = 0; p < ep->num_nodes; p++) {
-			plan.recv[p] = recv + p * words;
-			plan.recv_words[p] = words;
+	if (!ret) {
+		plan.send[root] = send;
+		plan.send_words[root] = words;
+		if (ep->node == root) {
+			for (p = 0; p < ep->num_nodes; p++) {
+				plan.recv[p] = recv + p * words;
+				plan.recv_words[p] = words;
+			}
 		}
+		ret = plan_run(ep, &plan);
 	}
-	return plan_run(ep, &plan);
+	niu_lib_time_leave(ep, was);
+	return ret;
 }
 
 /* @into[i] = @into[i] op @from[i] for @count elements of 8 bytes. */

@@ -71,17 +71,20 @@ int niu_dma_send(struct niu_endpoint *ep, uint32_t dest,
 {
 	volatile struct arctic_dma_request *slot;
 	unsigned int i, spins = 0;
+	enum niu_time_kind was;
 
 	if (dest >= ARCTIC_S || dest_endpoint >= ARCTIC_ENDPOINTS ||
 	    type >= NIU_TYPE_LIBRARY_MIN || length > NIU_MAX_PAYLOAD ||
 	    (length && !payload) || target % ARCTIC_D ||
 	    (uintptr_t)source % ARCTIC_D || !is_in_window(ep, source))
 		return -EINVAL;
+	was = niu_lib_time_enter(ep, NIU_TIME_SEND);
 	slot = &ep->dma_tx[ep->dma_tx_head];
 	while (slot->header & ARCTIC_MPI_VALID) {
 		niu_lib_keep_incoming(ep);
 		niu_lib_idle(ep, &spins, NIU_WAIT_TX);
 	}
+	niu_lib_time_enter(ep, NIU_TIME_SEND);	/* after a wait */
 	atomic_thread_fence(memory_order_acquire);
 	slot->command = command;
 	slot->target = target;
@@ -95,5 +98,6 @@ int niu_dma_send(struct niu_endpoint *ep, uint32_t dest,
 	niu_lib_ring_doorbell(ep,
 		      &ep->dma_tx[niu_lib_slot_before_filled(ep->dma_tx_head)].header,
 		      R_USER_DOORBELL_DMA_TX_MASK);
+	niu_lib_time_leave(ep, was);
 	return 0;
 }

@@ -73,6 +73,59 @@ NIU_INLINE void niu_lib_copy_words(volatile uint32_t *to,
 	}
 }
 
+/*
+ * Time accounting (niu_stats_time() in niu.h).  The clock is the TSC: one
+ * instruction (and two to join its halves), where a CLOCK_MONOTONIC read
+ * takes dozens; test-libniu.c gives a clock of its own.
+ */
+#ifndef NIU_LIB_TICKS
+#if defined(__x86_64__) || defined(__i386__)
+#define NIU_LIB_TICKS() __builtin_ia32_rdtsc()
+#else
+#define NIU_LIB_TICKS() niu_now_ns()
+#endif
+#endif
+
+/* The time since the last switch was of the kind now; @kind from now. */
+NIU_INLINE void niu_lib_time_switch(struct niu_endpoint *ep,
+				    enum niu_time_kind kind)
+{
+	uint64_t now = NIU_LIB_TICKS();
+
+	ep->time.ticks[ep->time.kind] += now - ep->time.since;
+	ep->time.since = now;
+	ep->time.kind = (uint8_t)kind;
+}
+
+/*
+ * From now on, time is of @kind; returns the kind it was, for
+ * niu_lib_time_leave().  Inside a barrier everything is the barrier's.
+ */
+NIU_INLINE enum niu_time_kind niu_lib_time_enter(struct niu_endpoint *ep,
+						 enum niu_time_kind kind)
+{
+	enum niu_time_kind was = (enum niu_time_kind)ep->time.kind;
+
+	if (ep->time.on && was != kind && was != NIU_TIME_BARRIER)
+		niu_lib_time_switch(ep, kind);
+	return was;
+}
+
+/* Back to the kind @was that niu_lib_time_enter() returned. */
+NIU_INLINE void niu_lib_time_leave(struct niu_endpoint *ep,
+				   enum niu_time_kind was)
+{
+	if (ep->time.on && ep->time.kind != was)
+		niu_lib_time_switch(ep, was);
+}
+
+/* A message taken ends a wait: what follows is receiving. */
+NIU_INLINE void niu_lib_time_taken(struct niu_endpoint *ep)
+{
+	if (ep->time.kind == NIU_TIME_WAIT && ep->time.on)
+		niu_lib_time_switch(ep, NIU_TIME_RECV);
+}
+
 /* What a wait waits for: the receive interrupt ends a sleep for a message. */
 enum niu_wait { NIU_WAIT_RX, NIU_WAIT_TX };
 

@@ -91,6 +91,7 @@ void niu_lib_idle(struct niu_endpoint *ep, unsigned int *spins,
 	uint64_t now;
 	int ms;
 
+	niu_lib_time_enter(ep, NIU_TIME_WAIT);
 	if (*spins == 0)
 		ep->wait_start_ns = 0;	/* a new wait */
 	if (wait_polls_link(ep))
@@ -149,6 +150,64 @@ uint64_t niu_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+bool niu_timed(void)
+{
+	char line[4096] = "";
+	FILE *f = fopen("/proc/cmdline", "r");
+
+	if (f) {
+		if (!fgets(line, sizeof(line), f))
+			line[0] = 0;
+		fclose(f);
+	}
+	return strstr(line, "arctic.timed=1");
+}
+
+#ifndef NIU_LIB_NOW_NS		/* test-libniu.c's clock */
+#define NIU_LIB_NOW_NS() niu_now_ns()
+#endif
+
+void niu_stats_time_on(struct niu_endpoint *ep, bool on)
+{
+	struct niu_time_account *t = &ep->time;
+
+	if (on) {
+		memset(t, 0, sizeof(*t));
+		t->start_ticks = t->since = NIU_LIB_TICKS();
+		t->start_ns = NIU_LIB_NOW_NS();
+		t->on = true;
+	} else if (t->on) {
+		niu_lib_time_switch(ep, (enum niu_time_kind)t->kind);
+		t->stop_ticks = t->since;
+		t->stop_ns = NIU_LIB_NOW_NS();
+		t->on = false;
+	}
+}
+
+/*
+ * Ticks become nanoseconds at the rate the two clocks kept since the
+ * accounting began (the TSC's rate is the guest kernel's to know; one
+ * tick per ns in timed mode, where the ratio comes out as 1).
+ */
+void niu_stats_time(struct niu_endpoint *ep, uint64_t ns[NIU_TIME_KINDS])
+{
+	struct niu_time_account *t = &ep->time;
+	uint64_t ticks, span_ns;
+	int k;
+
+	if (t->on) {
+		niu_lib_time_switch(ep, (enum niu_time_kind)t->kind);
+		ticks = t->since - t->start_ticks;
+		span_ns = NIU_LIB_NOW_NS() - t->start_ns;
+	} else {
+		ticks = t->stop_ticks - t->start_ticks;
+		span_ns = t->stop_ns - t->start_ns;
+	}
+	for (k = 0; k < NIU_TIME_KINDS; k++)
+		ns[k] = ticks ? (uint64_t)((unsigned __int128)t->ticks[k] *
+					   span_ns / ticks) : 0;
 }
 
 /*
@@ -374,6 +433,7 @@ void niu_lib_keep_other(struct niu_endpoint *ep, enum niu_priority reading)
  */
 void niu_lib_wait_tx_slot(struct niu_endpoint *ep, enum niu_priority prio)
 {
+	enum niu_time_kind was = (enum niu_time_kind)ep->time.kind;
 	unsigned int spins = 0;
 
 	while (!niu_lib_tx_slot_free(ep, prio)) {
@@ -383,6 +443,7 @@ void niu_lib_wait_tx_slot(struct niu_endpoint *ep, enum niu_priority prio)
 			niu_lib_keep_incoming(ep);
 		niu_lib_idle(ep, &spins, NIU_WAIT_TX);
 	}
+	niu_lib_time_leave(ep, was);
 }
 
 /* Out of line, even here, where niu_send() would take it in. */
@@ -527,6 +588,7 @@ int niu_lib_take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 	niu_lib_copy_slot(ep, prio, slot, header,		/* 2-6 */
 			  ARCTIC_FIELD_GET(MPI_HEADER, MODE, header), length,
 			  msg);
+	niu_lib_time_taken(ep);
 	node = peer_down_in(header, msg->command[0], msg->command[1],
 			    &from_niu);
 	if (node >= 0) {
@@ -690,15 +752,20 @@ static __attribute__((noinline)) int recv_wait(struct niu_endpoint *ep,
 					       enum niu_priority prio,
 					       struct niu_msg *msg)
 {
+	enum niu_time_kind was = niu_lib_time_enter(ep, NIU_TIME_RECV);
 	unsigned int spins = 0;
+	int ret = 0;
 
 	while (!niu_try_recv(ep, prio, msg)) {
-		if (ep->peer_down)
-			return -EHOSTDOWN;
+		if (ep->peer_down) {
+			ret = -EHOSTDOWN;
+			break;
+		}
 		niu_lib_keep_other(ep, prio);
 		niu_lib_idle(ep, &spins, NIU_WAIT_RX);
 	}
-	return 0;
+	niu_lib_time_leave(ep, was);
+	return ret;
 }
 
 int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
@@ -713,21 +780,28 @@ int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
 int niu_recv_any(struct niu_endpoint *ep, struct niu_msg *msg,
 		 enum niu_priority *prio)
 {
+	enum niu_time_kind was = niu_lib_time_enter(ep, NIU_TIME_RECV);
 	unsigned int spins = 0;
 	enum niu_priority p;
+	int ret = 0;
 
 	for (;;) {
 		for (p = NIU_HI; p < NIU_NUM_PRIORITIES; p++) {
 			if (niu_try_recv(ep, p, msg)) {
 				if (prio)
 					*prio = p;
-				return 0;
+				goto out;
 			}
 		}
-		if (ep->peer_down)
-			return -EHOSTDOWN;
+		if (ep->peer_down) {
+			ret = -EHOSTDOWN;
+			goto out;
+		}
 		niu_lib_idle(ep, &spins, NIU_WAIT_RX);
 	}
+out:
+	niu_lib_time_leave(ep, was);
+	return ret;
 }
 
 struct barrier_wait {
@@ -770,25 +844,28 @@ static int barrier_wait(struct niu_endpoint *ep,
 int niu_barrier(struct niu_endpoint *ep)
 {
 	uint32_t n = ep->num_nodes, me = ep->node, distance, round = 0;
+	enum niu_time_kind was;
 	struct barrier_wait want;
-	int ret;
+	int ret = 0;
 
 	if (n < 2)
 		return 0;
+	was = niu_lib_time_enter(ep, NIU_TIME_BARRIER);
 	ep->barrier_epoch++;
 	for (distance = 1; distance < n; distance *= 2, round++) {
 		ret = niu_lib_send_any_type(ep, NIU_HI, (me + distance) % n,
 				    ep->endpoint, NIU_TYPE_BARRIER,
 				    ep->barrier_epoch, round, NULL, 0);
 		if (ret)
-			return ret;
+			break;
 		want.source = (me + n - distance) % n;
 		want.epoch = ep->barrier_epoch;
 		want.round = round;
 		ret = barrier_wait(ep, &want);
 		if (ret)
-			return ret;
+			break;
 	}
-	return 0;
+	niu_lib_time_leave(ep, was);
+	return ret;
 }
 

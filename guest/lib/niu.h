@@ -90,6 +90,37 @@ struct niu_stash {
 struct niu_endpoint;
 
 /*
+ * Where an endpoint's time goes (niu_stats_time()): what the processor
+ * did inside the library, by kind, and the rest.
+ */
+enum niu_time_kind {
+	/*
+	 * Outside the library's accounted paths: the program's own work, and
+	 * the common path of niu_send(), niu_recv(), niu_try_recv() and the
+	 * active messages (a free slot, a message waiting), which takes no
+	 * time stamp so as to stay lean (docs/guest.md, "The instruction
+	 * budget"; niu-ping -c counts its instructions).
+	 */
+	NIU_TIME_OUTSIDE,
+	NIU_TIME_SEND,		/* writing messages and DMA requests */
+	NIU_TIME_RECV,		/* taking messages and placing them, the
+				 * collectives' own work */
+	NIU_TIME_WAIT,		/* empty polls: for a message, a Tx slot */
+	NIU_TIME_BARRIER,	/* all of niu_barrier(), its sends and waits */
+	NIU_TIME_KINDS,
+};
+
+/* The accounting's state (niu_stats_time_on()); read-only for programs. */
+struct niu_time_account {
+	bool on;
+	uint8_t kind;			/* enum niu_time_kind now */
+	uint64_t since;			/* ticks when it began */
+	uint64_t ticks[NIU_TIME_KINDS];	/* so far, in the clock's ticks */
+	uint64_t start_ticks, start_ns;	/* at niu_stats_time_on(): */
+	uint64_t stop_ticks, stop_ns;	/* ticks to ns (0: still on) */
+};
+
+/*
  * An active-message handler: @msg is the request or reply (its source,
  * type, command words and up to 20 argument words in payload).  A request
  * handler may send one reply with niu_am_reply(); a reply handler must not
@@ -159,6 +190,7 @@ struct niu_endpoint {
 	uint64_t probe_after_ns;	/* 0: never probe */
 	uint64_t probe_every_ns;
 	bool probing;
+	struct niu_time_account time;	/* niu_stats_time() */
 	void *queues;			/* the mmap()ed queue view */
 	void *user_page;		/* the mmap()ed doorbell page */
 };
@@ -485,6 +517,37 @@ int niu_raw_recv(struct niu_raw *raw, enum niu_priority prio,
 
 /* Monotonic time in nanoseconds, for benchmarks. */
 uint64_t niu_now_ns(void);
+
+/*
+ * Whether this node runs in timed mode (the kernel parameter
+ * arctic.timed=1 of scripts/niu-cluster --timed): its clock is then the
+ * cluster's virtual time (docs/timed-mode.md), otherwise the host's.
+ */
+bool niu_timed(void);
+
+/*
+ * Time accounting, off by default.  niu_stats_time_on(@ep, true) starts
+ * it from zero: from then on the library adds the time it spends in its
+ * send, receive, wait and barrier paths (enum niu_time_kind) to one
+ * counter each, reading the processor's cycle counter (the TSC, which
+ * counts virtual nanoseconds in timed mode: docs/timed-mode.md, "One
+ * clock") only where it changes from one kind to another, never on the
+ * common path of a single send or receive.  Off, each such place costs a
+ * test of a flag.  niu_stats_time_on(@ep, false) stops it; the counters
+ * keep their values.
+ */
+void niu_stats_time_on(struct niu_endpoint *ep, bool on);
+
+/*
+ * The time of each kind since niu_stats_time_on(), in nanoseconds of
+ * CLOCK_MONOTONIC (the counter's ticks scaled by how far the two clocks
+ * moved since then: in timed mode one tick is one nanosecond), into
+ * @ns[NIU_TIME_KINDS]; all zero if it was never on.  The time of an
+ * interval is the difference of two calls; its computing is the interval
+ * minus the library's kinds (NIU_TIME_OUTSIDE also counts the calls'
+ * own cost).
+ */
+void niu_stats_time(struct niu_endpoint *ep, uint64_t ns[NIU_TIME_KINDS]);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,13 @@ struct arctic_niu_keep_unread;
 static int fake_keep_unread(struct arctic_niu_keep_unread *req);
 #define NIU_LIB_KEEP_UNREAD(fd, req) fake_keep_unread(req)
 
+/* The time accounting's clocks (test_time_accounting()). */
+#include <stdint.h>
+static uint64_t fake_ticks(void);
+static uint64_t fake_now_ns(void);
+#define NIU_LIB_TICKS() fake_ticks()
+#define NIU_LIB_NOW_NS() fake_now_ns()
+
 #include "niu.c"
 #include "niu-coll.c"
 #include "niu-am.c"
@@ -37,6 +44,39 @@ static int fake_keep_unread(struct arctic_niu_keep_unread *req)
 		memcpy(kept_slots, (const void *)(uintptr_t)req->slots,
 		       req->count * sizeof(kept_slots[0]));
 	return 0;
+}
+
+/*
+ * One clock for both: each read moves it FAKE_STEP ticks on, and the one
+ * numbered fake_event_at runs fake_event() (a peer's message arriving)
+ * and moves it fake_event_ticks further, the time a wait waited.
+ * CLOCK_MONOTONIC runs at FAKE_NS_PER_TICK, so the accounting must scale.
+ */
+enum { FAKE_STEP = 10, FAKE_NS_PER_TICK = 2 };
+static uint64_t fake_clock;
+static unsigned int fake_reads, fake_event_at;
+static uint64_t fake_event_ticks;
+static void (*fake_event)(void);
+
+static uint64_t fake_read(void)
+{
+	uint64_t now = fake_clock += FAKE_STEP;
+
+	if (++fake_reads == fake_event_at && fake_event) {
+		fake_event();
+		fake_clock += fake_event_ticks;
+	}
+	return now;
+}
+
+static uint64_t fake_ticks(void)
+{
+	return fake_read();
+}
+
+static uint64_t fake_now_ns(void)
+{
+	return FAKE_NS_PER_TICK * fake_read();
 }
 
 static uint32_t doorbell_word;
@@ -922,6 +962,156 @@ static void test_link_poll_from_env(void)
 	CHECK(link_poll_from_env(""));
 }
 
+/* The peer of test_time_accounting(): 45 words of a collective. */
+static struct niu_endpoint *time_ep;
+static uint32_t time_lo_head, time_hi_head, time_words[45], time_epoch;
+
+static void deliver_collective(void)
+{
+	deliver_words(time_ep, NIU_LO, &time_lo_head, 1, NIU_TYPE_COLLECTIVE,
+		      time_epoch, 0, time_words, 20);
+	deliver_words(time_ep, NIU_LO, &time_lo_head, 1, NIU_TYPE_COLLECTIVE,
+		      time_epoch, 20, time_words + 20, 20);
+	deliver_words(time_ep, NIU_LO, &time_lo_head, 1, NIU_TYPE_COLLECTIVE,
+		      time_epoch, 40, time_words + 40, 5);
+}
+
+static void deliver_user(void)
+{
+	deliver(time_ep, NIU_HI, &time_hi_head, 1, 5, 0x55, 0, 1);
+}
+
+static void deliver_barrier(void)
+{
+	deliver(time_ep, NIU_HI, &time_hi_head, 1, NIU_TYPE_BARRIER, 2, 0, 0);
+}
+
+/* Read the counters as the clock stands, in ticks. */
+static void time_ticks(struct niu_endpoint *ep, uint64_t ticks[])
+{
+	uint64_t ns[NIU_TIME_KINDS];
+	int k;
+
+	niu_stats_time(ep, ns);
+	for (k = 0; k < NIU_TIME_KINDS; k++) {
+		CHECK(ns[k] % FAKE_NS_PER_TICK == 0);
+		ticks[k] = ns[k] / FAKE_NS_PER_TICK;
+	}
+}
+
+/*
+ * Where the time goes (niu_stats_time()): off, the library reads no
+ * clock at all; on, it reads one where the kind of work changes, so
+ * every tick of the fake clock lands in a known kind: an exchange's
+ * three sends and its wait for a peer's late words, a receive's wait,
+ * a barrier with all that happens inside it, and the program's time
+ * between them, in nanoseconds of the other clock.
+ */
+static void test_time_accounting(void)
+{
+	const uint32_t *send[2];
+	uint32_t *recv[2], mine[45], got[2][45], i;
+	size_t words[2] = { 45, 45 };
+	uint64_t t[NIU_TIME_KINDS], sum, on_clock, off_clock;
+	struct niu_endpoint ep;
+	struct niu_msg msg;
+	int k;
+
+	fake_endpoint(&ep, 0, 2);
+	time_ep = &ep;
+	for (i = 0; i < 45; i++) {
+		mine[i] = 0xa000 + i;
+		time_words[i] = 0xb000 + i;
+	}
+	send[0] = send[1] = mine;
+	recv[0] = got[0];
+	recv[1] = got[1];
+
+	/* Off: not one read, and nothing counted. */
+	time_epoch = 1;
+	deliver_collective();
+	deliver(&ep, NIU_HI, &time_hi_head, 1, NIU_TYPE_BARRIER, 1, 0, 0);
+	CHECK(niu_alltoallv(&ep, send, words, recv, words) == 0);
+	CHECK(niu_barrier(&ep) == 0);
+	CHECK(fake_reads == 0);
+	niu_stats_time(&ep, t);
+	for (k = 0; k < NIU_TIME_KINDS; k++)
+		CHECK(t[k] == 0);
+
+	/* On (reads 1, 2); the program works 2 reads' time. */
+	niu_stats_time_on(&ep, true);
+	on_clock = fake_clock;
+	fake_clock += 2 * FAKE_STEP;
+	/*
+	 * Collective 2: reads 3 (receive), 4-9 (three sends, each a read
+	 * into it and one out), 10 (the first empty poll: a wait, and the
+	 * words come 1000 ticks later), 11 (taken), 12 (out).
+	 */
+	for (i = 0; i < 45; i++)
+		time_words[i] = 0xc000 + i;
+	time_epoch = 2;
+	fake_event = deliver_collective;
+	fake_event_at = fake_reads + 8;	/* 10, or where a wait began */
+	fake_event_ticks = 1000;
+	memset(got[1], 0, sizeof(got[1]));
+	CHECK(niu_alltoallv(&ep, send, words, recv, words) == 0);
+	CHECK(got[1][44] == 0xc000 + 44);
+	CHECK(fake_reads == 12);
+	time_ticks(&ep, t);		/* 13, 14 */
+	CHECK(t[NIU_TIME_SEND] == 3 * FAKE_STEP);
+	CHECK(t[NIU_TIME_WAIT] == FAKE_STEP + 1000);
+	CHECK(t[NIU_TIME_RECV] == 5 * FAKE_STEP);
+	CHECK(t[NIU_TIME_BARRIER] == 0);
+	CHECK(t[NIU_TIME_OUTSIDE] == 5 * FAKE_STEP);	/* 1-3, 12-13 */
+
+	/*
+	 * A receive that waits: 15 (receive), 16 (the wait; the message
+	 * comes 700 ticks later), 17 (out).  A message already there takes
+	 * the common path: no read.
+	 */
+	fake_event = deliver_user;
+	fake_event_at = fake_reads + 2;	/* 16 */
+	fake_event_ticks = 700;
+	CHECK(niu_recv(&ep, NIU_HI, &msg) == 0 && msg.command[0] == 0x55);
+	CHECK(fake_reads == 17);
+	deliver_user();
+	CHECK(niu_recv(&ep, NIU_HI, &msg) == 0 && fake_reads == 17);
+
+	/*
+	 * A barrier: 18 in (the peer's message comes, 500 ticks on), 19 out;
+	 * all of it the barrier's.  Inside one, a wait reads no clock.
+	 */
+	fake_event = deliver_barrier;
+	fake_event_at = fake_reads + 1;	/* 18 */
+	fake_event_ticks = 500;
+	CHECK(niu_barrier(&ep) == 0 && fake_reads == 19);
+	{
+		unsigned int spins = 0;
+
+		ep.time.kind = NIU_TIME_BARRIER;
+		niu_lib_idle(&ep, &spins, NIU_WAIT_RX);
+		CHECK(fake_reads == 19 && ep.time.kind == NIU_TIME_BARRIER);
+		ep.time.kind = NIU_TIME_OUTSIDE;
+	}
+	niu_stats_time_on(&ep, false);	/* 20, 21 */
+	off_clock = fake_clock;
+	fake_clock += 5000;		/* not counted any more */
+	time_ticks(&ep, t);
+	CHECK(fake_reads == 21);
+	CHECK(t[NIU_TIME_SEND] == 3 * FAKE_STEP);
+	CHECK(t[NIU_TIME_RECV] == 5 * FAKE_STEP + FAKE_STEP);
+	CHECK(t[NIU_TIME_WAIT] == FAKE_STEP + 1000 + FAKE_STEP + 700);
+	CHECK(t[NIU_TIME_BARRIER] == FAKE_STEP + 500);
+	/* 1-3, 12-15, 17-18, 19-20 */
+	CHECK(t[NIU_TIME_OUTSIDE] == 5 * FAKE_STEP + 2 * FAKE_STEP +
+	      FAKE_STEP + FAKE_STEP);
+	/* Every tick from read 1 to read 20 once. */
+	for (k = 0, sum = 0; k < NIU_TIME_KINDS; k++)
+		sum += t[k];
+	CHECK(sum == off_clock - on_clock);
+	niu_close(&ep);
+}
+
 int main(void)
 {
 	test_idle_sleep_from_env();
@@ -945,6 +1135,7 @@ int main(void)
 	test_sleep_ms();
 	test_mode_reported();
 	test_common_path();
+	test_time_accounting();
 	printf("%s\n", failures ? "FAIL" : "PASS: libniu unit tests");
 	return failures ? 1 : 0;
 }

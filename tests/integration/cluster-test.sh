@@ -117,7 +117,7 @@
 #   timed-determinism-4 (suite 'slow')  niu-suite in timed mode on 4
 #           nodes twice, the second time with a busy loop on a host core:
 #           every kernel's virtual times equal to the nanosecond, and
-#           every node's console the same
+#           every node's console the same (its time breakdowns too)
 #   timed-faults-4 (suite 'slow')  niu-soak through seeded drops,
 #           duplicates and corruption in timed mode, twice: every message
 #           right, and the same retransmissions, the same rates and the
@@ -317,6 +317,7 @@ suite-4)
     expect "the small FFT's transpose by messages" '^\[node 0\] niu-suite: fft +1024 complex points, msgs +nodes=4 .* PASS$'
     expect "the larger FFT's transpose by remote DMA" '^\[node 0\] niu-suite: fft +4096 complex points, DMA +nodes=4 .* PASS$'
     expect "no kernel failed" '^\[node 0\] niu-suite: 0 failure\(s\): PASS$' 2
+    expect "every node says where each kernel's time went, in host time" '^\[node ([0-3])\] niu-suite: (dmm|fft|gauss|jacobi|sort) +node=\1 breakdown parallel_ns=[0-9]+ compute_ns=[0-9]+ send_ns=[1-9][0-9]* recv_ns=[0-9]+ wait_ns=[0-9]+ barrier_ns=[0-9]+ \(host time\)$' 24
     expect "all nodes ok" '^node [0-3]: ok$' 4
     ;;
 collectives-16|collectives-64)
@@ -894,6 +895,7 @@ timed-determinism-4|timed-faults-4)
         expect "the switch dropped packets" '^drops: fault=[1-9][0-9]*'
     else
         expect "every kernel verified, with virtual times" '^\[node 0\] niu-suite: (dmm|fft|gauss|jacobi|sort) +times parallel_ns=[0-9]+ serial_ns=[0-9]+$' 5
+        expect "every node's breakdown, in virtual time (the same both runs: above)" '^\[node ([0-3])\] niu-suite: (dmm|fft|gauss|jacobi|sort) +node=\1 breakdown parallel_ns=[0-9]+ compute_ns=[0-9]+ send_ns=[1-9][0-9]* recv_ns=[1-9][0-9]* wait_ns=[0-9]+ barrier_ns=[0-9]+ \(virtual time\)$' 20
     fi
     expect "all nodes ok" '^node [0-3]: ok$' 4
     rm -f "$out".[12] "$out".[12].nodes
