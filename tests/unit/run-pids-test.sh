@@ -31,8 +31,19 @@ printf '%s\n' "==> starting arctic-switch (-s $one/switch.sock -c $one/control.s
     '[node 0] ARCTIC-RESULT node=0 status=0' >"$base/out"
 check "the run directory is read from niu-cluster's output" \
     "$(arctic_run_dir_of "$base/out")" "$one"
+# A lookup, and on a mismatch what each process found is (a test that
+# failed once in the unit suite, with one process too many, unexplained).
+lookup() {
+    local found
+    found=$(arctic_run_pids "$1" | tr '\n' ' ')
+    if [ "$found" != "$2" ]; then
+        # shellcheck disable=SC2086  # the PIDs, a word each
+        ps -o pid=,ppid=,args= -p ${found:-0} | sed 's/^/found: /' >&2 || true
+    fi
+    echo "$found"
+}
 check "the first cluster's lookup finds its process alone" \
-    "$(arctic_run_pids "$one" | tr '\n' ' ')" "${pids[0]} "
+    "$(lookup "$one" "${pids[0]} ")" "${pids[0]} "
 check "the second cluster's lookup finds its process alone" \
     "$(arctic_run_pids "$two" | tr '\n' ' ')" "${pids[1]} "
 kill "${pids[0]}"
