@@ -164,6 +164,19 @@ arctic_leave_run_dir() {
     fi
 }
 
+# The device property that makes a vCPU give its core away after its busy
+# poll woke the switch (x-link-kick-yield, off by default), for $1 nodes of
+# one host on link transport $2, unless the properties $3 set it already:
+# on when the nodes' spinning vCPUs can take every core, so that no core
+# is idle for the switch they woke; never with fewer nodes than cores, nor
+# on a chardev link, which is not polled (docs/device-internals.md §2.1).
+arctic_kick_yield_prop() {
+    if [ "$1" -ge "$(nproc)" ] && [ "$2" != chardev ] &&
+       [[ "$3" != *x-link-kick-yield=* ]]; then
+        echo ",x-link-kick-yield=on"
+    fi
+}
+
 # Stop the child processes given: a TERM to each, then wait for each.
 arctic_stop_children() {
     local pid

@@ -610,13 +610,15 @@ static void ring_switch_sleeps(Niu *n)
 }
 
 /*
- * A vCPU whose busy poll wakes the sleeping switch gives its CPU away
- * right after (x-link-kick-yield, on by default); a doorbell that wakes it
- * does not.  The state view counts the kicks and the yields.  With
- * from_poll a packet from the peer waits in the ring and a read of
- * USER_LINK_POLL (here from the qtest, the main loop) delivers it and
- * sends its ack at once (x-ack-delay-ns=0) to this switch, asleep on its
- * ring; without, polling runs (60 s after a read) and a doorbell sends.
+ * With x-link-kick-yield=on (off by default: a register read does not
+ * yield unless the launcher says the host's cores are all taken) a vCPU
+ * whose busy poll wakes the sleeping switch gives its CPU away right
+ * after; a doorbell that wakes it does not.  The state view counts the
+ * kicks and the yields.  With from_poll a packet from the peer waits in
+ * the ring and a read of USER_LINK_POLL (here from the qtest, the main
+ * loop) delivers it and sends its ack at once (x-ack-delay-ns=0) to this
+ * switch, asleep on its ring; without, polling runs (60 s after a read)
+ * and a doorbell sends.
  */
 typedef struct {
     const char *path, *props;
@@ -682,10 +684,11 @@ static void rings_kick_yield(const void *data)
 }
 
 static const KickYieldCase kick_yield_cases[] = {
-    { "/arctic-niu/link/rings-kick-yield", "", true, true },
-    { "/arctic-niu/link/rings-kick-no-yield", "x-link-kick-yield=off",
-      true, false },
-    { "/arctic-niu/link/rings-kick-doorbell", "", false, false },
+    { "/arctic-niu/link/rings-kick-yield", "x-link-kick-yield=on",
+      true, true },
+    { "/arctic-niu/link/rings-kick-no-yield", "", true, false },
+    { "/arctic-niu/link/rings-kick-doorbell", "x-link-kick-yield=on",
+      false, false },
 };
 
 enum cpu_wake_kind {

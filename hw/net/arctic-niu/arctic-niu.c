@@ -1921,7 +1921,7 @@ static const Property arctic_niu_properties[] = {
     DEFINE_PROP_BOOL("x-link-poll-yield", ArcticNiuState, poll_yield,
                      false),
     DEFINE_PROP_BOOL("x-link-kick-yield", ArcticNiuState,
-                     link_cfg.kick_yield, true),
+                     link_cfg.kick_yield, false),
     DEFINE_PROP_BOOL("x-link-cpu-wake", ArcticNiuState, link_cfg.cpu_wake,
                      true),
     DEFINE_PROP_BOOL("x-link-direct", ArcticNiuState, link_cfg.direct, true),
