@@ -71,6 +71,13 @@ enum {
      */
     ARCTIC_TIME_WIRE_NS = 50,
     /*
+     * Packet buffers at each input section of a router (and of an NIU,
+     * whose input port buffer is one), the last of them kept for high
+     * priority: "three buffers at each input section, with one reserved
+     * for high priority packets" (seed 000 §6.1.4; §5.6.1).
+     */
+    ARCTIC_TIME_BUFFERS = 3,
+    /*
      * The guest's processor: 128 ns per instruction (QEMU's -icount
      * shift=7), next to the 163 ns of seed 001's 20 MHz 88100 at its
      * measured 3.25 cycles per instruction (seed 001 §5.6, Tables
