@@ -19,15 +19,19 @@
  * packet on the wire, the cheapest receive): lookahead = that transmit
  * cost + return_ns.
  *
- * Order.  The links and engines serve packets in the order of their
- * stamps (ties: source port, then arrival), so a packet is only routed
- * once no packet with an earlier stamp can still come: its stamp is below
- * every node's earliest + cheapest transmit cost.  Its delivery then
- * never precedes the time its receiver reached, which the NIU checks.
+ * Order.  The network is a discrete-event model (below, "the network":
+ * Arctic's input buffers and priorities), run only up to the horizon,
+ * every node's earliest + cheapest transmit cost: no packet can still be
+ * stamped before it, so every event before it is final.  A delivery is
+ * handed over when the receive engine starts on it; packets still in the
+ * network bound the grants of their receivers (network_bounds()), so a
+ * delivery never precedes the time its receiver reached, which the NIU
+ * checks.
  *
  * Grants.  A node that waits is granted up to the least earliest of the
- * other nodes plus the lookahead, and no further than the stamp of any
- * packet not yet routed plus return_ns; it stops sooner by itself after
+ * other nodes plus the lookahead, no further than the stamp of any
+ * packet not yet in the network plus return_ns, nor than the earliest
+ * delivery to it of a packet in the network; it stops sooner by itself after
  * it sends (link.h).  One that is halted with nothing to do before that
  * grant keeps waiting instead, without a useless wake-up (its earliest is
  * what the others' grants need, not its clock).  The node whose earliest
