@@ -20,9 +20,11 @@
  * cost + return_ns.
  *
  * Order.  The network is a discrete-event model (below, "the network":
- * Arctic's input buffers and priorities), run only up to the horizon,
- * every node's earliest + cheapest transmit cost: no packet can still be
- * stamped before it, so every event before it is final.  A delivery is
+ * Arctic's input buffers and priorities), run only as far as it is
+ * final: the horizon is every node's earliest + cheapest transmit cost,
+ * before which no packet can still be stamped, and each link and engine
+ * runs to the horizon plus the least time such a packet takes to reach
+ * it (server_limit()).  A delivery is
  * handed over when the receive engine starts on it; packets still in the
  * network bound the grants of their receivers (network_bounds()), so a
  * delivery never precedes the time its receiver reached, which the NIU
@@ -139,6 +141,8 @@ struct sw_timed {
     bool *dirty;                /* [server] */
     GArray *dirty_list;         /* servers to look at, this instant */
     uint64_t horizon;           /* nothing can be stamped before it */
+    uint64_t rx_min;            /* the cheapest receive */
+    GArray *later;              /* events not final yet, this run */
     uint64_t *bound;            /* [node]: no delivery in flight before */
     uint64_t syncs, grants, packets, deliveries;
 };
@@ -734,39 +738,83 @@ static gint server_cmp(gconstpointer a, gconstpointer b)
 }
 
 /*
- * Run the network to the horizon: inject the packets stamped before it,
- * apply every event before it.  The events of one instant are applied
- * together, then every link and engine they touched chooses, in the order
- * of their numbers; choices that make events at the same instant (zero
- * delays) are followed by another such round.
+ * How far the events of @server are final.  A packet not yet in the
+ * network is stamped at the horizon or later: it may wait for its cable
+ * from then on, for a router's output a cable and a router later, and its
+ * tail may be in a receiving NIU two cables, a router and the shortest
+ * packet's serialisation after its stamp.  A server's state changes only
+ * by its own events, and nothing a server does before its limit depends
+ * on another's after that one's, so every event before its server's
+ * limit is final.
+ */
+static uint64_t server_limit(ArcticSwitch *sw, unsigned server)
+{
+    struct sw_timed *tm = sw->timed;
+    const ArcticSwitchConfig *c = &sw->config;
+
+    if (server < tm->router_links) {
+        return time_add(tm->horizon, c->time_wire_ns + c->time_hop_ns);
+    }
+    if (server < tm->links) {
+        return tm->horizon;
+    }
+    return time_add(tm->horizon, tm->return_ns - tm->rx_min);
+}
+
+static unsigned event_server(struct sw_timed *tm,
+                             const struct sw_timed_event *e)
+{
+    switch (e->kind) {
+    case SW_TIMED_WAITS:
+        return (unsigned)e->f->pos < e->f->hops ? e->f->path[e->f->pos]
+                                                : engine_server(tm, e->f->dst);
+    case SW_TIMED_ENGINE_FREE:
+        return engine_server(tm, e->index);
+    default:
+        return e->index;
+    }
+}
+
+/*
+ * Run the network as far as it is final: inject the packets stamped
+ * before the horizon, apply every event before its server's limit (the
+ * others wait for a later run).  The events of one instant are applied
+ * together, then every link and engine they touched chooses, in the
+ * order of their numbers; choices that make events at the same instant
+ * (zero delays) are followed by another such round.
  */
 static void network_run(ArcticSwitch *sw)
 {
     struct sw_timed *tm = sw->timed;
     struct sw_timed_packet *p;
+    GArray *later = tm->later;
+    guint i;
 
     for (;;) {
         uint64_t t = event_next(tm);
 
         p = pending_top(tm);
-        if (p && p->stamp < t) {
+        if (p && p->stamp < t && p->stamp < tm->horizon) {
             t = p->stamp;
         }
-        if (t >= tm->horizon) {
-            return;
+        if (t >= server_limit(sw, tm->links)) {
+            break;              /* the largest limit: an engine's */
         }
-        while ((p = pending_top(tm)) && p->stamp == t) {
+        while ((p = pending_top(tm)) && p->stamp == t &&
+               p->stamp < tm->horizon) {
             pending_pop(tm);
             tm->node[p->src].pending--;
             timed_inject(sw, p);
         }
         do {
-            guint i;
-
             while (event_next(tm) == t) {
                 struct sw_timed_event e = event_pop(tm);
 
-                event_apply(sw, &e);
+                if (t < server_limit(sw, event_server(tm, &e))) {
+                    event_apply(sw, &e);
+                } else {
+                    g_array_append_val(later, e);
+                }
             }
             g_array_sort(tm->dirty_list, server_cmp);
             for (i = 0; i < tm->dirty_list->len; i++) {
@@ -782,12 +830,19 @@ static void network_run(ArcticSwitch *sw)
             g_array_set_size(tm->dirty_list, 0);
         } while (event_next(tm) == t);
     }
+    for (i = 0; i < later->len; i++) {
+        struct sw_timed_event *e = &g_array_index(later, struct sw_timed_event,
+                                                  i);
+
+        event_push(tm, e->time, e->kind, e->index, e->f);
+    }
+    g_array_set_size(later, 0);
 }
 
 /*
  * The earliest time any packet now in the network can be delivered to
  * each node, into @bound (one per port): from where it is, as if nothing
- * were in its way from the horizon on.
+ * were in its way from the limit of the server it waits for on.
  */
 static void network_bounds(ArcticSwitch *sw, uint64_t *bound)
 {
@@ -800,18 +855,21 @@ static void network_bounds(ArcticSwitch *sw, uint64_t *bound)
     }
     for (i = 0; i < tm->flights->len; i++) {
         struct sw_timed_flight *f = tm->flights->pdata[i];
-        uint64_t from = MAX(tm->horizon, f->ready);
-        uint64_t rest = flight_rx_cost(tm, f);
+        uint64_t rest = flight_rx_cost(tm, f), from;
 
         if (f->pos < 0) {
+            from = server_limit(sw, cable_link(sw, f->p->src));
             rest += 2 * (uint64_t)c->time_wire_ns + f->ser +
                     (uint64_t)f->hops * c->time_hop_ns;
         } else if ((unsigned)f->pos < f->hops) {
+            from = server_limit(sw, f->path[f->pos]);
             rest += (uint64_t)c->time_wire_ns + f->ser +
                     (uint64_t)(f->hops - 1 - f->pos) * c->time_hop_ns;
         } else {
-            from = MAX(from, tm->node[f->dst].rx_free);
+            from = MAX(server_limit(sw, engine_server(tm, f->dst)),
+                       tm->node[f->dst].rx_free);
         }
+        from = MAX(from, f->ready);
         bound[f->dst] = MIN(bound[f->dst], time_add(from, rest));
     }
 }
@@ -897,6 +955,7 @@ static void timed_start(ArcticSwitch *sw)
                     arctic_time_serialise(ARCTIC_WIRE_MIN_SIZE,
                                           tm->link_ps_per_byte) + rx_min;
     tm->lookahead_ns = tx_min + tm->return_ns;
+    tm->rx_min = rx_min;
     tm->started = true;
     for (i = 0; i < sw->ports; i++) {
         struct sw_timed_node *n = &tm->node[i];
@@ -1170,6 +1229,7 @@ void sw_timed_init(ArcticSwitch *sw)
     tm->events = g_array_new(false, false, sizeof(struct sw_timed_event));
     tm->dirty = g_new0(bool, tm->links + sw->ports);
     tm->dirty_list = g_array_new(false, false, sizeof(unsigned));
+    tm->later = g_array_new(false, false, sizeof(struct sw_timed_event));
     tm->bound = g_new0(uint64_t, sw->ports);
     sw->timed = tm;
 }
@@ -1207,6 +1267,7 @@ void sw_timed_free(ArcticSwitch *sw)
     g_array_free(tm->events, true);
     g_free(tm->dirty);
     g_array_free(tm->dirty_list, true);
+    g_array_free(tm->later, true);
     g_free(tm->bound);
     g_free(tm->node);
     g_free(tm);

@@ -223,7 +223,7 @@ static void test_latency(void)
  * waits 225 ns for it) and its receive engine (600 ns each), which sets
  * the pace: 2075, then 2675.  Ties go to the lower port.  The second is
  * handed over once no packet can reach the engine before it is free of
- * the first, a round of the clocks later.
+ * the first (timed_recv() runs the clocks on until it is).
  */
 static void test_contention(void)
 {
