@@ -53,9 +53,10 @@
 
 enum {
     /*
-     * Packets of one node not yet routed (their stamps run ahead of the
-     * others' clocks): an NIU's retransmit lines bound them far below
-     * this, so more is a node that floods the switch.
+     * Packets of one node not yet on its cable (their stamps run ahead
+     * of the others' clocks, or a full input holds them back): an NIU's
+     * retransmit lines bound them far below this, so more is a node that
+     * floods the switch.  Past its cable a packet holds a buffer.
      */
     SW_TIMED_PENDING_MAX = 8192,
     /*
@@ -100,7 +101,7 @@ struct sw_timed_node {
     uint64_t next_stamp;        /* its transmit engine is busy until then */
     uint64_t rx_free;           /* its receive engine */
     GArray *deliveries;         /* min-heap: times it has not reached */
-    unsigned pending;           /* its packets not routed yet */
+    unsigned pending;           /* its packets not on their cable yet */
     GByteArray *backlog;        /* frames its connection has no room for */
     uint64_t syncs;
 };
@@ -497,6 +498,7 @@ static void link_start(ArcticSwitch *sw, unsigned link,
     f->held = link;
     if (f->pos < 0) {
         delay = c->time_wire_ns + c->time_hop_ns;   /* cable, router */
+        tm->node[f->p->src].pending--;  /* in the tree: its buffers bound */
     } else if ((unsigned)f->pos + 1 < f->hops) {
         delay = c->time_hop_ns;                     /* the next router */
     } else {
@@ -662,6 +664,7 @@ static void timed_inject(ArcticSwitch *sw, struct sw_timed_packet *p)
                    0, p->src, dst, p->bytes, p->size);
     if (reason >= 0) {
         sw_count_drop(sw, p->src, p->prio, reason);
+        tm->node[p->src].pending--;
         g_free(p);
         return;
     }
@@ -803,7 +806,6 @@ static void network_run(ArcticSwitch *sw)
         while ((p = pending_top(tm)) && p->stamp == t &&
                p->stamp < tm->horizon) {
             pending_pop(tm);
-            tm->node[p->src].pending--;
             timed_inject(sw, p);
         }
         do {
@@ -1049,7 +1051,8 @@ static bool timed_packet(ArcticSwitch *sw, unsigned port_no, uint16_t flags,
     n->next_stamp = time_add(stamp, n->tx_min);
     if (n->pending >= SW_TIMED_PENDING_MAX) {
         return timed_violation(sw, port_no, "too many packets ahead of the "
-                               "cluster's time", n->pending);
+                               "cluster's time or waiting for its cable",
+                               n->pending);
     }
     p = g_new(struct sw_timed_packet, 1);
     p->stamp = stamp;
