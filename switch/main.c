@@ -146,7 +146,7 @@ static int options_parse(Options *o, int *argc, char ***argv)
           "With --timed: packet buffers at each input section of a router "
           "or an NIU, the last kept for high priority; a link waits while "
           "the input it feeds has none a packet may take (default 3, "
-          "seed 000 §6.1.4; at least 2)", "N" },
+          "seed 000 section 6.1.4; at least 2)", "N" },
         { "handshake-timeout", 0, 0, G_OPTION_ARG_INT,
           &o->handshake_timeout_ms,
           "Close a connection that has not said HELLO after MS "
