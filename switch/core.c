@@ -41,6 +41,7 @@ void arctic_switch_config_init(ArcticSwitchConfig *config)
     config->hop_latency_ns = ARCTIC_SWITCH_DEFAULT_HOP_LATENCY_NS;
     config->time_hop_ns = ARCTIC_TIME_HOP_NS;
     config->time_wire_ns = ARCTIC_TIME_WIRE_NS;
+    config->time_buffers = ARCTIC_TIME_BUFFERS;
     config->seed = 1;
     config->handshake_timeout_ms = ARCTIC_SWITCH_DEFAULT_HANDSHAKE_TIMEOUT_MS;
     config->credit_delay_us = ARCTIC_SWITCH_DEFAULT_CREDIT_DELAY_US;
@@ -388,6 +389,13 @@ static bool config_check(const ArcticSwitchConfig *c, GError **errp)
         g_set_error(errp, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                     "--time-hop-ns %u, --time-wire-ns %u: at most 1 ms",
                     c->time_hop_ns, c->time_wire_ns);
+        return false;
+    }
+    if (c->time_buffers < 2 || c->time_buffers > 1024) {
+        g_set_error(errp, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--time-buffers %u: want 2..1024 buffers per input "
+                    "section (one is kept for high priority)",
+                    c->time_buffers);
         return false;
     }
     if (c->timed && c->timing) {

@@ -18,7 +18,7 @@ typedef struct {
     char *socket_path, *tcp_address, *control_path, *pcap_path, *secret_path;
     char *pcap_dir;
     int ports, levels, credits, buffers, hop_latency_ns, handshake_timeout_ms;
-    int credit_delay_us, time_hop_ns, time_wire_ns;
+    int credit_delay_us, time_hop_ns, time_wire_ns, time_buffers;
     double link_mbytes;
     gint64 seed;
     gboolean timing, timed, verbose, no_stats, no_rings, no_cpu_wake, direct;
@@ -142,6 +142,11 @@ static int options_parse(Options *o, int *argc, char ***argv)
         { "time-wire-ns", 0, 0, G_OPTION_ARG_INT, &o->time_wire_ns,
           "With --timed: an NIU's cable to its router, ns (default 50)",
           "NS" },
+        { "time-buffers", 0, 0, G_OPTION_ARG_INT, &o->time_buffers,
+          "With --timed: packet buffers at each input section of a router "
+          "or an NIU, the last kept for high priority; a link waits while "
+          "the input it feeds has none a packet may take (default 3, "
+          "seed 000 section 6.1.4; at least 2)", "N" },
         { "handshake-timeout", 0, 0, G_OPTION_ARG_INT,
           &o->handshake_timeout_ms,
           "Close a connection that has not said HELLO after MS "
@@ -213,6 +218,7 @@ static int options_parse(Options *o, int *argc, char ***argv)
         !nonnegative("--hop-latency-ns", o->hop_latency_ns, &err) ||
         !nonnegative("--time-hop-ns", o->time_hop_ns, &err) ||
         !nonnegative("--time-wire-ns", o->time_wire_ns, &err) ||
+        !nonnegative("--time-buffers", o->time_buffers, &err) ||
         !nonnegative("--handshake-timeout", o->handshake_timeout_ms, &err) ||
         !nonnegative("--credit-delay-us", o->credit_delay_us, &err)) {
         g_printerr("arctic-switch: %s\n", err->message);
@@ -249,6 +255,7 @@ static void options_to_config(const Options *o, GBytes *secret,
     config->timed = o->timed;
     config->time_hop_ns = o->time_hop_ns;
     config->time_wire_ns = o->time_wire_ns;
+    config->time_buffers = o->time_buffers;
     config->seed = (uint64_t)o->seed;
     config->verbose = o->verbose;
     config->handshake_timeout_ms = o->handshake_timeout_ms;
@@ -271,6 +278,7 @@ int main(int argc, char **argv)
         .credit_delay_us = ARCTIC_SWITCH_DEFAULT_CREDIT_DELAY_US,
         .time_hop_ns = ARCTIC_TIME_HOP_NS,
         .time_wire_ns = ARCTIC_TIME_WIRE_NS,
+        .time_buffers = ARCTIC_TIME_BUFFERS,
     };
     g_autoptr(GError) err = NULL;
     g_autoptr(GBytes) secret = NULL;

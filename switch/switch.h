@@ -130,6 +130,7 @@ typedef struct {
     bool timed;
     unsigned time_hop_ns;       /* through one router */
     unsigned time_wire_ns;      /* an NIU's cable to its leaf router */
+    unsigned time_buffers;      /* per input section, one for high; >= 2 */
 } ArcticSwitchConfig;
 
 /* Counters of one port at one priority. */

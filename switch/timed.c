@@ -19,15 +19,21 @@
  * packet on the wire, the cheapest receive): lookahead = that transmit
  * cost + return_ns.
  *
- * Order.  The links and engines serve packets in the order of their
- * stamps (ties: source port, then arrival), so a packet is only routed
- * once no packet with an earlier stamp can still come: its stamp is below
- * every node's earliest + cheapest transmit cost.  Its delivery then
- * never precedes the time its receiver reached, which the NIU checks.
+ * Order.  The network is a discrete-event model (below, "the network":
+ * Arctic's input buffers and priorities), run only as far as it is
+ * final: the horizon is every node's earliest + cheapest transmit cost,
+ * before which no packet can still be stamped, and each link and engine
+ * runs to the horizon plus the least time such a packet takes to reach
+ * it (server_limit()).  A delivery is
+ * handed over when the receive engine starts on it; packets still in the
+ * network bound the grants of their receivers (network_bounds()), so a
+ * delivery never precedes the time its receiver reached, which the NIU
+ * checks.
  *
  * Grants.  A node that waits is granted up to the least earliest of the
- * other nodes plus the lookahead, and no further than the stamp of any
- * packet not yet routed plus return_ns; it stops sooner by itself after
+ * other nodes plus the lookahead, no further than the stamp of any
+ * packet not yet in the network plus return_ns, nor than the earliest
+ * delivery to it of a packet in the network; it stops sooner by itself after
  * it sends (link.h).  One that is halted with nothing to do before that
  * grant keeps waiting instead, without a useless wake-up (its earliest is
  * what the others' grants need, not its clock).  The node whose earliest
@@ -47,9 +53,10 @@
 
 enum {
     /*
-     * Packets of one node not yet routed (their stamps run ahead of the
-     * others' clocks): an NIU's retransmit lines bound them far below
-     * this, so more is a node that floods the switch.
+     * Packets of one node not yet on its cable (their stamps run ahead
+     * of the others' clocks, or a full input holds them back): an NIU's
+     * retransmit lines bound them far below this, so more is a node that
+     * floods the switch.  Past its cable a packet holds a buffer.
      */
     SW_TIMED_PENDING_MAX = 8192,
     /*
@@ -61,6 +68,10 @@ enum {
      * unread does not read its link, and is cut off.
      */
     SW_TIMED_BACKLOG_MAX = 1024 * 1024,
+    /* Router outputs on a packet's path: up the tree and down again. */
+    SW_TIMED_PATH_MAX = 64,
+    /* A packet in its sender's NIU holds no buffer of the network. */
+    SW_TIMED_NO_LINK = ~0u,
 };
 
 enum sw_timed_node_state {
@@ -88,14 +99,32 @@ struct sw_timed_node {
     bool waiting;               /* TIME_SYNC at its grant, no new grant */
     bool unread;                /* its backlog went past the bound */
     uint64_t next_stamp;        /* its transmit engine is busy until then */
-    uint64_t link_free;         /* its cable to the leaf router */
     uint64_t rx_free;           /* its receive engine */
     GArray *deliveries;         /* min-heap: times it has not reached */
-    unsigned pending;           /* its packets not routed yet */
+    unsigned pending;           /* its packets not on their cable yet */
     GByteArray *backlog;        /* frames its connection has no room for */
     uint64_t syncs;
 };
 
+/* A packet in the network: from its stamp until its receive engine. */
+struct sw_timed_flight {
+    struct sw_timed_packet *p;
+    struct sw_packet *sp;       /* routed, its faults decided */
+    unsigned dst;
+    uint64_t ser;               /* its serialisation on a link */
+    unsigned hops;              /* router outputs on its path */
+    unsigned path[SW_TIMED_PATH_MAX];   /* their link numbers */
+    int pos;                    /* -1: its NIU's cable, then path[pos],
+                                   then hops: in its receiver */
+    unsigned held;              /* the link whose input buffer it holds */
+    uint64_t ready;             /* when it waits (or waited) at pos */
+};
+
+/*
+ * Links are numbered router * ARCTIC_ROUTER_PORTS + output, then the NIUs'
+ * cables (router_links + port); a "server" is a link or, from links on,
+ * a node's receive engine.
+ */
 struct sw_timed {
     struct sw_timed_node *node;
     GPtrArray *pending;         /* min-heap of struct sw_timed_packet */
@@ -103,7 +132,19 @@ struct sw_timed {
     bool started;
     uint64_t lookahead_ns, return_ns;
     uint32_t link_ps_per_byte;
-    uint64_t *out_free;         /* [router * ARCTIC_ROUTER_PORTS + output] */
+    unsigned router_links, links;
+    uint64_t *link_busy;        /* [link]: sending until then */
+    unsigned *link_buffers;     /* [link]: free in the input it feeds */
+    GPtrArray **waiting;        /* [link]: packets waiting for it */
+    GPtrArray **arrived;        /* [node]: tails in, for the engine */
+    GPtrArray *flights;         /* every struct sw_timed_flight */
+    GArray *events;             /* min-heap of struct sw_timed_event */
+    bool *dirty;                /* [server] */
+    GArray *dirty_list;         /* servers to look at, this instant */
+    uint64_t horizon;           /* nothing can be stamped before it */
+    uint64_t rx_min;            /* the cheapest receive */
+    GArray *later;              /* events not final yet, this run */
+    uint64_t *bound;            /* [node]: no delivery in flight before */
     uint64_t syncs, grants, packets, deliveries;
 };
 
@@ -276,6 +317,99 @@ static void timed_grant(ArcticSwitch *sw, unsigned port_no, uint64_t until)
 
 /* --- the network ------------------------------------------------------ */
 
+/*
+ * The network is a discrete-event model in virtual time (docs/timed-mode.md,
+ * "The model").  Its servers are the links: each NIU's cable to its leaf
+ * router and each router output.  A link sends one packet at a time (busy
+ * for its serialisation: cut-through, the tail follows the head) and keeps
+ * Arctic's count of the free buffers of the input section it feeds (seed
+ * 000 §5.6.1, §6.1.4): a high-priority packet may take any buffer, a
+ * low-priority one only while two are free, so the last is kept for high
+ * priority.  A buffer is held from the moment the link feeding it starts
+ * the packet's head until its tail has left on the next link (a router's
+ * input) or the receive engine has delivered it (an NIU's input).  Among
+ * the packets waiting for a link, the link takes a high one first, then
+ * the one that waited longest (ties: stamp, source port, arrival).  Each
+ * NIU's receive engine takes the packets whose tails are in its input the
+ * same way, one at a time.
+ *
+ * All events before the horizon (no packet can still be stamped before
+ * it) are final: the model runs to there, and a delivery is handed to its
+ * receiver when the engine starts on it.
+ */
+
+enum sw_timed_event_kind {
+    SW_TIMED_WAITS,         /* a packet waits for its next link or engine */
+    SW_TIMED_LINK_FREE,     /* a link sent a packet's tail */
+    SW_TIMED_RELEASE,       /* a buffer in the input a link feeds is free */
+    SW_TIMED_ENGINE_FREE,   /* a receive engine is done */
+};
+
+struct sw_timed_event {
+    uint64_t time;
+    unsigned kind;
+    unsigned index;         /* a link, or a node's engine */
+    struct sw_timed_flight *f;
+};
+
+static void event_push(struct sw_timed *tm, uint64_t time, unsigned kind,
+                       unsigned index, struct sw_timed_flight *f)
+{
+    struct sw_timed_event e = { time, kind, index, f };
+    GArray *h = tm->events;
+    guint i = h->len;
+
+    g_array_append_val(h, e);
+    while (i > 0) {
+        struct sw_timed_event *parent = &g_array_index(h, struct sw_timed_event,
+                                                       (i - 1) / 2);
+        if (parent->time <= time) {
+            break;
+        }
+        g_array_index(h, struct sw_timed_event, i) = *parent;
+        i = (i - 1) / 2;
+    }
+    g_array_index(h, struct sw_timed_event, i) = e;
+}
+
+static uint64_t event_next(struct sw_timed *tm)
+{
+    return tm->events->len ? g_array_index(tm->events, struct sw_timed_event,
+                                           0).time : ARCTIC_TIME_NEVER;
+}
+
+static struct sw_timed_event event_pop(struct sw_timed *tm)
+{
+    GArray *h = tm->events;
+    struct sw_timed_event top = g_array_index(h, struct sw_timed_event, 0);
+    struct sw_timed_event last = g_array_index(h, struct sw_timed_event,
+                                               h->len - 1);
+    guint i = 0, n = h->len - 1;
+
+    for (;;) {
+        guint l = 2 * i + 1, m = l;
+
+        if (l >= n) {
+            break;
+        }
+        if (l + 1 < n && g_array_index(h, struct sw_timed_event, l + 1).time <
+                         g_array_index(h, struct sw_timed_event, l).time) {
+            m = l + 1;
+        }
+        if (g_array_index(h, struct sw_timed_event, m).time >= last.time) {
+            break;
+        }
+        g_array_index(h, struct sw_timed_event, i) =
+            g_array_index(h, struct sw_timed_event, m);
+        i = m;
+    }
+    if (n) {
+        g_array_index(h, struct sw_timed_event, i) = last;
+    }
+    g_array_set_size(h, n);
+    return top;
+}
+
 /* The earliest time @n may create a packet (see the top of the file). */
 static uint64_t node_earliest(struct sw_timed_node *n)
 {
@@ -293,17 +427,110 @@ static size_t router_number(ArcticSwitch *sw, const struct sw_router *r)
     return (size_t)(r - sw->routers);
 }
 
-/*
- * @n's receive engine takes a packet that has arrived at @ready, after
- * the one before it: returns the time it is delivered (arctic/timing.h).
- */
-static uint64_t rx_engine_take(struct sw_timed_node *n, uint64_t ready,
-                               const uint8_t *bytes, size_t size)
+/* The link number of output @o of router @r; then the NIUs' cables. */
+static unsigned router_link(ArcticSwitch *sw, const struct sw_router *r,
+                            unsigned o)
 {
-    n->rx_free = MAX(ready, n->rx_free) +
-                 arctic_time_niu_cost(n->costs.rx_ns,
-                                      n->costs.pci_ps_per_byte, bytes, size);
-    return n->rx_free;
+    return (unsigned)(router_number(sw, r) * ARCTIC_ROUTER_PORTS + o);
+}
+
+static unsigned cable_link(ArcticSwitch *sw, unsigned port_no)
+{
+    return sw->timed->router_links + port_no;
+}
+
+/* Something at @link (a link, or links + a node's engine) may go at once. */
+static void mark_dirty(struct sw_timed *tm, unsigned server)
+{
+    if (!tm->dirty[server]) {
+        tm->dirty[server] = true;
+        g_array_append_val(tm->dirty_list, server);
+    }
+}
+
+static unsigned engine_server(struct sw_timed *tm, unsigned node)
+{
+    return tm->links + node;
+}
+
+/* Is @a to go before @b, both waiting for one link or engine? */
+static bool flight_before(const struct sw_timed_flight *a,
+                          const struct sw_timed_flight *b)
+{
+    if (a->p->prio != b->p->prio) {
+        return a->p->prio > b->p->prio;
+    }
+    if (a->ready != b->ready) {
+        return a->ready < b->ready;
+    }
+    return packet_before(a->p, b->p);
+}
+
+/* The receive cost of @f's packet at its receiver. */
+static uint64_t flight_rx_cost(struct sw_timed *tm,
+                               const struct sw_timed_flight *f)
+{
+    const struct sw_timed_node *rx = &tm->node[f->dst];
+
+    return arctic_time_niu_cost(rx->costs.rx_ns, rx->costs.pci_ps_per_byte,
+                                f->p->bytes, f->p->size);
+}
+
+/*
+ * @f leaves on @link at @t: the link is busy for its serialisation, it
+ * takes a buffer of the input the link feeds, and gives back the one it
+ * held once its tail is out.
+ */
+static void link_start(ArcticSwitch *sw, unsigned link,
+                       struct sw_timed_flight *f, uint64_t t)
+{
+    struct sw_timed *tm = sw->timed;
+    const ArcticSwitchConfig *c = &sw->config;
+    uint64_t delay;
+
+    g_ptr_array_remove_fast(tm->waiting[link], f);
+    tm->link_busy[link] = t + f->ser;
+    event_push(tm, t + f->ser, SW_TIMED_LINK_FREE, link, NULL);
+    tm->link_buffers[link]--;
+    if (f->held != SW_TIMED_NO_LINK) {
+        event_push(tm, t + f->ser, SW_TIMED_RELEASE, f->held, NULL);
+    }
+    f->held = link;
+    if (f->pos < 0) {
+        delay = c->time_wire_ns + c->time_hop_ns;   /* cable, router */
+        tm->node[f->p->src].pending--;  /* in the tree: its buffers bound */
+    } else if ((unsigned)f->pos + 1 < f->hops) {
+        delay = c->time_hop_ns;                     /* the next router */
+    } else {
+        delay = c->time_wire_ns + f->ser;           /* its tail in the NIU */
+    }
+    f->pos++;
+    f->ready = t + delay;
+    event_push(tm, f->ready, SW_TIMED_WAITS, 0, f);
+}
+
+/* Send on @link the first packet waiting that may take a buffer. */
+static void link_arbitrate(ArcticSwitch *sw, unsigned link, uint64_t t)
+{
+    struct sw_timed *tm = sw->timed;
+    GPtrArray *w = tm->waiting[link];
+    struct sw_timed_flight *best = NULL;
+    guint i;
+
+    if (tm->link_busy[link] > t || !tm->link_buffers[link]) {
+        return;
+    }
+    for (i = 0; i < w->len; i++) {
+        struct sw_timed_flight *f = w->pdata[i];
+
+        if (!best || flight_before(f, best)) {
+            best = f;
+        }
+    }
+    /* High first; a low one only while the high priority's buffer stays. */
+    if (best && (best->p->prio || tm->link_buffers[link] >= 2)) {
+        link_start(sw, link, best, t);
+    }
 }
 
 /* Hand @p to @dst, to be taken at @at; recorded as a delivery it owes. */
@@ -330,24 +557,100 @@ static void timed_deliver(ArcticSwitch *sw, unsigned dst,
                    p->size);
 }
 
+static void flight_free(ArcticSwitch *sw, struct sw_timed_flight *f)
+{
+    g_ptr_array_remove_fast(sw->timed->flights, f);
+    sw_packet_free(sw, f->sp);
+    g_free(f->p);
+    g_free(f);
+}
+
 /*
- * Route @p through the tree and the receiver's engine (arctic/timing.h),
- * apply the faults of its receiving port, deliver it; returns the
- * earliest delivery it made (ARCTIC_TIME_NEVER: none), to *@to.
+ * @node's receive engine takes the first packet whose tail is in, at @t:
+ * the faults of its receiving port apply, it is delivered, and its buffer
+ * is free once the engine is done with it.
  */
-static uint64_t timed_route(ArcticSwitch *sw, struct sw_timed_packet *p,
-                            unsigned *to)
+static void engine_arbitrate(ArcticSwitch *sw, unsigned node, uint64_t t)
 {
     struct sw_timed *tm = sw->timed;
-    const ArcticSwitchConfig *c = &sw->config;
+    struct sw_timed_node *rx = &tm->node[node];
+    GPtrArray *w = tm->arrived[node];
+    struct sw_timed_flight *f = NULL;
+    struct sw_timed_packet *p;
+    struct sw_packet *sp;
+    unsigned flags = 0;
+    uint64_t at;
+    guint i;
+
+    if (rx->rx_free > t) {
+        return;
+    }
+    for (i = 0; i < w->len; i++) {
+        if (!f || flight_before(w->pdata[i], f)) {
+            f = w->pdata[i];
+        }
+    }
+    if (!f) {
+        return;
+    }
+    g_ptr_array_remove_fast(w, f);
+    p = f->p;
+    sp = f->sp;
+    rx->rx_free = t + flight_rx_cost(tm, f);
+    at = rx->rx_free;
+    if (rx->state != SW_TIMED_RUNNING) {
+        sw_count_drop(sw, node, p->prio, ARCTIC_DROP_PORT_DOWN);
+        sw->pcap_time = at;
+        sw_pcap_record(sw, SW_PCAP_DROP, ARCTIC_DROP_PORT_DOWN, 0, p->src,
+                       node, p->bytes, p->size);
+    } else if (sp->flags & SW_FAULT_DROP) {
+        sw_count_drop(sw, node, p->prio, ARCTIC_DROP_FAULT);
+        sw->pcap_time = at;
+        sw_pcap_record(sw, SW_PCAP_DROP, ARCTIC_DROP_FAULT, 0, p->src, node,
+                       p->bytes, p->size);
+    } else {
+        if (sp->flags & SW_FAULT_CORRUPT) {
+            sp->bytes[(sp->corrupt_bit / 8) % sp->size] ^=
+                1u << (sp->corrupt_bit % 8);
+            flags |= SW_PCAP_FLAG_CORRUPTED;
+        }
+        if (sp->flags & SW_FAULT_DELAY) {
+            struct arctic_fault_params params;
+
+            arctic_switch_get_faults(sw, node, p->prio, &params);
+            at += (uint64_t)params.delay_us * 1000;
+            flags |= SW_PCAP_FLAG_DELAYED;
+        }
+        timed_deliver(sw, node, p, at, sp->bytes, flags);
+        /* Its receiver may answer from then on. */
+        tm->horizon = MIN(tm->horizon, time_add(at, rx->tx_min));
+        while (sp->copies_left > 1) {
+            /* A duplicate: the engine takes it again after the first. */
+            sp->copies_left--;
+            at = MAX(at, rx->rx_free) + flight_rx_cost(tm, f);
+            rx->rx_free = at;
+            timed_deliver(sw, node, p, at, sp->bytes,
+                          flags | SW_PCAP_FLAG_DUPLICATE);
+        }
+    }
+    event_push(tm, rx->rx_free, SW_TIMED_RELEASE, f->held, NULL);
+    event_push(tm, rx->rx_free, SW_TIMED_ENGINE_FREE, node, NULL);
+    flight_free(sw, f);
+}
+
+/*
+ * @p enters the network at its stamp: checked, captured, routed through
+ * the tree (its path is fixed now, in the order of the stamps, like its
+ * faults), and waiting for its NIU's cable.
+ */
+static void timed_inject(ArcticSwitch *sw, struct sw_timed_packet *p)
+{
+    struct sw_timed *tm = sw->timed;
     struct sw_port *port = &sw->port[p->src];
-    uint64_t ser = arctic_time_serialise(p->size, tm->link_ps_per_byte);
-    struct sw_timed_node *src = &tm->node[p->src], *rx;
     struct sw_router *r = port->leaf;
     unsigned in = port->leaf_input, dst;
+    struct sw_timed_flight *f;
     struct sw_packet *sp;
-    uint64_t head, at, first;
-    unsigned flags = 0;
     int reason;
 
     port->stats.prio[p->prio].rx_packets++;
@@ -361,7 +664,9 @@ static uint64_t timed_route(ArcticSwitch *sw, struct sw_timed_packet *p,
                    0, p->src, dst, p->bytes, p->size);
     if (reason >= 0) {
         sw_count_drop(sw, p->src, p->prio, reason);
-        return ARCTIC_TIME_NEVER;
+        tm->node[p->src].pending--;
+        g_free(p);
+        return;
     }
     sp = sw_packet_alloc(sw);
     memcpy(sp->bytes, p->bytes, p->size);
@@ -372,62 +677,203 @@ static uint64_t timed_route(ArcticSwitch *sw, struct sw_timed_packet *p,
     sp->flags = 0;
     sp->copies_left = 1;
     sw_packet_route(sp);
-    *to = dst;
 
-    /* The cable to the leaf router, then router by router. */
-    head = MAX(p->stamp, src->link_free);
-    src->link_free = head + ser;
-    head += c->time_wire_ns;
+    f = g_new0(struct sw_timed_flight, 1);
+    f->p = p;
+    f->sp = sp;
+    f->dst = dst;
+    f->ser = arctic_time_serialise(p->size, tm->link_ps_per_byte);
+    f->pos = -1;
+    f->held = SW_TIMED_NO_LINK;
+    f->ready = p->stamp;
     for (;;) {
         unsigned o = sw_route_output(sw, r, in, sp);
         struct sw_output *out = &r->out[o];
-        uint64_t *free_at = &tm->out_free[router_number(sw, r) *
-                                          ARCTIC_ROUTER_PORTS + o];
 
-        head = MAX(head + c->time_hop_ns, *free_at);
-        *free_at = head + ser;
+        g_assert(f->hops < SW_TIMED_PATH_MAX);
+        f->path[f->hops++] = router_link(sw, r, o);
         if (!out->next) {
             break;
         }
         in = out->next_input;
         r = out->next;
     }
-    /* The cable to the NIU; it takes the packet once the tail is in. */
-    rx = &tm->node[dst];
-    at = rx_engine_take(rx, head + c->time_wire_ns + ser, p->bytes, p->size);
-
     sw_fault_decide(sw, dst, p->prio, sp);
-    if (sp->flags & SW_FAULT_DROP) {
-        sw_count_drop(sw, dst, p->prio, ARCTIC_DROP_FAULT);
-        sw->pcap_time = at;
-        sw_pcap_record(sw, SW_PCAP_DROP, ARCTIC_DROP_FAULT, 0, p->src, dst,
-                       p->bytes, p->size);
-        sw_packet_free(sw, sp);
-        return ARCTIC_TIME_NEVER;
-    }
-    if (sp->flags & SW_FAULT_CORRUPT) {
-        sp->bytes[(sp->corrupt_bit / 8) % sp->size] ^=
-            1u << (sp->corrupt_bit % 8);
-        flags |= SW_PCAP_FLAG_CORRUPTED;
-    }
-    if (sp->flags & SW_FAULT_DELAY) {
-        struct arctic_fault_params params;
+    g_ptr_array_add(tm->flights, f);
+    g_ptr_array_add(tm->waiting[cable_link(sw, p->src)], f);
+    mark_dirty(tm, cable_link(sw, p->src));
+}
 
-        arctic_switch_get_faults(sw, dst, p->prio, &params);
-        at += (uint64_t)params.delay_us * 1000;
-        flags |= SW_PCAP_FLAG_DELAYED;
+/* Apply @e, at its time. */
+static void event_apply(ArcticSwitch *sw, const struct sw_timed_event *e)
+{
+    struct sw_timed *tm = sw->timed;
+    struct sw_timed_flight *f = e->f;
+
+    switch (e->kind) {
+    case SW_TIMED_WAITS:
+        if ((unsigned)f->pos < f->hops) {
+            g_ptr_array_add(tm->waiting[f->path[f->pos]], f);
+            mark_dirty(tm, f->path[f->pos]);
+        } else {
+            g_ptr_array_add(tm->arrived[f->dst], f);
+            mark_dirty(tm, engine_server(tm, f->dst));
+        }
+        break;
+    case SW_TIMED_RELEASE:
+        tm->link_buffers[e->index]++;
+        mark_dirty(tm, e->index);
+        break;
+    case SW_TIMED_LINK_FREE:
+        mark_dirty(tm, e->index);
+        break;
+    case SW_TIMED_ENGINE_FREE:
+        mark_dirty(tm, engine_server(tm, e->index));
+        break;
     }
-    first = at;
-    timed_deliver(sw, dst, p, at, sp->bytes, flags);
-    while (sp->copies_left > 1) {
-        /* A duplicate: the engine takes it again after the first. */
-        sp->copies_left--;
-        at = rx_engine_take(rx, at, sp->bytes, sp->size);
-        timed_deliver(sw, dst, p, at, sp->bytes,
-                      flags | SW_PCAP_FLAG_DUPLICATE);
+}
+
+static gint server_cmp(gconstpointer a, gconstpointer b)
+{
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * How far the events of @server are final.  A packet not yet in the
+ * network is stamped at the horizon or later: it may wait for its cable
+ * from then on, for a router's output a cable and a router later, and its
+ * tail may be in a receiving NIU two cables, a router and the shortest
+ * packet's serialisation after its stamp.  A server's state changes only
+ * by its own events, and nothing a server does before its limit depends
+ * on another's after that one's, so every event before its server's
+ * limit is final.
+ */
+static uint64_t server_limit(ArcticSwitch *sw, unsigned server)
+{
+    struct sw_timed *tm = sw->timed;
+    const ArcticSwitchConfig *c = &sw->config;
+
+    if (server < tm->router_links) {
+        return time_add(tm->horizon, c->time_wire_ns + c->time_hop_ns);
     }
-    sw_packet_free(sw, sp);
-    return first;
+    if (server < tm->links) {
+        return tm->horizon;
+    }
+    return time_add(tm->horizon, tm->return_ns - tm->rx_min);
+}
+
+static unsigned event_server(struct sw_timed *tm,
+                             const struct sw_timed_event *e)
+{
+    switch (e->kind) {
+    case SW_TIMED_WAITS:
+        return (unsigned)e->f->pos < e->f->hops ? e->f->path[e->f->pos]
+                                                : engine_server(tm, e->f->dst);
+    case SW_TIMED_ENGINE_FREE:
+        return engine_server(tm, e->index);
+    default:
+        return e->index;
+    }
+}
+
+/*
+ * Run the network as far as it is final: inject the packets stamped
+ * before the horizon, apply every event before its server's limit (the
+ * others wait for a later run).  The events of one instant are applied
+ * together, then every link and engine they touched chooses, in the
+ * order of their numbers; choices that make events at the same instant
+ * (zero delays) are followed by another such round.
+ */
+static void network_run(ArcticSwitch *sw)
+{
+    struct sw_timed *tm = sw->timed;
+    struct sw_timed_packet *p;
+    GArray *later = tm->later;
+    guint i;
+
+    for (;;) {
+        uint64_t t = event_next(tm);
+
+        p = pending_top(tm);
+        if (p && p->stamp < t && p->stamp < tm->horizon) {
+            t = p->stamp;
+        }
+        if (t >= server_limit(sw, tm->links)) {
+            break;              /* the largest limit: an engine's */
+        }
+        while ((p = pending_top(tm)) && p->stamp == t &&
+               p->stamp < tm->horizon) {
+            pending_pop(tm);
+            timed_inject(sw, p);
+        }
+        do {
+            while (event_next(tm) == t) {
+                struct sw_timed_event e = event_pop(tm);
+
+                if (t < server_limit(sw, event_server(tm, &e))) {
+                    event_apply(sw, &e);
+                } else {
+                    g_array_append_val(later, e);
+                }
+            }
+            g_array_sort(tm->dirty_list, server_cmp);
+            for (i = 0; i < tm->dirty_list->len; i++) {
+                unsigned s = g_array_index(tm->dirty_list, unsigned, i);
+
+                tm->dirty[s] = false;
+                if (s < tm->links) {
+                    link_arbitrate(sw, s, t);
+                } else {
+                    engine_arbitrate(sw, s - tm->links, t);
+                }
+            }
+            g_array_set_size(tm->dirty_list, 0);
+        } while (event_next(tm) == t);
+    }
+    for (i = 0; i < later->len; i++) {
+        struct sw_timed_event *e = &g_array_index(later, struct sw_timed_event,
+                                                  i);
+
+        event_push(tm, e->time, e->kind, e->index, e->f);
+    }
+    g_array_set_size(later, 0);
+}
+
+/*
+ * The earliest time any packet now in the network can be delivered to
+ * each node, into @bound (one per port): from where it is, as if nothing
+ * were in its way from the limit of the server it waits for on.
+ */
+static void network_bounds(ArcticSwitch *sw, uint64_t *bound)
+{
+    struct sw_timed *tm = sw->timed;
+    const ArcticSwitchConfig *c = &sw->config;
+    guint i;
+
+    for (i = 0; i < sw->ports; i++) {
+        bound[i] = ARCTIC_TIME_NEVER;
+    }
+    for (i = 0; i < tm->flights->len; i++) {
+        struct sw_timed_flight *f = tm->flights->pdata[i];
+        uint64_t rest = flight_rx_cost(tm, f), from;
+
+        if (f->pos < 0) {
+            from = server_limit(sw, cable_link(sw, f->p->src));
+            rest += 2 * (uint64_t)c->time_wire_ns + f->ser +
+                    (uint64_t)f->hops * c->time_hop_ns;
+        } else if ((unsigned)f->pos < f->hops) {
+            from = server_limit(sw, f->path[f->pos]);
+            rest += (uint64_t)c->time_wire_ns + f->ser +
+                    (uint64_t)(f->hops - 1 - f->pos) * c->time_hop_ns;
+        } else {
+            from = MAX(server_limit(sw, engine_server(tm, f->dst)),
+                       tm->node[f->dst].rx_free);
+        }
+        from = MAX(from, f->ready);
+        bound[f->dst] = MIN(bound[f->dst], time_add(from, rest));
+    }
 }
 
 /*
@@ -438,33 +884,22 @@ static uint64_t timed_route(ArcticSwitch *sw, struct sw_timed_packet *p,
 static void timed_advance(ArcticSwitch *sw)
 {
     struct sw_timed *tm = sw->timed;
-    uint64_t horizon = ARCTIC_TIME_NEVER, least = ARCTIC_TIME_NEVER;
-    uint64_t second = ARCTIC_TIME_NEVER, pending_stamp;
+    uint64_t least = ARCTIC_TIME_NEVER, second = ARCTIC_TIME_NEVER;
+    uint64_t pending_stamp;
     unsigned i, least_port = SW_NO_PORT;
     struct sw_timed_packet *p;
 
     if (!tm->started) {
         return;
     }
+    tm->horizon = ARCTIC_TIME_NEVER;
     for (i = 0; i < sw->ports; i++) {
         struct sw_timed_node *n = &tm->node[i];
 
-        horizon = MIN(horizon, time_add(node_earliest(n), n->tx_min));
+        tm->horizon = MIN(tm->horizon, time_add(node_earliest(n), n->tx_min));
     }
-    while ((p = pending_top(tm)) && p->stamp < horizon) {
-        uint64_t at;
-
-        unsigned dst;
-
-        pending_pop(tm);
-        tm->node[p->src].pending--;
-        at = timed_route(sw, p, &dst);
-        if (at != ARCTIC_TIME_NEVER) {
-            /* Its receiver may answer from then on. */
-            horizon = MIN(horizon, time_add(at, tm->node[dst].tx_min));
-        }
-        g_free(p);
-    }
+    network_run(sw);
+    network_bounds(sw, tm->bound);
 
     for (i = 0; i < sw->ports; i++) {
         uint64_t e = node_earliest(&tm->node[i]);
@@ -482,8 +917,8 @@ static void timed_advance(ArcticSwitch *sw)
     for (i = 0; i < sw->ports; i++) {
         struct sw_timed_node *n = &tm->node[i];
         uint64_t others = i == least_port ? second : least;
-        uint64_t grant = MIN(time_add(others, tm->lookahead_ns),
-                             pending_stamp);
+        uint64_t grant = MIN(MIN(time_add(others, tm->lookahead_ns),
+                                 pending_stamp), tm->bound[i]);
 
         if (n->state != SW_TIMED_RUNNING || !n->waiting ||
             grant <= n->reached) {
@@ -522,6 +957,7 @@ static void timed_start(ArcticSwitch *sw)
                     arctic_time_serialise(ARCTIC_WIRE_MIN_SIZE,
                                           tm->link_ps_per_byte) + rx_min;
     tm->lookahead_ns = tx_min + tm->return_ns;
+    tm->rx_min = rx_min;
     tm->started = true;
     for (i = 0; i < sw->ports; i++) {
         struct sw_timed_node *n = &tm->node[i];
@@ -615,7 +1051,8 @@ static bool timed_packet(ArcticSwitch *sw, unsigned port_no, uint16_t flags,
     n->next_stamp = time_add(stamp, n->tx_min);
     if (n->pending >= SW_TIMED_PENDING_MAX) {
         return timed_violation(sw, port_no, "too many packets ahead of the "
-                               "cluster's time", n->pending);
+                               "cluster's time or waiting for its cable",
+                               n->pending);
     }
     p = g_new(struct sw_timed_packet, 1);
     p->stamp = stamp;
@@ -777,8 +1214,26 @@ void sw_timed_init(ArcticSwitch *sw)
     tm->pending = g_ptr_array_new();   /* the heap moves its pointers */
     tm->link_ps_per_byte = (uint32_t)(1e6 / sw->config.link_mbytes_per_s +
                                       0.5);
-    tm->out_free = g_new0(uint64_t, (size_t)sw->levels *
-                          sw->routers_per_level * ARCTIC_ROUTER_PORTS);
+    tm->router_links = sw->levels * sw->routers_per_level *
+                       ARCTIC_ROUTER_PORTS;
+    tm->links = tm->router_links + sw->ports;
+    tm->link_busy = g_new0(uint64_t, tm->links);
+    tm->link_buffers = g_new0(unsigned, tm->links);
+    tm->waiting = g_new0(GPtrArray *, tm->links);
+    for (i = 0; i < tm->links; i++) {
+        tm->link_buffers[i] = sw->config.time_buffers;
+        tm->waiting[i] = g_ptr_array_new();
+    }
+    tm->arrived = g_new0(GPtrArray *, sw->ports);
+    for (i = 0; i < sw->ports; i++) {
+        tm->arrived[i] = g_ptr_array_new();
+    }
+    tm->flights = g_ptr_array_new();
+    tm->events = g_array_new(false, false, sizeof(struct sw_timed_event));
+    tm->dirty = g_new0(bool, tm->links + sw->ports);
+    tm->dirty_list = g_array_new(false, false, sizeof(unsigned));
+    tm->later = g_array_new(false, false, sizeof(struct sw_timed_event));
+    tm->bound = g_new0(uint64_t, sw->ports);
     sw->timed = tm;
 }
 
@@ -798,7 +1253,25 @@ void sw_timed_free(ArcticSwitch *sw)
         g_free(tm->pending->pdata[i]);
     }
     g_ptr_array_free(tm->pending, true);
-    g_free(tm->out_free);
+    while (tm->flights->len) {
+        flight_free(sw, tm->flights->pdata[0]);
+    }
+    g_ptr_array_free(tm->flights, true);
+    for (i = 0; i < tm->links; i++) {
+        g_ptr_array_free(tm->waiting[i], true);
+    }
+    for (i = 0; i < sw->ports; i++) {
+        g_ptr_array_free(tm->arrived[i], true);
+    }
+    g_free(tm->waiting);
+    g_free(tm->arrived);
+    g_free(tm->link_busy);
+    g_free(tm->link_buffers);
+    g_array_free(tm->events, true);
+    g_free(tm->dirty);
+    g_array_free(tm->dirty_list, true);
+    g_array_free(tm->later, true);
+    g_free(tm->bound);
     g_free(tm->node);
     g_free(tm);
     sw->timed = NULL;

@@ -12,13 +12,16 @@
  *
  * Model, for a packet the NIU takes at virtual time t:
  *   stamp   = max(t, NIU transmit engine free) + tx_cost       (NIU)
- *   head    = max(stamp, link free): serialised on each link at the link
- *             rate, wire_ns to the leaf router, hop_ns through each
- *             router (cut-through: the head goes on, the tail follows it
- *             by the packet's serialisation time), wire_ns to the NIU
+ *   head    = from stamp on: serialised on each link at the link rate,
+ *             wire_ns to the leaf router, hop_ns through each router
+ *             (cut-through: the head goes on, the tail follows it by the
+ *             packet's serialisation time), wire_ns to the NIU; a link
+ *             starts a packet once it is free and the input it feeds has
+ *             a buffer the packet may take (ARCTIC_TIME_BUFFERS, the last
+ *             for high priority), a waiting high packet first
  *   arrival = when the tail reaches the receiving NIU
- *   deliver = max(arrival, NIU receive engine free) + rx_cost  (switch)
- * Links and engines serve packets in the order of their stamps.
+ *   deliver = engine start (free, high first) + rx_cost        (switch)
+ * docs/timed-mode.md, "The model", has the buffer rule.
  */
 #ifndef ARCTIC_TIMING_H
 #define ARCTIC_TIMING_H
@@ -70,6 +73,13 @@ enum {
      * §5.1.4).
      */
     ARCTIC_TIME_WIRE_NS = 50,
+    /*
+     * Packet buffers at each input section of a router (and of an NIU,
+     * whose input port buffer is one), the last of them kept for high
+     * priority: "three buffers at each input section, with one reserved
+     * for high priority packets" (seed 000 §6.1.4; §5.6.1).
+     */
+    ARCTIC_TIME_BUFFERS = 3,
     /*
      * The guest's processor: 128 ns per instruction (QEMU's -icount
      * shift=7), next to the 163 ns of seed 001's 20 MHz 88100 at its

@@ -55,6 +55,42 @@ static void timed_clients(TestSwitch *ts, TestClient **c, unsigned n)
     }
 }
 
+/*
+ * Every node, waiting at @reached with a grant beyond it, runs to its
+ * grant sending nothing; then each has its next grant.  The network model
+ * runs as far as the clocks let it.
+ */
+static void timed_round(TestClient **c, uint64_t *reached, unsigned n)
+{
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        g_assert_cmpuint(c[i]->granted, >, reached[i]);
+        test_client_time_sync(c[i], c[i]->granted, c[i]->granted);
+        reached[i] = c[i]->granted;
+    }
+    for (i = 0; i < n; i++) {
+        g_assert_true(test_client_wait_grant(c[i], reached[i], WAIT_MS));
+    }
+}
+
+/* The next packet for @c, the clocks of all @n going on until it comes. */
+static TestTimedPacket *timed_recv(TestClient **c, uint64_t *reached,
+                                   unsigned n, unsigned to)
+{
+    unsigned rounds;
+
+    for (rounds = 0; rounds < 100; rounds++) {
+        TestTimedPacket *p = test_client_recv_timed(c[to], 0);
+
+        if (p) {
+            return p;
+        }
+        timed_round(c, reached, n);
+    }
+    return NULL;
+}
+
 /* How often the link of @port_no ended for @reason. */
 static uint64_t disconnects(TestSwitch *ts, unsigned port_no,
                             enum arctic_disconnect_reason reason)
@@ -185,7 +221,9 @@ static void test_latency(void)
  * Two senders into one receiver, same stamp: both cross their own cable
  * and the router at once, then share the link to the receiver (the second
  * waits 225 ns for it) and its receive engine (600 ns each), which sets
- * the pace: 2075, then 2675.  Ties go to the lower port.
+ * the pace: 2075, then 2675.  Ties go to the lower port.  The second is
+ * handed over once no packet can reach the engine before it is free of
+ * the first (timed_recv() runs the clocks on until it is).
  */
 static void test_contention(void)
 {
@@ -197,7 +235,7 @@ static void test_contention(void)
     unsigned i, src, dst, router_hops;
     uint32_t seq;
     bool high;
-    uint64_t first;
+    uint64_t first, reached[4] = { 1425, 1425, 1425, 1425 };
 
     timed_clients(ts, c, 4);
     /* Node 0 and node 1 share a leaf router; node 3 is two hops away. */
@@ -216,7 +254,10 @@ static void test_contention(void)
     g_assert_cmpuint(p->at, ==, 2075);
     first = p->at;
     g_free(p);
-    p = test_client_recv_timed(c[1], WAIT_MS);
+    for (i = 0; i < 4; i++) {
+        g_assert_true(test_client_wait_grant(c[i], 1425, WAIT_MS));
+    }
+    p = timed_recv(c, reached, 4, 1);
     g_assert_nonnull(p);
     g_assert_true(test_packet_valid(p->bytes, p->size, &src, &dst, &seq,
                                     &high));
@@ -234,6 +275,152 @@ static void test_contention(void)
         test_client_free(c[i]);
     }
     test_switch_stop(ts);
+}
+
+/*
+ * A hot spot backs up into the tree (seed 000 §6.1.4: three buffers at
+ * each input section, one kept for high priority; an output stops while
+ * the input it feeds has none a packet may take).  Nodes 0 and 2 each
+ * send four low-priority 0-word packets (36 bytes: 225 ns on a link, 600
+ * ns in the receive engine) to node 1, stamped 1000, 1500, 2000, 2500;
+ * node 1's engine takes one per 600 ns, so its input and the router
+ * inputs before it fill.  Then node 0 sends one packet to node 3,
+ * stamped 3000, unrelated but for node 0's cable and the leaf router's
+ * input that cable feeds.  By hand (H: node 0's, G: node 2's; a low
+ * packet needs two free buffers; "in0": leaf router 0's input from node
+ * 0, counted at node 0's cable):
+ *   H1 leaves 1000, through the leaf at 1200, node 1 takes it 1475-2075;
+ *   G1 (three routers) at the leaf's output to node 1 at 1500, node 1's
+ *   input has two free: it goes, taken 2075-2675; H2 ready there at 1700
+ *   finds one free (low may not take it) and waits, holding in0; H3
+ *   leaves node 0 at 2000 (in0 had two), waits behind H2.  At 2075 node
+ *   1 frees H1's buffer: H2 goes (it waited longest), taken 2675-3275;
+ *   H4 leaves node 0 at 2500 (H2's in0 buffer free at 2300).  At 2675 G2
+ *   goes (ready at 2000), taken 3275-3875.  At 3000 in0 holds H3 and H4:
+ *   one free, so the packet for node 3 waits in node 0; at 3275 H3 goes,
+ *   its in0 buffer is free at 3500 (its tail out), and the packet for
+ *   node 3 leaves then: 3500 + 50 + 3 * 150 + 50 + 225 + 600 = 4875,
+ *   500 ns later than alone (4375).
+ */
+static void hot_spot_run(bool hot, uint64_t *to_node3, uint64_t *to_node1,
+                         unsigned *n1)
+{
+    TestSwitch *ts = timed_switch(4);
+    TestClient *c[4];
+    TestTimedPacket *p;
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    uint64_t reached[4] = { 0 };
+    size_t size;
+    unsigned i, k;
+
+    timed_clients(ts, c, 4);
+    for (k = 0; hot && k < 4; k++) {
+        size = test_build_packet(pkt, 0, 1, false, false, k, 0);
+        test_client_send_timed(c[0], 1000 + 500 * k, false, pkt, size);
+        size = test_build_packet(pkt, 2, 1, false, false, 10 + k, 0);
+        test_client_send_timed(c[2], 1000 + 500 * k, false, pkt, size);
+    }
+    size = test_build_packet(pkt, 0, 3, false, false, 99, 0);
+    test_client_send_timed(c[0], 3000, false, pkt, size);
+    for (i = 0; i < 4; i++) {
+        test_client_time_sync(c[i], 0, 0);
+        g_assert_true(test_client_wait_grant(c[i], 0, WAIT_MS));
+    }
+    p = timed_recv(c, reached, 4, 3);
+    g_assert_nonnull(p);
+    *to_node3 = p->at;
+    g_free(p);
+    *n1 = 0;
+    while (hot && *n1 < 5) {
+        p = timed_recv(c, reached, 4, 1);
+        g_assert_nonnull(p);
+        to_node1[(*n1)++] = p->at;
+        g_free(p);
+    }
+    timed_stop(ts, c, 4);
+}
+
+static void test_hot_spot(void)
+{
+    uint64_t alone, behind, to_node1[5];
+    const uint64_t want_node1[5] = { 2075, 2675, 3275, 3875, 4475 };
+    unsigned n1, i;
+
+    hot_spot_run(false, &alone, to_node1, &n1);
+    g_assert_cmpuint(alone, ==, 3000 + 50 + 3 * 150 + 50 + 225 + 600);
+    hot_spot_run(true, &behind, to_node1, &n1);
+    for (i = 0; i < n1; i++) {
+        g_assert_cmpuint(to_node1[i], ==, want_node1[i]);
+    }
+    g_assert_cmpuint(behind, >, alone);
+    g_assert_cmpuint(behind, ==, 3500 + 50 + 3 * 150 + 50 + 225 + 600);
+}
+
+/*
+ * High priority never waits behind low: node 0 streams low-priority
+ * 0-word packets to node 1, one per 500 ns from 1000, faster than node
+ * 1's engine takes them (600 ns), so they back up into node 0.  A
+ * high-priority packet stamped among them (11000, after 20 low ones)
+ * goes first at every link and at the engine: it waits at most for one
+ * low packet's serialisation on each of its two links (225 ns each, a
+ * packet being sent is not pre-empted) and one low packet in the engine
+ * (600 ns), and finds a buffer at each input (the one kept for it):
+ * delivered by 11000 + 1075 + 2 * 225 + 600.  In arrival order it would
+ * wait for all 20 (node 1 takes the 20th at 13475).
+ *
+ * Exactly, by hand: the engine takes low j over [1475 + 600 j, 2075 +
+ * 600 j], back to back; node 1's input holds the one taken and the next
+ * (one buffer free: no low may enter), so the leaf router sends low m to
+ * node 1 at 875 + 600 m (m >= 2) and node 0's input to the router (in0)
+ * frees its buffer at 1100 + 600 m.  Low 18 left node 0 at 10700 (low
+ * 16's buffer free); low 19, stamped 10500, needs two free and waits for
+ * low 17's, at 11300.  The high packet, stamped 11000, finds the cable
+ * free and one buffer (the kept one): it leaves at 11000, is at the
+ * router's output at 11200, where low 17 is being sent until 11300 and
+ * low 18 waits since 10900: it goes first at 11300 (node 1's kept
+ * buffer), its tail in at 11575; at 11675 the engine is done with low 16
+ * and takes it before low 17 (in since 11350): delivered at 12275, the
+ * 18th packet, then the lows again, 600 ns apart.
+ */
+static void test_priority(void)
+{
+    TestSwitch *ts = timed_switch(2);
+    TestClient *c[2];
+    TestTimedPacket *p;
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    uint64_t reached[2] = { 0 }, stamp = 1000, high_at = 0;
+    const uint64_t high_stamp = 1000 + 20 * 500;
+    const uint64_t alone = 50 + 150 + 50 + 225 + 600;
+    unsigned k, lows_before = 0, got = 0;
+    size_t size;
+
+    timed_clients(ts, c, 2);
+    for (k = 0; k < 40; k++, stamp += 500) {
+        bool high = stamp == high_stamp;
+
+        size = test_build_packet(pkt, 0, 1, high, false, k, 0);
+        test_client_send_timed(c[0], stamp, high, pkt, size);
+    }
+    test_client_time_sync(c[0], 0, 0);
+    test_client_time_sync(c[1], 0, 0);
+    g_assert_true(test_client_wait_grant(c[0], 0, WAIT_MS));
+    g_assert_true(test_client_wait_grant(c[1], 0, WAIT_MS));
+    while (got < 40 && (p = timed_recv(c, reached, 2, 1))) {
+        /* The engine never idles: the got-th packet at 2075 + 600 got. */
+        g_assert_cmpuint(p->at, ==, 2075 + 600 * got);
+        if (p->prio) {
+            high_at = p->at;
+        } else if (!high_at) {
+            lows_before++;
+        }
+        got++;
+        g_free(p);
+    }
+    g_assert_cmpuint(got, ==, 40);
+    g_assert_cmpuint(high_at, <=, high_stamp + alone + 2 * 225 + 600);
+    g_assert_cmpuint(lows_before, ==, 17);
+    g_assert_cmpuint(high_at, ==, 12275);
+    timed_stop(ts, c, 2);
 }
 
 /*
@@ -511,7 +698,38 @@ static void test_not_reading(void)
  * different host order each run (forward, backward, shuffled, with
  * pauses): the deliveries are the same, to the nanosecond.
  */
-enum { ROUNDS = 40, NODES = 4 };
+enum { ROUNDS = 40, NODES = 4, LOOKAHEAD = 1425 };
+
+/*
+ * Every node runs to @target, in the order @perm, each to its grants on
+ * the way as they come (which grants come when is the host's order; the
+ * network's times may not depend on it).
+ */
+static void timed_run_to(TestClient **c, uint64_t *reached, unsigned n,
+                         const unsigned *perm, uint64_t target)
+{
+    gint64 deadline = g_get_monotonic_time() + WAIT_MS * 1000ll;
+    bool all;
+
+    do {
+        unsigned k;
+
+        all = true;
+        for (k = 0; k < n; k++) {
+            unsigned i = perm[k];
+
+            if (reached[i] >= target) {
+                continue;
+            }
+            all = false;
+            if (test_client_wait_grant(c[i], reached[i], 1)) {
+                reached[i] = MIN(c[i]->granted, target);
+                test_client_time_sync(c[i], reached[i], reached[i]);
+            }
+        }
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+    } while (!all);
+}
 
 static GString *timed_run(unsigned order_seed)
 {
@@ -525,9 +743,11 @@ static GString *timed_run(unsigned order_seed)
     timed_clients(ts, c, NODES);
     for (i = 0; i < NODES; i++) {
         reached[i] = c[i]->granted;
+        test_client_time_sync(c[i], reached[i], reached[i]);
     }
     for (round = 0; round < ROUNDS; round++) {
         unsigned perm[NODES];
+        uint64_t target = (round + 2) * LOOKAHEAD;
 
         for (i = 0; i < NODES; i++) {
             perm[i] = i;
@@ -552,7 +772,7 @@ static GString *timed_run(unsigned order_seed)
                  * As an NIU's: its clock and at least its cheapest cost,
                  * after the packet before (one transmit engine).
                  */
-                uint64_t stamp = MAX(reached[n], tx_free[n]) +
+                uint64_t stamp = MAX(target - LOOKAHEAD, tx_free[n]) +
                                  ARCTIC_TIME_TX_NS +
                                  g_rand_int_range(mine, 0, 900);
                 size_t size = test_build_packet(pkt, n, dst,
@@ -566,13 +786,8 @@ static GString *timed_run(unsigned order_seed)
             if (order_seed && g_rand_int_range(order, 0, 4) == 0) {
                 g_usleep(1000);
             }
-            /* Each runs to its grant; any answer may end it sooner. */
-            test_client_time_sync(c[n], c[n]->granted, c[n]->granted);
-            reached[n] = c[n]->granted;
         }
-        for (i = 0; i < NODES; i++) {
-            g_assert_true(test_client_wait_grant(c[i], reached[i], WAIT_MS));
-        }
+        timed_run_to(c, reached, NODES, perm, target);
     }
     for (i = 0; i < NODES; i++) {
         TestTimedPacket *p;
@@ -589,8 +804,8 @@ static GString *timed_run(unsigned order_seed)
                                    "\n", i, src, seq, p->at);
             g_free(p);
         }
-        g_string_append_printf(log, "%u granted %" G_GUINT64_FORMAT "\n", i,
-                               c[i]->granted);
+        g_string_append_printf(log, "%u reached %" G_GUINT64_FORMAT "\n", i,
+                               reached[i]);
         test_client_free(c[i]);
     }
     g_rand_free(order);
@@ -619,6 +834,8 @@ int main(int argc, char **argv)
     g_test_add_func("/switch/timed/start", test_start);
     g_test_add_func("/switch/timed/latency", test_latency);
     g_test_add_func("/switch/timed/contention", test_contention);
+    g_test_add_func("/switch/timed/hot-spot", test_hot_spot);
+    g_test_add_func("/switch/timed/priority", test_priority);
     g_test_add_func("/switch/timed/promise", test_promise);
     g_test_add_func("/switch/timed/alone", test_alone);
     g_test_add_func("/switch/timed/pcap", test_pcap);

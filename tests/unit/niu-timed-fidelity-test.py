@@ -63,6 +63,31 @@ class Model(unittest.TestCase):
         self.assertAlmostEqual(F.dma_mbytes(self.base, 2),
                                F.dma_mbytes(self.base, 1) / 2, places=6)
 
+    def test_buffers_from_the_contract(self):
+        # seed 000 §6.1.4: three per input section, one for high priority.
+        self.assertEqual(self.d["buffers"], 3)
+        self.assertIn("--time-buffers=3", self.base.switch_options())
+        self.assertIn("--time-buffers=3",
+                      F.Costs(self.d, F.SLOW).switch_options())
+
+    def test_dma_engine_kept_busy(self):
+        # 50 ns of cable and 108 bytes at 160 MB/s (675 ns) within 800 ns.
+        self.assertTrue(F.dma_engine_kept_busy(self.base, True))
+        self.assertTrue(F.dma_engine_kept_busy(self.base, False))
+        self.assertTrue(F.dma_engine_kept_busy(F.Costs(self.d, F.SLOW),
+                                               False))
+        # Two buffers leave a low-priority stream one: the engine idles.
+        two = dict(self.d, buffers=2)
+        self.assertTrue(F.dma_engine_kept_busy(F.Costs(two, 1), True))
+        self.assertFalse(F.dma_engine_kept_busy(F.Costs(two, 1), False))
+
+    def test_high_priority_bound(self):
+        # /switch/timed/priority: 0 words, one router, two links:
+        # 1075 ns of switch and engine, 500 ns to transmit, 100 across PCI.
+        self.assertEqual(F.high_priority_bound(self.base, 0, 1),
+                         F.one_way(self.base, 0, 1) + 2 * 225 + 600)
+        self.assertEqual(F.high_priority_bound(self.base, 0, 1), 2725)
+
 
 class Parsing(unittest.TestCase):
     def test_ping_table(self):
