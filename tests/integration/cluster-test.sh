@@ -104,6 +104,14 @@
 #           run as printed: the node's driver test passes; last, a
 #           --module that is not one: both nodes fail with status 126 and
 #           the kernel's reason, and no program starts
+#   snapshot-2  a 2-node cluster saved at the start barrier
+#           (--save-at-start) and started from the snapshot (--from):
+#           the save ends before the program, DIR holds every node and
+#           cluster.json; niu-coll-test from the snapshot prints the same
+#           lines as a cold run, every value right; a snapshot of another
+#           PROGRAM, cluster size or image is refused with a line naming
+#           the difference, timed mode is refused, and nothing is left;
+#           prints the boot time saved
 #   timed-2  timed mode (docs/timed-mode.md) on 2 nodes: niu-ping and
 #           niu-bw right, the clock started on both, and the switch
 #           routed, synchronised and granted; the report names the
@@ -139,7 +147,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|snapshot-2|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2}
 if [ ! -r "$ARCTIC_GUEST_DIR/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_GUEST_DIR/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_GUEST_DIR; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -737,6 +745,77 @@ SCRIPT
         "^node [01]: FAILED \\(status 126\\): insmod /host/fake.ko failed: insmod: can't insert '/host/fake.ko': " 2
     expect "and no program started" 'not starting the program$' 1
     expect "nothing ran" 'ARCTIC: node [01] running:' 0
+    ;;
+snapshot-2)
+    # docs/snapshots.md §5.  The QEMUs of this test are the ones whose
+    # command line names its snapshot directory.
+    snap=$(mktemp -d)
+    program="niu-coll-test"
+    # What a refused run left: any process naming its run directory.
+    left=0 started=0
+    left_of_run() {
+        local dir
+        dir=$(sed -n 's#^==> starting arctic-switch (-s \(/tmp/arctic-cluster\.[A-Za-z0-9]*\)/.*#\1#p' "$out")
+        [ -z "$dir" ] || left=$((left + $(pgrep -f -- "$dir/" | wc -l)))
+        ! grep -aq '^==> starting the QEMUs of ' "$out" || started=$((started + 1))
+    }
+    run_cluster -n 2 --save-at-start "$snap/s" -- "$program"
+    expect "saved at the start, before the program ran" "^=== saved 2 nodes at the start to $snap/s: boot [0-9]+s, save [0-9]+s, "
+    expect "no node started its program" 'ARCTIC: node [01] running: ' 0
+    for f in cluster.json node0.state node1.state; do
+        if [ -s "$snap/s/$f" ]; then
+            echo "ok: the snapshot has $f"
+        else
+            echo "FAIL: the snapshot has no $f"
+            failures=$((failures + 1))
+        fi
+    done
+    cold_boot=$(sed -n 's/^=== saved 2 nodes .*: boot \([0-9]*\)s,.*/\1/p' "$out")
+    # Refused, each with one line naming the difference.
+    run_cluster_expecting 1 -n 2 --from "$snap/s" -- niu-ping
+    left_of_run
+    expect "another PROGRAM is refused" "^error: --from $snap/s: saved with program 'niu-coll-test', this run has 'niu-ping'\$"
+    run_cluster_expecting 1 -n 3 --from "$snap/s" -- "$program"
+    left_of_run
+    expect "another cluster size is refused" "^error: --from $snap/s: saved with nodes '2', this run has '3'\$"
+    cp -r "$snap/s" "$snap/other"
+    sed -i 's/"image": "[0-9a-f]*"/"image": "0123"/' "$snap/other/cluster.json"
+    run_cluster_expecting 1 -n 2 --from "$snap/other" -- "$program"
+    left_of_run
+    expect "another image is refused" "^error: --from $snap/other: saved with image '0123', this run has '[0-9a-f]{64}'\$"
+    run_cluster_expecting 1 -n 2 --timed --save-at-start "$snap/t" -- "$program"
+    expect "timed mode is refused, with the reason" '^error: --save-at-start: fast mode only: a timed node cannot be stopped at the start barrier'
+    if [ "$started" = 0 ]; then
+        echo "ok: no QEMU started for a refused snapshot"
+    else
+        echo "FAIL: QEMUs started for $started refused snapshot(s)"
+        failures=$((failures + 1))
+    fi
+    if [ "$left" = 0 ]; then
+        echo "ok: no process left by the refusals"
+    else
+        echo "FAIL: $left process(es) left by the refusals"
+        failures=$((failures + 1))
+    fi
+    # From the snapshot, then cold: the same lines.
+    run_cluster -n 2 --from "$snap/s" -- "$program"
+    cp "$out" "$out.restored"
+    expect "restored, not booted" "^==> all 2 nodes restored from $snap/s in [0-9]+s; starting the program on every node\$"
+    expect "the restored NIUs joined the new switch: every value right" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
+    expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'
+    expect "both nodes ok" '^node [01]: ok$' 2
+    restore_boot=$(sed -n 's/^=== summary: .* boot \([0-9]*\)s, .*/\1/p' "$out")
+    run_cluster -n 2 -- "$program"
+    pattern='niu-coll-test: ([0-9]+ nodes|.* wrong$|PASS)|ARCTIC-RESULT'
+    if diff <(node_lines "$out" 2 "$pattern") <(node_lines "$out.restored" 2 "$pattern") >"$out.diff"; then
+        echo "ok: cold and restored runs print the same $(node_lines "$out" 2 "$pattern" | wc -l) lines"
+    else
+        echo "FAIL: cold and restored runs differ:"
+        cat "$out.diff"
+        failures=$((failures + 1))
+    fi
+    echo "boot: cold ${cold_boot:-?} s, from the snapshot ${restore_boot:-?} s (this host, shared: one run each)"
+    rm -rf "$snap" "$out.restored" "$out.diff"
     ;;
 timed-2)
     lines=/sys/bus/pci/drivers/arctic_niu/0*/lines
