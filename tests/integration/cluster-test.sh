@@ -110,7 +110,8 @@
 #           cluster.json; niu-coll-test from the snapshot prints the same
 #           lines as a cold run, every value right; a snapshot of another
 #           PROGRAM, cluster size or image is refused with a line naming
-#           the difference, timed mode is refused, and nothing is left;
+#           the difference, timed mode is refused, a state file cut
+#           short fails the run cleanly, and nothing is left;
 #           prints the boot time saved
 #   timed-2  timed mode (docs/timed-mode.md) on 2 nodes: niu-ping and
 #           niu-bw right, the clock started on both, and the switch
@@ -791,6 +792,14 @@ snapshot-2)
         echo "FAIL: QEMUs started for $started refused snapshot(s)"
         failures=$((failures + 1))
     fi
+    # A state file cut short: QEMU refuses it, the run ends cleanly.
+    cp -r "$snap/s" "$snap/short"
+    truncate -s 50000000 "$snap/short/node1.state"
+    run_cluster_expecting 1 -n 2 --from "$snap/short" -- "$program"
+    started=0
+    left_of_run
+    expect "a state file cut short fails its node's load" '^\[node 1\] qemu-system-x86_64: load of migration failed: '
+    expect "and ends the run, naming the snapshot" "^error: --from $snap/short: a node did not load its state \(above\)\$"
     if [ "$left" = 0 ]; then
         echo "ok: no process left by the refusals"
     else
