@@ -3,7 +3,8 @@
 # scripts/niu-cluster refuses what cannot work before it boots anything:
 # too little guest memory, a program the guest image does not have (each
 # word that starts a command of PROGRAM), a --share directory too big to
-# copy into timed guests, and it says so in one line.
+# copy into timed guests, a snapshot option that cannot work, and it says
+# so in one line.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
@@ -60,6 +61,24 @@ refused "a /host script with no share" \
 refused "an unknown option in one line" \
     "unknown option '--frobnicate' (scripts/niu-cluster --help lists them)" \
     --frobnicate -- niu-ping
+# A cluster saved at the start (docs/snapshots.md §5): fast mode, this
+# host, a new directory; --from wants a snapshot.
+snap=$(mktemp -d)
+touch "$snap/something"
+refused "--save-at-start and --from together" "--save-at-start and --from: give one" \
+    --save-at-start "$snap/new" --from "$snap" -- niu-ping
+refused "a timed save at the start" "--save-at-start: fast mode only: a timed node cannot be stopped at the start barrier" \
+    --timed --save-at-start "$snap/new" -- niu-ping
+refused "a save over a directory in use" "--save-at-start $snap: not empty (a snapshot is never overwritten)" \
+    --save-at-start "$snap" -- niu-ping
+refused "a save across hosts" "--save-at-start: every node on this host (--launcher local); not with --hosts or Slurm" \
+    --hosts a,b --save-at-start "$snap/new" -- niu-ping
+refused "a save with 9p" "--save-at-start: not with --share or --module (QEMU's 9p does not migrate while mounted)" \
+    --share "$root/tests" --save-at-start "$snap/new" -- niu-ping
+refused "--from a directory that is no snapshot" "--from $snap: no cluster.json there" \
+    --from "$snap" -- niu-ping
+refused "a timed --from" "--from: fast mode only" --timed --from "$snap" -- niu-ping
+rm -rf "$snap"
 # Timed mode copies --share into every guest's memory: at most a quarter.
 big=$(mktemp -d)
 head -c $((33 * 1024 * 1024)) /dev/zero >"$big/data"
