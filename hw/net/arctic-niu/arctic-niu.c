@@ -268,27 +268,6 @@ static void niu_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
     }
 }
 
-/* The test DMA engine's registers (docs/programming-guide.md). */
-static uint32_t niu_test_dma_read(ArcticNiuState *s, hwaddr addr)
-{
-    switch (addr) {
-    case A_NIU_TEST_DMA_ADDR_LO:
-        return (uint32_t)s->test_dma_addr;
-    case A_NIU_TEST_DMA_ADDR_HI:
-        return s->test_dma_addr >> 32;
-    case A_NIU_TEST_DMA_SIZE:
-        return s->test_dma_size;
-    case A_NIU_TEST_DMA_SEED:
-        return s->test_dma_seed;
-    case A_NIU_TEST_DMA_CTRL:
-        return s->test_dma_cmd;
-    case A_NIU_TEST_DMA_STATUS:
-        return s->test_dma_status;
-    default:
-        g_assert_not_reached();
-    }
-}
-
 static uint32_t niu_link_status_read(ArcticNiuState *s)
 {
     uint32_t val;
@@ -386,7 +365,7 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
     case A_NIU_TEST_DMA_SEED:
     case A_NIU_TEST_DMA_CTRL:
     case A_NIU_TEST_DMA_STATUS:
-        val = niu_test_dma_read(s, addr);
+        val = niu_test_dma_read(&s->test_dma, addr);
         break;
     case A_NIU_TX_CTRL:
         val = niu_ctrl_read_value(s, s->tx_enabled, niu_tx_draining(s));
@@ -423,7 +402,6 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
     return val;
 }
 
-static void niu_start_test_dma(ArcticNiuState *s, uint32_t cmd);
 
 static void niu_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
 {
@@ -505,17 +483,10 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
         break;
     case A_NIU_TEST_DMA_ADDR_LO:
     case A_NIU_TEST_DMA_ADDR_HI:
-        s->test_dma_addr = deposit_half(s->test_dma_addr,
-                                        addr == A_NIU_TEST_DMA_ADDR_HI, val);
-        break;
     case A_NIU_TEST_DMA_SIZE:
-        s->test_dma_size = val;
-        break;
     case A_NIU_TEST_DMA_SEED:
-        s->test_dma_seed = val;
-        break;
     case A_NIU_TEST_DMA_CTRL:
-        niu_start_test_dma(s, FIELD_EX32(val, NIU_TEST_DMA_CTRL, CMD));
+        niu_test_dma_write(&s->test_dma, addr, val);
         break;
     case A_NIU_TX_CTRL:
         niu_ctrl_write(s, true, val);
@@ -720,92 +691,18 @@ static const MemoryRegionOps arctic_user_ops = {
 
 /*
  * ------------------------------------------------------------------------
- * Test DMA engine (driver self-test, rocker style)
+ * Test DMA engine (niu-test-dma.c): its work runs here under the device
+ * lock, and not while the device is frozen.
  */
-
-/*
- * A size the engine takes, over addresses that do not wrap past 2^64
- * (a wrapping transfer would go on at address 0).
- */
-static bool test_dma_args_valid(const ArcticNiuState *s)
-{
-    uint32_t size = s->test_dma_size;
-
-    return size != 0 && size % 4 == 0 && size <= ARCTIC_TEST_DMA_MAX_SIZE &&
-           s->test_dma_addr <= UINT64_MAX - (size - 1);
-}
-
-/*
- * The MMIO write only checks and schedules; the DMA runs in a bottom half
- * (as hw/misc/edu.c does), and STATUS.DONE says when it is over.
- */
-static void niu_start_test_dma(ArcticNiuState *s, uint32_t cmd)
-{
-    uint32_t size = s->test_dma_size;
-
-    if ((cmd != ARCTIC_TEST_DMA_FILL && cmd != ARCTIC_TEST_DMA_CHECK) ||
-        !test_dma_args_valid(s)) {
-        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TEST_DMA_CTRL,
-                  "test DMA command %u at 0x%" PRIx64 " with size %u "
-                  "refused", cmd, s->test_dma_addr, size);
-        s->test_dma_status = FIELD_DP32(R_NIU_TEST_DMA_STATUS_DONE_MASK,
-                                        NIU_TEST_DMA_STATUS, BAD_ARGS, 1);
-        return;
-    }
-    s->test_dma_cmd = cmd;
-    s->test_dma_status = 0;
-    if (niu_time_on(s)) {
-        /* Timed: done when the bytes crossed PCI (arctic/timing.h). */
-        timer_mod(s->test_dma_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
-                  arctic_time_serialise(size, s->time.pci_ps_per_byte));
-        return;
-    }
-    qemu_bh_schedule(s->test_dma_bh);
-}
-
 static void niu_test_dma_bh(void *opaque)
 {
     ArcticNiuState *s = opaque;
     QEMU_LOCK_GUARD(&s->lock);
-    uint32_t size = s->test_dma_size, cmd = s->test_dma_cmd;
-    g_autofree uint32_t *buf = NULL;
-    MemTxResult res;
-    uint32_t i, status = 0;
 
     if (s->frozen) {
         return;     /* niu_thaw() runs it */
     }
-    if (!test_dma_args_valid(s)) {
-        /* The size or address changed under a running command. */
-        s->test_dma_status = FIELD_DP32(R_NIU_TEST_DMA_STATUS_DONE_MASK,
-                                        NIU_TEST_DMA_STATUS, BAD_ARGS, 1);
-        return;
-    }
-    buf = g_malloc(size);
-    if (cmd == ARCTIC_TEST_DMA_FILL) {
-        for (i = 0; i < size / 4; i++) {
-            buf[i] = cpu_to_le32(arctic_test_pattern(s->test_dma_seed, i));
-        }
-        res = niu_dma_write(&s->dma, s->test_dma_addr, buf, size);
-    } else {
-        res = niu_dma_read(&s->dma, s->test_dma_addr, buf, size);
-        for (i = 0; res == MEMTX_OK && i < size / 4; i++) {
-            if (le32_to_cpu(buf[i]) !=
-                arctic_test_pattern(s->test_dma_seed, i)) {
-                status = FIELD_DP32(status, NIU_TEST_DMA_STATUS, MISMATCH, 1);
-                break;
-            }
-        }
-    }
-    if (res != MEMTX_OK) {
-        niu_error(&s->status, ARCTIC_ERR_DMA, 0, 0, A_NIU_TEST_DMA_CTRL,
-                  "test DMA at 0x%" PRIx64 " of %u bytes failed",
-                  s->test_dma_addr, size);
-        status = FIELD_DP32(status, NIU_TEST_DMA_STATUS, DMA_ERROR, 1);
-    }
-    s->test_dma_status = FIELD_DP32(status, NIU_TEST_DMA_STATUS, DONE, 1);
-    trace_arctic_niu_test_dma(s->node_id, cmd, s->test_dma_addr, size,
-                              s->test_dma_status);
+    niu_test_dma_run(&s->test_dma);
 }
 
 /*
@@ -1038,15 +935,7 @@ void niu_full_reset(ArcticNiuState *s)
     s->vmask = 0;
     niu_status_reset(&s->status);
     s->scratch = 0;
-    s->test_dma_addr = 0;
-    s->test_dma_size = 0;
-    s->test_dma_seed = 0;
-    s->test_dma_cmd = 0;
-    s->test_dma_status = 0;
-    qemu_bh_cancel(s->test_dma_bh);
-    if (s->test_dma_timer) {
-        timer_del(s->test_dma_timer);
-    }
+    niu_test_dma_reset(&s->test_dma);
     memset(s->route_table, 0, sizeof(s->route_table));
     memset(s->ep, 0, sizeof(s->ep));
     niu_tx_reset(s);
@@ -1092,20 +981,6 @@ static void niu_freeze(ArcticNiuState *s, const char *why)
     }
 }
 
-/* A test DMA command the freeze held back runs now. */
-static void niu_test_dma_resume(ArcticNiuState *s)
-{
-    if (!s->test_dma_cmd ||
-        FIELD_EX32(s->test_dma_status, NIU_TEST_DMA_STATUS, DONE)) {
-        return;
-    }
-    if (!niu_time_on(s)) {
-        qemu_bh_schedule(s->test_dma_bh);
-    } else if (!timer_pending(s->test_dma_timer)) {
-        timer_mod(s->test_dma_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
-    }
-}
-
 /* Under the device lock: everything the freeze held back goes on. */
 static void niu_thaw(ArcticNiuState *s, const char *why)
 {
@@ -1115,7 +990,7 @@ static void niu_thaw(ArcticNiuState *s, const char *why)
     s->frozen = false;
     trace_arctic_niu_freeze(s->node_id, false, why);
     niu_link_pause(&s->link, false);
-    niu_test_dma_resume(s);
+    niu_test_dma_resume(&s->test_dma);
     niu_tx_kick(s);
 }
 
@@ -1234,11 +1109,7 @@ static int niu_pre_load(void *opaque)
     niu_vm_identity(s);
     niu_raw_reset(s);
     niu_rx_reset(s);
-    s->test_dma_addr = 0;
-    s->test_dma_size = s->test_dma_seed = 0;
-    s->test_dma_cmd = s->test_dma_status = 0;
-    qemu_bh_cancel(s->test_dma_bh);
-    timer_del(s->test_dma_timer);
+    niu_test_dma_reset(&s->test_dma);
     return 0;
 }
 
@@ -1396,8 +1267,7 @@ static bool niu_test_dma_needed(void *opaque)
 {
     ArcticNiuState *s = opaque;
 
-    return s->test_dma_addr || s->test_dma_size || s->test_dma_seed ||
-           s->test_dma_cmd || s->test_dma_status;
+    return niu_test_dma_used(&s->test_dma);
 }
 
 static const VMStateDescription vmstate_niu_test_dma = {
@@ -1406,12 +1276,9 @@ static const VMStateDescription vmstate_niu_test_dma = {
     .minimum_version_id = 1,
     .needed = niu_test_dma_needed,
     .fields = (const VMStateField[]) {
-        VMSTATE_UINT64(test_dma_addr, ArcticNiuState),
-        VMSTATE_UINT32(test_dma_size, ArcticNiuState),
-        VMSTATE_UINT32(test_dma_seed, ArcticNiuState),
-        VMSTATE_UINT32(test_dma_cmd, ArcticNiuState),
-        VMSTATE_UINT32(test_dma_status, ArcticNiuState),
-        VMSTATE_TIMER_PTR(test_dma_timer, ArcticNiuState),
+        /* A struct's fields go inline: the stream is as when flat. */
+        VMSTATE_STRUCT(test_dma, ArcticNiuState, 1,
+                       vmstate_niu_test_dma_regs, NiuTestDma),
         VMSTATE_END_OF_LIST()
     },
 };
@@ -1830,9 +1697,6 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
     pci_register_bar(pdev, ARCTIC_BAR_USER, PCI_BASE_ADDRESS_SPACE_MEMORY,
                      &s->user_bar);
 
-    s->test_dma_bh = qemu_bh_new_guarded(niu_test_dma_bh, s,
-                                         &DEVICE(s)->mem_reentrancy_guard);
-    s->test_dma_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, niu_test_dma_bh, s);
     niu_status_init(&s->status, pdev, &s->lock, &s->link, s->node_id,
                     niu_time_on(s), s->time.irq_ns, niu_on_irq_raised, s);
     niu_dma_init(&s->dma, pdev, &s->lock, s->node_id);
@@ -1843,7 +1707,12 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
     niu_migration_init(s);
     if (!niu_link_setup(s, errp)) {
         niu_exit(pdev);
+        return;
     }
+    /* After niu_time_init() (in niu_link_setup()): the PCI speed is known. */
+    niu_test_dma_init(&s->test_dma, &s->dma, &s->status, s->node_id,
+                      niu_time_on(s), s->time.pci_ps_per_byte,
+                      niu_test_dma_bh, s, &DEVICE(s)->mem_reentrancy_guard);
 }
 
 static void niu_exit(PCIDevice *pdev)
@@ -1855,9 +1724,7 @@ static void niu_exit(PCIDevice *pdev)
     niu_tx_cleanup(s);
     niu_e2e_cleanup(&s->e2e);
     niu_dma_cleanup(&s->dma);
-    qemu_bh_delete(s->test_dma_bh);
-    timer_free(s->test_dma_timer);
-    s->test_dma_timer = NULL;
+    niu_test_dma_cleanup(&s->test_dma);
     niu_status_cleanup(&s->status);
     msix_uninit_exclusive_bar(pdev);
     precopy_remove_notifier(&s->precopy_notifier);

@@ -21,6 +21,9 @@
  *                 reads, writes, header loads and stores, the page map,
  *                 window translation; state ArcticNiuState.dma; calls
  *                 nothing in the device
+ *   niu-test-dma.c  the test DMA engine (niu-test-dma.h; niu_test_dma_*):
+ *                 the driver's self-test of DMA, its registers and work;
+ *                 state ArcticNiuState.test_dma; calls only DMA and status
  *   niu-status.c  interrupts, errors and counters (niu-status.h;
  *                 niu_irq_*, niu_error, niu_count): what every part
  *                 reports to the guest; its state ArcticNiuState.status;
@@ -64,6 +67,7 @@
 #include "niu-e2e.h"
 #include "niu-link.h"
 #include "niu-status.h"
+#include "niu-test-dma.h"
 #include "niu-time.h"
 
 #define TYPE_ARCTIC_NIU "arctic-niu"
@@ -192,6 +196,8 @@ struct ArcticNiuState {
     NiuDma dma;
     /* Interrupts, errors and counters (niu-status.c) */
     NiuStatus status;
+    /* The driver's self-test of DMA (niu-test-dma.c) */
+    NiuTestDma test_dma;
 
     /* properties */
     CharBackend chr;
@@ -203,13 +209,6 @@ struct ArcticNiuState {
     bool rx_raw;                /* RxCtrl.RAW: OFF means dMPI receive */
     uint32_t vmask;
     uint32_t scratch;
-    uint64_t test_dma_addr;
-    uint32_t test_dma_size;
-    uint32_t test_dma_seed;
-    uint32_t test_dma_cmd;
-    uint32_t test_dma_status;
-    QEMUBH *test_dma_bh;
-    QEMUTimer *test_dma_timer;  /* timed mode: the same on the virtual clock */
     uint32_t route_table[2][ARCTIC_S];
     ArcticEndpoint ep[ARCTIC_ENDPOINTS];
 
