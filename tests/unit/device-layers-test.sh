@@ -5,7 +5,9 @@
 # (niu-link*.c), guest-memory access (niu-dma.c) and the interrupts,
 # errors and counters (niu-status.c, which asks the link only whether it
 # runs on the link thread) are leaves; the test DMA engine (niu-test-dma.c)
-# calls only DMA and status; the end-to-end protocol (niu-e2e.c)
+# calls only DMA and status; timed mode (niu-time.c) only the link, the
+# protocol and status, and reports to the transmit side through
+# NiuTimeOps; the end-to-end protocol (niu-e2e.c)
 # knows the link and nothing above it, not even the device's state
 # (arctic-niu.h).  No two files call each other but inside the queue
 # engine (niu-tx.c, niu-rx.c, niu-raw.c).
@@ -43,6 +45,7 @@ only niu-status.c niu-link-thread.c
     ! grep -Eq '^ +[A-Za-z0-9_ *]+ \*?test_dma_[a-z_]*;' "$dev/arctic-niu.h"
 say $? "the test DMA engine's state is its own (niu-test-dma.c), not flat in ArcticNiuState"
 only niu-test-dma.c niu-dma.c niu-dma.h niu-status.c
+only niu-time.c niu-link.c niu-e2e.c niu-status.c
 
 engine=" niu-tx.c niu-rx.c niu-raw.c "
 mutual=$(while read -r a b; do
@@ -56,7 +59,7 @@ say $? "no two files call each other outside the queue engine (found:${mutual:- 
 
 inc=$(grep -l '#include "arctic-niu.h"' "$dev"/niu-e2e.[ch] "$dev"/niu-link*.[ch] \
       "$dev"/niu-dma.[ch] "$dev"/niu-status.[ch] "$dev"/niu-test-dma.[ch] \
-      2>/dev/null)
+      "$dev"/niu-time.[ch] 2>/dev/null)
 [ -z "$inc" ]
-say $? "the protocol, the link, DMA, status and the test DMA engine do not include arctic-niu.h${inc:+: $inc}"
+say $? "the protocol, the link, DMA, status, the test DMA engine and timed mode do not include arctic-niu.h${inc:+: $inc}"
 exit "$fail"

@@ -350,14 +350,14 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
         val = s->scratch;
         break;
     case A_NIU_TIME_STATUS:
-        val = niu_time_status(s);
+        val = niu_time_status(&s->time);
         break;
     case A_NIU_TIME_CTRL:
         val = 0;
         break;
     case A_NIU_TIME_NOW_LO:
     case A_NIU_TIME_NOW_HI:
-        val = niu_time_read_now(s, addr == A_NIU_TIME_NOW_HI);
+        val = niu_time_read_now(&s->time, addr == A_NIU_TIME_NOW_HI);
         break;
     case A_NIU_TEST_DMA_ADDR_LO:
     case A_NIU_TEST_DMA_ADDR_HI:
@@ -472,7 +472,7 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
             niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
                       "reserved bits set in TIME_CTRL 0x%x", val);
         } else if (FIELD_EX32(val, NIU_TIME_CTRL, START)) {
-            niu_time_start(s);
+            niu_time_start(&s->time);
         }
         break;
     case A_NIU_ERROR_CAUSE:
@@ -577,7 +577,7 @@ static uint32_t niu_user_link_poll(ArcticNiuState *s, bool *yield)
 {
     uint32_t val;
 
-    if (!niu_link_can_poll(&s->link) || niu_time_on(s)) {
+    if (!niu_link_can_poll(&s->link) || niu_time_on(&s->time)) {
         return R_USER_LINK_POLL_NONE_MASK;
     }
     val = FIELD_DP32(0, USER_LINK_POLL, TOOK, niu_link_poll(&s->link));
@@ -847,7 +847,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
                               s->frozen ? "frozen" : "running", &err);
     visit_str(v, "migration-frozen-by", s->frozen ? s->frozen_by : "", &err);
     visit_str(v, "time", niu_time_state_names[s->time.state], &err);
-    visit_u64(v, "time-now-ns", niu_time_now(s), &err);
+    visit_u64(v, "time-now-ns", niu_time_now(&s->time), &err);
     visit_u64(v, "time-granted-ns", s->time.granted, &err);
     visit_u64(v, "time-syncs", s->time.syncs, &err);
     visit_u64(v, "time-sync-wait-us", s->time.sync_wait_ns / SCALE_US, &err);
@@ -1078,7 +1078,7 @@ static void niu_vm_identity(ArcticNiuState *s)
 {
     s->vm_identity.node_id = s->node_id;
     s->vm_identity.lines = s->e2e.cfg.lines;
-    s->vm_identity.timed = niu_time_on(s);
+    s->vm_identity.timed = niu_time_on(&s->time);
 }
 
 static int niu_pre_save(void *opaque)
@@ -1105,7 +1105,7 @@ static int niu_pre_load(void *opaque)
 
     niu_freeze(s, "loading");
     s->restore_failed = true;   /* until niu_post_load() says otherwise */
-    s->loaded_fault = s->e2e.loaded_fault = NULL;
+    s->loaded_fault = s->e2e.loaded_fault = s->time.loaded_fault = NULL;
     niu_vm_identity(s);
     niu_raw_reset(s);
     niu_rx_reset(s);
@@ -1160,8 +1160,8 @@ static const char *niu_loaded_fault(ArcticNiuState *s)
  */
 static bool niu_restore(ArcticNiuState *s)
 {
-    const char *fault = s->e2e.loaded_fault ?: s->loaded_fault ?:
-                        niu_loaded_fault(s);
+    const char *fault = s->e2e.loaded_fault ?: s->time.loaded_fault ?:
+                        s->loaded_fault ?: niu_loaded_fault(s);
 
     if (fault) {
         trace_arctic_niu_restore_refused(s->node_id, fault);
@@ -1178,7 +1178,7 @@ static bool niu_restore(ArcticNiuState *s)
     }
     s->tx.line_wait = false;
     niu_status_restored(&s->status);
-    niu_time_restored(s);
+    niu_time_restored(&s->time);
     s->restore_failed = false;
     trace_arctic_niu_restored(s->node_id, niu_e2e_pending(&s->e2e),
                               s->link.up_count);
@@ -1235,7 +1235,7 @@ static void niu_migration_init(ArcticNiuState *s)
 {
     if (runstate_check(RUN_STATE_INMIGRATE)) {
         niu_freeze(s, "incoming migration");
-    } else if (runstate_check(RUN_STATE_PRELAUNCH) && !niu_time_on(s)) {
+    } else if (runstate_check(RUN_STATE_PRELAUNCH) && !niu_time_on(&s->time)) {
         niu_freeze(s, "starting");
         aio_bh_schedule_oneshot(qemu_get_aio_context(), niu_started_bh, s);
     }
@@ -1258,6 +1258,26 @@ static const VMStateDescription vmstate_arctic_endpoint = {
         VMSTATE_UINT64(dma.range_mask, ArcticEndpoint),
         VMSTATE_UINT32(job, ArcticEndpoint),
         VMSTATE_UINT32_ARRAY(dma_progress, ArcticEndpoint, 2),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
+/* Timed mode's clock and the deliveries waiting for it: when timed. */
+static bool niu_time_needed(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+
+    return niu_time_on(&s->time);
+}
+
+static const VMStateDescription vmstate_niu_time_sub = {
+    .name = "arctic-niu/time",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .needed = niu_time_needed,
+    .fields = (const VMStateField[]) {
+        /* A struct's fields go inline: the stream is as when flat. */
+        VMSTATE_STRUCT(time, ArcticNiuState, 1, vmstate_niu_time, NiuTime),
         VMSTATE_END_OF_LIST()
     },
 };
@@ -1314,7 +1334,7 @@ static const VMStateDescription vmstate_arctic_niu = {
         VMSTATE_END_OF_LIST()
     },
     .subsections = (const VMStateDescription * const []) {
-        &vmstate_niu_time,
+        &vmstate_niu_time_sub,
         &vmstate_niu_raw,
         &vmstate_niu_rx_reports,
         &vmstate_niu_test_dma,
@@ -1408,24 +1428,24 @@ static void niu_on_link_error(NiuLink *link, enum arctic_error cause,
 static uint64_t niu_on_link_stamp(NiuLink *link, uint8_t prio,
                                   const uint8_t *wire, size_t size)
 {
-    return niu_time_stamp(link_owner(link), wire, size);
+    return niu_time_stamp(&link_owner(link)->time, wire, size);
 }
 
 static void niu_on_link_timed_packet(NiuLink *link, uint8_t prio, uint64_t at,
                                      const uint8_t *wire, size_t size)
 {
-    niu_time_packet(link_owner(link), prio, at, wire, size);
+    niu_time_packet(&link_owner(link)->time, prio, at, wire, size);
 }
 
 static void niu_on_link_time_start(NiuLink *link,
                                    const struct arctic_time_start *start)
 {
-    niu_time_on_start(link_owner(link), start);
+    niu_time_on_start(&link_owner(link)->time, start);
 }
 
 static void niu_on_link_time_grant(NiuLink *link, uint64_t until)
 {
-    niu_time_on_grant(link_owner(link), until);
+    niu_time_on_grant(&link_owner(link)->time, until);
 }
 
 static const NiuLinkOps arctic_niu_link_ops = {
@@ -1594,6 +1614,22 @@ static void niu_on_irq_raised(void *opaque)
     niu_tx_unpark(opaque);
 }
 
+/* Timed mode's reports go to the transmit side of the queue engine. */
+static void niu_on_time_resume(void *opaque)
+{
+    niu_tx_resume(opaque);
+}
+
+static void niu_on_time_started(void *opaque)
+{
+    niu_tx_kick(opaque);
+}
+
+static const NiuTimeOps arctic_niu_time_ops = {
+    .resume = niu_on_time_resume,
+    .started = niu_on_time_started,
+};
+
 static bool niu_link_setup(ArcticNiuState *s, Error **errp)
 {
     /*
@@ -1603,7 +1639,9 @@ static bool niu_link_setup(ArcticNiuState *s, Error **errp)
     niu_link_init(&s->link, &arctic_niu_link_ops, s, &s->lock, s->node_id,
                   s->link_cfg.rx_credits,
                   s->time.enabled ? 0 : s->link_cfg.ack_delay_ns);
-    if (!niu_link_secret(s, errp) || !niu_time_init(s, errp)) {
+    if (!niu_link_secret(s, errp) ||
+        !niu_time_init(&s->time, s->node_id, &s->lock, &s->link, &s->e2e,
+                       &s->status, &arctic_niu_time_ops, s, errp)) {
         return false;
     }
     if (s->link_cfg.socket && qemu_chr_fe_backend_connected(&s->chr)) {
@@ -1698,10 +1736,11 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
                      &s->user_bar);
 
     niu_status_init(&s->status, pdev, &s->lock, &s->link, s->node_id,
-                    niu_time_on(s), s->time.irq_ns, niu_on_irq_raised, s);
+                    niu_time_on(&s->time), s->time.irq_ns, niu_on_irq_raised,
+                    s);
     niu_dma_init(&s->dma, pdev, &s->lock, s->node_id);
     niu_tx_init(s);
-    niu_e2e_init(&s->e2e, s->node_id, niu_time_on(s), &s->link, &s->lock,
+    niu_e2e_init(&s->e2e, s->node_id, niu_time_on(&s->time), &s->link, &s->lock,
                  &arctic_niu_e2e_ops);
     niu_full_reset(s);
     niu_migration_init(s);
@@ -1711,7 +1750,7 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
     }
     /* After niu_time_init() (in niu_link_setup()): the PCI speed is known. */
     niu_test_dma_init(&s->test_dma, &s->dma, &s->status, s->node_id,
-                      niu_time_on(s), s->time.pci_ps_per_byte,
+                      niu_time_on(&s->time), s->time.pci_ps_per_byte,
                       niu_test_dma_bh, s, &DEVICE(s)->mem_reentrancy_guard);
 }
 
@@ -1720,7 +1759,7 @@ static void niu_exit(PCIDevice *pdev)
     ArcticNiuState *s = ARCTIC_NIU(pdev);
 
     niu_link_cleanup(&s->link);
-    niu_time_cleanup(s);
+    niu_time_cleanup(&s->time);
     niu_tx_cleanup(s);
     niu_e2e_cleanup(&s->e2e);
     niu_dma_cleanup(&s->dma);

@@ -35,7 +35,9 @@
  *                 the link, and it reports upward only through NiuE2EOps
  *   niu-time.c    timed mode (niu-time.h; niu_time_*): the cluster's
  *                 virtual time, the stamps of packets sent, the times
- *                 packets delivered are taken, the grants of the switch
+ *                 packets delivered are taken, the grants of the switch;
+ *                 state ArcticNiuState.time; calls the link, the
+ *                 protocol and status, reports through NiuTimeOps
  *   niu-link*.c   the link to arctic-switch (niu-link.h; niu_link_*): the
  *                 session (framing, handshake, credits) and its two
  *                 transports, a chardev or a socket served by a link
@@ -285,24 +287,7 @@ bool niu_raw_rx_push(ArcticNiuState *s, uint8_t prio, const uint8_t *pkt,
                      size_t size);
 void niu_raw_tx_flush(ArcticNiuState *s);
 
-/* niu-time.c */
-bool niu_time_init(ArcticNiuState *s, Error **errp);
-void niu_time_cleanup(ArcticNiuState *s);
-void niu_time_restored(ArcticNiuState *s);
-bool niu_time_on(const ArcticNiuState *s);
-bool niu_time_running(const ArcticNiuState *s);
-uint64_t niu_time_now(ArcticNiuState *s);
-void niu_time_start(ArcticNiuState *s);
-uint32_t niu_time_status(ArcticNiuState *s);
-uint32_t niu_time_read_now(ArcticNiuState *s, bool high);
-uint64_t niu_time_stamp(ArcticNiuState *s, const uint8_t *wire, size_t size);
-void niu_time_packet(ArcticNiuState *s, uint8_t prio, uint64_t at,
-                     const uint8_t *wire, size_t size);
-void niu_time_on_start(ArcticNiuState *s, const struct arctic_time_start *st);
-void niu_time_on_grant(ArcticNiuState *s, uint64_t until);
-
 /* The optional parts of the migration stream (subsections) */
-extern const VMStateDescription vmstate_niu_time;    /* niu-time.c */
 extern const VMStateDescription vmstate_niu_raw;     /* niu-raw.c */
 extern const VMStateDescription vmstate_niu_rx_reports;  /* niu-rx.c */
 
