@@ -478,6 +478,18 @@ static void test_time_restore(void)
     timed_clock_start(n);
     qtest_clock_step(n->qts, 777);
     g_assert_cmpuint(time_now(n), ==, 777);
+    /*
+     * A test DMA command done: its subsection follows timed mode's in
+     * the stream, which must leave it for the device's section to read.
+     */
+    reg_w(n, A_NIU_TEST_DMA_ADDR_LO, (uint32_t)SCRATCH_MEM);
+    reg_w(n, A_NIU_TEST_DMA_ADDR_HI, SCRATCH_MEM >> 32);
+    reg_w(n, A_NIU_TEST_DMA_SIZE, 64);
+    reg_w(n, A_NIU_TEST_DMA_SEED, 0x5a);
+    reg_w(n, A_NIU_TEST_DMA_CTRL, ARCTIC_TEST_DMA_FILL);
+    qtest_clock_step(n->qts, 1000);
+    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_STATUS), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK);
 
     niu_migrate_save(n, state2);
     c = restore_start(NULL);
@@ -485,6 +497,11 @@ static void test_time_restore(void)
     g_assert_cmphex(reg_r(c, A_NIU_TIME_STATUS), ==,
                     R_NIU_TIME_STATUS_TIMED_MASK |
                     R_NIU_TIME_STATUS_BROKEN_MASK);
+    g_assert_cmphex(reg_r(c, A_NIU_TEST_DMA_SIZE), ==, 64);
+    g_assert_cmphex(reg_r(c, A_NIU_TEST_DMA_SEED), ==, 0x5a);
+    g_assert_cmphex(reg_r(c, A_NIU_TEST_DMA_CTRL), ==, ARCTIC_TEST_DMA_FILL);
+    g_assert_cmphex(reg_r(c, A_NIU_TEST_DMA_STATUS), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK);
     niu_stop(c);
     timed_stop(n);
     g_unlink(state);

@@ -195,7 +195,10 @@ void niu_test_dma_resume(NiuTestDma *t)
     }
 }
 
-/* The same fields, in the same order and sizes, as when they were flat. */
+/*
+ * The same fields, in the same order and sizes, as when they were flat.
+ * Its name must not begin the name of a later subsection (niu-time.c).
+ */
 const VMStateDescription vmstate_niu_test_dma_regs = {
     .name = "arctic-niu/test-dma-regs",
     .version_id = 1,

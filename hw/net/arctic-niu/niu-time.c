@@ -542,6 +542,11 @@ void niu_time_restored(NiuTime *t)
     time_arm_delivery(t);
 }
 
+/*
+ * Loaded inside a subsection, then QEMU looks for subsections of its own
+ * in what follows: its name must not begin the name of a later
+ * subsection of the device's (qtest time/restore).
+ */
 const VMStateDescription vmstate_niu_time = {
     .name = "arctic-niu/time-state",
     .version_id = 1,
