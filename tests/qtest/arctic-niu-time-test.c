@@ -239,6 +239,37 @@ static void test_time_start(void)
 }
 
 /*
+ * The test DMA engine in timed mode: done when its bytes crossed PCI at
+ * time-pci-mbytes, on the virtual clock, not a nanosecond before.
+ */
+static void test_time_test_dma(void)
+{
+    Niu *n = timed_start(1000000, 1000000);
+    uint32_t size = 4096;
+    uint64_t ns = arctic_time_serialise(size, ARCTIC_TIME_PCI_PS_PER_BYTE);
+    unsigned i;
+
+    g_assert_cmpuint(ns, >, 1);
+    reg_w(n, A_NIU_TEST_DMA_ADDR_LO, (uint32_t)SCRATCH_MEM);
+    reg_w(n, A_NIU_TEST_DMA_ADDR_HI, SCRATCH_MEM >> 32);
+    reg_w(n, A_NIU_TEST_DMA_SIZE, size);
+    reg_w(n, A_NIU_TEST_DMA_SEED, 0x7173);
+    reg_w(n, A_NIU_TEST_DMA_CTRL, ARCTIC_TEST_DMA_FILL);
+    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_STATUS), ==, 0);
+    qtest_clock_step(n->qts, ns - 1);
+    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_STATUS), ==, 0);
+    g_assert_cmphex(qtest_readl(n->qts, SCRATCH_MEM), ==, 0);
+    qtest_clock_step(n->qts, 1);
+    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_STATUS), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK);
+    for (i = 0; i < size / 4; i += 255) {
+        g_assert_cmphex(qtest_readl(n->qts, SCRATCH_MEM + 4 * i), ==,
+                        arctic_test_pattern(0x7173, i));
+    }
+    timed_stop(n);
+}
+
+/*
  * The clock stops at the grant: the device reports the time reached
  * there (and, its processor running, a promise of that same time) and
  * goes on only once granted more.
@@ -447,6 +478,18 @@ static void test_time_restore(void)
     timed_clock_start(n);
     qtest_clock_step(n->qts, 777);
     g_assert_cmpuint(time_now(n), ==, 777);
+    /*
+     * A test DMA command done: its subsection follows timed mode's in
+     * the stream, which must leave it for the device's section to read.
+     */
+    reg_w(n, A_NIU_TEST_DMA_ADDR_LO, (uint32_t)SCRATCH_MEM);
+    reg_w(n, A_NIU_TEST_DMA_ADDR_HI, SCRATCH_MEM >> 32);
+    reg_w(n, A_NIU_TEST_DMA_SIZE, 64);
+    reg_w(n, A_NIU_TEST_DMA_SEED, 0x5a);
+    reg_w(n, A_NIU_TEST_DMA_CTRL, ARCTIC_TEST_DMA_FILL);
+    qtest_clock_step(n->qts, 1000);
+    g_assert_cmphex(reg_r(n, A_NIU_TEST_DMA_STATUS), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK);
 
     niu_migrate_save(n, state2);
     c = restore_start(NULL);
@@ -454,6 +497,11 @@ static void test_time_restore(void)
     g_assert_cmphex(reg_r(c, A_NIU_TIME_STATUS), ==,
                     R_NIU_TIME_STATUS_TIMED_MASK |
                     R_NIU_TIME_STATUS_BROKEN_MASK);
+    g_assert_cmphex(reg_r(c, A_NIU_TEST_DMA_SIZE), ==, 64);
+    g_assert_cmphex(reg_r(c, A_NIU_TEST_DMA_SEED), ==, 0x5a);
+    g_assert_cmphex(reg_r(c, A_NIU_TEST_DMA_CTRL), ==, ARCTIC_TEST_DMA_FILL);
+    g_assert_cmphex(reg_r(c, A_NIU_TEST_DMA_STATUS), ==,
+                    R_NIU_TEST_DMA_STATUS_DONE_MASK);
     niu_stop(c);
     timed_stop(n);
     g_unlink(state);
@@ -470,4 +518,5 @@ void niu_test_add_time(void)
     qtest_add_func("/arctic-niu/time/lost", test_time_lost);
     qtest_add_func("/arctic-niu/time/needs-socket", test_time_needs_socket);
     qtest_add_func("/arctic-niu/time/restore", test_time_restore);
+    qtest_add_func("/arctic-niu/time/test-dma", test_time_test_dma);
 }

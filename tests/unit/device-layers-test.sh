@@ -4,7 +4,10 @@
 # below it, measured as scripts/xref-count measures it.  The link
 # (niu-link*.c), guest-memory access (niu-dma.c) and the interrupts,
 # errors and counters (niu-status.c, which asks the link only whether it
-# runs on the link thread) are leaves; the end-to-end protocol (niu-e2e.c)
+# runs on the link thread) are leaves; the test DMA engine (niu-test-dma.c)
+# calls only DMA and status; timed mode (niu-time.c) only the link, the
+# protocol and status, and reports to the transmit side through
+# NiuTimeOps; the end-to-end protocol (niu-e2e.c)
 # knows the link and nothing above it, not even the device's state
 # (arctic-niu.h).  No two files call each other but inside the queue
 # engine (niu-tx.c, niu-rx.c, niu-raw.c).
@@ -38,6 +41,11 @@ only niu-link-thread.c niu-link.c niu-link-direct.c
 only niu-link-direct.c niu-link.c
 only niu-dma.c
 only niu-status.c niu-link-thread.c
+[ -f "$dev/niu-test-dma.c" ] &&
+    ! grep -Eq '^ +[A-Za-z0-9_ *]+ \*?test_dma_[a-z_]*;' "$dev/arctic-niu.h"
+say $? "the test DMA engine's state is its own (niu-test-dma.c), not flat in ArcticNiuState"
+only niu-test-dma.c niu-dma.c niu-dma.h niu-status.c
+only niu-time.c niu-link.c niu-e2e.c niu-status.c
 
 engine=" niu-tx.c niu-rx.c niu-raw.c "
 mutual=$(while read -r a b; do
@@ -50,7 +58,8 @@ mutual=$(while read -r a b; do
 say $? "no two files call each other outside the queue engine (found:${mutual:- none})"
 
 inc=$(grep -l '#include "arctic-niu.h"' "$dev"/niu-e2e.[ch] "$dev"/niu-link*.[ch] \
-      "$dev"/niu-dma.[ch] "$dev"/niu-status.[ch] 2>/dev/null)
+      "$dev"/niu-dma.[ch] "$dev"/niu-status.[ch] "$dev"/niu-test-dma.[ch] \
+      "$dev"/niu-time.[ch] 2>/dev/null)
 [ -z "$inc" ]
-say $? "the protocol, the link, DMA and status do not include arctic-niu.h${inc:+: $inc}"
+say $? "the protocol, the link, DMA, status, the test DMA engine and timed mode do not include arctic-niu.h${inc:+: $inc}"
 exit "$fail"

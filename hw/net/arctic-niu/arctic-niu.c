@@ -268,27 +268,6 @@ static void niu_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
     }
 }
 
-/* The test DMA engine's registers (docs/programming-guide.md). */
-static uint32_t niu_test_dma_read(ArcticNiuState *s, hwaddr addr)
-{
-    switch (addr) {
-    case A_NIU_TEST_DMA_ADDR_LO:
-        return (uint32_t)s->test_dma_addr;
-    case A_NIU_TEST_DMA_ADDR_HI:
-        return s->test_dma_addr >> 32;
-    case A_NIU_TEST_DMA_SIZE:
-        return s->test_dma_size;
-    case A_NIU_TEST_DMA_SEED:
-        return s->test_dma_seed;
-    case A_NIU_TEST_DMA_CTRL:
-        return s->test_dma_cmd;
-    case A_NIU_TEST_DMA_STATUS:
-        return s->test_dma_status;
-    default:
-        g_assert_not_reached();
-    }
-}
-
 static uint32_t niu_link_status_read(ArcticNiuState *s)
 {
     uint32_t val;
@@ -371,14 +350,14 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
         val = s->scratch;
         break;
     case A_NIU_TIME_STATUS:
-        val = niu_time_status(s);
+        val = niu_time_status(&s->time);
         break;
     case A_NIU_TIME_CTRL:
         val = 0;
         break;
     case A_NIU_TIME_NOW_LO:
     case A_NIU_TIME_NOW_HI:
-        val = niu_time_read_now(s, addr == A_NIU_TIME_NOW_HI);
+        val = niu_time_read_now(&s->time, addr == A_NIU_TIME_NOW_HI);
         break;
     case A_NIU_TEST_DMA_ADDR_LO:
     case A_NIU_TEST_DMA_ADDR_HI:
@@ -386,7 +365,7 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
     case A_NIU_TEST_DMA_SEED:
     case A_NIU_TEST_DMA_CTRL:
     case A_NIU_TEST_DMA_STATUS:
-        val = niu_test_dma_read(s, addr);
+        val = niu_test_dma_read(&s->test_dma, addr);
         break;
     case A_NIU_TX_CTRL:
         val = niu_ctrl_read_value(s, s->tx_enabled, niu_tx_draining(s));
@@ -423,7 +402,6 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
     return val;
 }
 
-static void niu_start_test_dma(ArcticNiuState *s, uint32_t cmd);
 
 static void niu_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
 {
@@ -494,7 +472,7 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
             niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
                       "reserved bits set in TIME_CTRL 0x%x", val);
         } else if (FIELD_EX32(val, NIU_TIME_CTRL, START)) {
-            niu_time_start(s);
+            niu_time_start(&s->time);
         }
         break;
     case A_NIU_ERROR_CAUSE:
@@ -505,17 +483,10 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
         break;
     case A_NIU_TEST_DMA_ADDR_LO:
     case A_NIU_TEST_DMA_ADDR_HI:
-        s->test_dma_addr = deposit_half(s->test_dma_addr,
-                                        addr == A_NIU_TEST_DMA_ADDR_HI, val);
-        break;
     case A_NIU_TEST_DMA_SIZE:
-        s->test_dma_size = val;
-        break;
     case A_NIU_TEST_DMA_SEED:
-        s->test_dma_seed = val;
-        break;
     case A_NIU_TEST_DMA_CTRL:
-        niu_start_test_dma(s, FIELD_EX32(val, NIU_TEST_DMA_CTRL, CMD));
+        niu_test_dma_write(&s->test_dma, addr, val);
         break;
     case A_NIU_TX_CTRL:
         niu_ctrl_write(s, true, val);
@@ -606,7 +577,7 @@ static uint32_t niu_user_link_poll(ArcticNiuState *s, bool *yield)
 {
     uint32_t val;
 
-    if (!niu_link_can_poll(&s->link) || niu_time_on(s)) {
+    if (!niu_link_can_poll(&s->link) || niu_time_on(&s->time)) {
         return R_USER_LINK_POLL_NONE_MASK;
     }
     val = FIELD_DP32(0, USER_LINK_POLL, TOOK, niu_link_poll(&s->link));
@@ -720,92 +691,18 @@ static const MemoryRegionOps arctic_user_ops = {
 
 /*
  * ------------------------------------------------------------------------
- * Test DMA engine (driver self-test, rocker style)
+ * Test DMA engine (niu-test-dma.c): its work runs here under the device
+ * lock, and not while the device is frozen.
  */
-
-/*
- * A size the engine takes, over addresses that do not wrap past 2^64
- * (a wrapping transfer would go on at address 0).
- */
-static bool test_dma_args_valid(const ArcticNiuState *s)
-{
-    uint32_t size = s->test_dma_size;
-
-    return size != 0 && size % 4 == 0 && size <= ARCTIC_TEST_DMA_MAX_SIZE &&
-           s->test_dma_addr <= UINT64_MAX - (size - 1);
-}
-
-/*
- * The MMIO write only checks and schedules; the DMA runs in a bottom half
- * (as hw/misc/edu.c does), and STATUS.DONE says when it is over.
- */
-static void niu_start_test_dma(ArcticNiuState *s, uint32_t cmd)
-{
-    uint32_t size = s->test_dma_size;
-
-    if ((cmd != ARCTIC_TEST_DMA_FILL && cmd != ARCTIC_TEST_DMA_CHECK) ||
-        !test_dma_args_valid(s)) {
-        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TEST_DMA_CTRL,
-                  "test DMA command %u at 0x%" PRIx64 " with size %u "
-                  "refused", cmd, s->test_dma_addr, size);
-        s->test_dma_status = FIELD_DP32(R_NIU_TEST_DMA_STATUS_DONE_MASK,
-                                        NIU_TEST_DMA_STATUS, BAD_ARGS, 1);
-        return;
-    }
-    s->test_dma_cmd = cmd;
-    s->test_dma_status = 0;
-    if (niu_time_on(s)) {
-        /* Timed: done when the bytes crossed PCI (arctic/timing.h). */
-        timer_mod(s->test_dma_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
-                  arctic_time_serialise(size, s->time.pci_ps_per_byte));
-        return;
-    }
-    qemu_bh_schedule(s->test_dma_bh);
-}
-
 static void niu_test_dma_bh(void *opaque)
 {
     ArcticNiuState *s = opaque;
     QEMU_LOCK_GUARD(&s->lock);
-    uint32_t size = s->test_dma_size, cmd = s->test_dma_cmd;
-    g_autofree uint32_t *buf = NULL;
-    MemTxResult res;
-    uint32_t i, status = 0;
 
     if (s->frozen) {
         return;     /* niu_thaw() runs it */
     }
-    if (!test_dma_args_valid(s)) {
-        /* The size or address changed under a running command. */
-        s->test_dma_status = FIELD_DP32(R_NIU_TEST_DMA_STATUS_DONE_MASK,
-                                        NIU_TEST_DMA_STATUS, BAD_ARGS, 1);
-        return;
-    }
-    buf = g_malloc(size);
-    if (cmd == ARCTIC_TEST_DMA_FILL) {
-        for (i = 0; i < size / 4; i++) {
-            buf[i] = cpu_to_le32(arctic_test_pattern(s->test_dma_seed, i));
-        }
-        res = niu_dma_write(&s->dma, s->test_dma_addr, buf, size);
-    } else {
-        res = niu_dma_read(&s->dma, s->test_dma_addr, buf, size);
-        for (i = 0; res == MEMTX_OK && i < size / 4; i++) {
-            if (le32_to_cpu(buf[i]) !=
-                arctic_test_pattern(s->test_dma_seed, i)) {
-                status = FIELD_DP32(status, NIU_TEST_DMA_STATUS, MISMATCH, 1);
-                break;
-            }
-        }
-    }
-    if (res != MEMTX_OK) {
-        niu_error(&s->status, ARCTIC_ERR_DMA, 0, 0, A_NIU_TEST_DMA_CTRL,
-                  "test DMA at 0x%" PRIx64 " of %u bytes failed",
-                  s->test_dma_addr, size);
-        status = FIELD_DP32(status, NIU_TEST_DMA_STATUS, DMA_ERROR, 1);
-    }
-    s->test_dma_status = FIELD_DP32(status, NIU_TEST_DMA_STATUS, DONE, 1);
-    trace_arctic_niu_test_dma(s->node_id, cmd, s->test_dma_addr, size,
-                              s->test_dma_status);
+    niu_test_dma_run(&s->test_dma);
 }
 
 /*
@@ -950,7 +847,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
                               s->frozen ? "frozen" : "running", &err);
     visit_str(v, "migration-frozen-by", s->frozen ? s->frozen_by : "", &err);
     visit_str(v, "time", niu_time_state_names[s->time.state], &err);
-    visit_u64(v, "time-now-ns", niu_time_now(s), &err);
+    visit_u64(v, "time-now-ns", niu_time_now(&s->time), &err);
     visit_u64(v, "time-granted-ns", s->time.granted, &err);
     visit_u64(v, "time-syncs", s->time.syncs, &err);
     visit_u64(v, "time-sync-wait-us", s->time.sync_wait_ns / SCALE_US, &err);
@@ -1038,15 +935,7 @@ void niu_full_reset(ArcticNiuState *s)
     s->vmask = 0;
     niu_status_reset(&s->status);
     s->scratch = 0;
-    s->test_dma_addr = 0;
-    s->test_dma_size = 0;
-    s->test_dma_seed = 0;
-    s->test_dma_cmd = 0;
-    s->test_dma_status = 0;
-    qemu_bh_cancel(s->test_dma_bh);
-    if (s->test_dma_timer) {
-        timer_del(s->test_dma_timer);
-    }
+    niu_test_dma_reset(&s->test_dma);
     memset(s->route_table, 0, sizeof(s->route_table));
     memset(s->ep, 0, sizeof(s->ep));
     niu_tx_reset(s);
@@ -1092,20 +981,6 @@ static void niu_freeze(ArcticNiuState *s, const char *why)
     }
 }
 
-/* A test DMA command the freeze held back runs now. */
-static void niu_test_dma_resume(ArcticNiuState *s)
-{
-    if (!s->test_dma_cmd ||
-        FIELD_EX32(s->test_dma_status, NIU_TEST_DMA_STATUS, DONE)) {
-        return;
-    }
-    if (!niu_time_on(s)) {
-        qemu_bh_schedule(s->test_dma_bh);
-    } else if (!timer_pending(s->test_dma_timer)) {
-        timer_mod(s->test_dma_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
-    }
-}
-
 /* Under the device lock: everything the freeze held back goes on. */
 static void niu_thaw(ArcticNiuState *s, const char *why)
 {
@@ -1115,7 +990,7 @@ static void niu_thaw(ArcticNiuState *s, const char *why)
     s->frozen = false;
     trace_arctic_niu_freeze(s->node_id, false, why);
     niu_link_pause(&s->link, false);
-    niu_test_dma_resume(s);
+    niu_test_dma_resume(&s->test_dma);
     niu_tx_kick(s);
 }
 
@@ -1203,7 +1078,7 @@ static void niu_vm_identity(ArcticNiuState *s)
 {
     s->vm_identity.node_id = s->node_id;
     s->vm_identity.lines = s->e2e.cfg.lines;
-    s->vm_identity.timed = niu_time_on(s);
+    s->vm_identity.timed = niu_time_on(&s->time);
 }
 
 static int niu_pre_save(void *opaque)
@@ -1230,15 +1105,11 @@ static int niu_pre_load(void *opaque)
 
     niu_freeze(s, "loading");
     s->restore_failed = true;   /* until niu_post_load() says otherwise */
-    s->loaded_fault = s->e2e.loaded_fault = NULL;
+    s->loaded_fault = s->e2e.loaded_fault = s->time.loaded_fault = NULL;
     niu_vm_identity(s);
     niu_raw_reset(s);
     niu_rx_reset(s);
-    s->test_dma_addr = 0;
-    s->test_dma_size = s->test_dma_seed = 0;
-    s->test_dma_cmd = s->test_dma_status = 0;
-    qemu_bh_cancel(s->test_dma_bh);
-    timer_del(s->test_dma_timer);
+    niu_test_dma_reset(&s->test_dma);
     return 0;
 }
 
@@ -1289,8 +1160,8 @@ static const char *niu_loaded_fault(ArcticNiuState *s)
  */
 static bool niu_restore(ArcticNiuState *s)
 {
-    const char *fault = s->e2e.loaded_fault ?: s->loaded_fault ?:
-                        niu_loaded_fault(s);
+    const char *fault = s->e2e.loaded_fault ?: s->time.loaded_fault ?:
+                        s->loaded_fault ?: niu_loaded_fault(s);
 
     if (fault) {
         trace_arctic_niu_restore_refused(s->node_id, fault);
@@ -1307,7 +1178,7 @@ static bool niu_restore(ArcticNiuState *s)
     }
     s->tx.line_wait = false;
     niu_status_restored(&s->status);
-    niu_time_restored(s);
+    niu_time_restored(&s->time);
     s->restore_failed = false;
     trace_arctic_niu_restored(s->node_id, niu_e2e_pending(&s->e2e),
                               s->link.up_count);
@@ -1364,7 +1235,7 @@ static void niu_migration_init(ArcticNiuState *s)
 {
     if (runstate_check(RUN_STATE_INMIGRATE)) {
         niu_freeze(s, "incoming migration");
-    } else if (runstate_check(RUN_STATE_PRELAUNCH) && !niu_time_on(s)) {
+    } else if (runstate_check(RUN_STATE_PRELAUNCH) && !niu_time_on(&s->time)) {
         niu_freeze(s, "starting");
         aio_bh_schedule_oneshot(qemu_get_aio_context(), niu_started_bh, s);
     }
@@ -1391,13 +1262,32 @@ static const VMStateDescription vmstate_arctic_endpoint = {
     },
 };
 
+/* Timed mode's clock and the deliveries waiting for it: when timed. */
+static bool niu_time_needed(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+
+    return niu_time_on(&s->time);
+}
+
+static const VMStateDescription vmstate_niu_time_sub = {
+    .name = "arctic-niu/time",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .needed = niu_time_needed,
+    .fields = (const VMStateField[]) {
+        /* A struct's fields go inline: the stream is as when flat. */
+        VMSTATE_STRUCT(time, ArcticNiuState, 1, vmstate_niu_time, NiuTime),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
 /* The test DMA engine: only when it was used since reset. */
 static bool niu_test_dma_needed(void *opaque)
 {
     ArcticNiuState *s = opaque;
 
-    return s->test_dma_addr || s->test_dma_size || s->test_dma_seed ||
-           s->test_dma_cmd || s->test_dma_status;
+    return niu_test_dma_used(&s->test_dma);
 }
 
 static const VMStateDescription vmstate_niu_test_dma = {
@@ -1406,12 +1296,9 @@ static const VMStateDescription vmstate_niu_test_dma = {
     .minimum_version_id = 1,
     .needed = niu_test_dma_needed,
     .fields = (const VMStateField[]) {
-        VMSTATE_UINT64(test_dma_addr, ArcticNiuState),
-        VMSTATE_UINT32(test_dma_size, ArcticNiuState),
-        VMSTATE_UINT32(test_dma_seed, ArcticNiuState),
-        VMSTATE_UINT32(test_dma_cmd, ArcticNiuState),
-        VMSTATE_UINT32(test_dma_status, ArcticNiuState),
-        VMSTATE_TIMER_PTR(test_dma_timer, ArcticNiuState),
+        /* A struct's fields go inline: the stream is as when flat. */
+        VMSTATE_STRUCT(test_dma, ArcticNiuState, 1,
+                       vmstate_niu_test_dma_regs, NiuTestDma),
         VMSTATE_END_OF_LIST()
     },
 };
@@ -1447,7 +1334,7 @@ static const VMStateDescription vmstate_arctic_niu = {
         VMSTATE_END_OF_LIST()
     },
     .subsections = (const VMStateDescription * const []) {
-        &vmstate_niu_time,
+        &vmstate_niu_time_sub,
         &vmstate_niu_raw,
         &vmstate_niu_rx_reports,
         &vmstate_niu_test_dma,
@@ -1541,24 +1428,24 @@ static void niu_on_link_error(NiuLink *link, enum arctic_error cause,
 static uint64_t niu_on_link_stamp(NiuLink *link, uint8_t prio,
                                   const uint8_t *wire, size_t size)
 {
-    return niu_time_stamp(link_owner(link), wire, size);
+    return niu_time_stamp(&link_owner(link)->time, wire, size);
 }
 
 static void niu_on_link_timed_packet(NiuLink *link, uint8_t prio, uint64_t at,
                                      const uint8_t *wire, size_t size)
 {
-    niu_time_packet(link_owner(link), prio, at, wire, size);
+    niu_time_packet(&link_owner(link)->time, prio, at, wire, size);
 }
 
 static void niu_on_link_time_start(NiuLink *link,
                                    const struct arctic_time_start *start)
 {
-    niu_time_on_start(link_owner(link), start);
+    niu_time_on_start(&link_owner(link)->time, start);
 }
 
 static void niu_on_link_time_grant(NiuLink *link, uint64_t until)
 {
-    niu_time_on_grant(link_owner(link), until);
+    niu_time_on_grant(&link_owner(link)->time, until);
 }
 
 static const NiuLinkOps arctic_niu_link_ops = {
@@ -1727,6 +1614,22 @@ static void niu_on_irq_raised(void *opaque)
     niu_tx_unpark(opaque);
 }
 
+/* Timed mode's reports go to the transmit side of the queue engine. */
+static void niu_on_time_resume(void *opaque)
+{
+    niu_tx_resume(opaque);
+}
+
+static void niu_on_time_started(void *opaque)
+{
+    niu_tx_kick(opaque);
+}
+
+static const NiuTimeOps arctic_niu_time_ops = {
+    .resume = niu_on_time_resume,
+    .started = niu_on_time_started,
+};
+
 static bool niu_link_setup(ArcticNiuState *s, Error **errp)
 {
     /*
@@ -1736,7 +1639,9 @@ static bool niu_link_setup(ArcticNiuState *s, Error **errp)
     niu_link_init(&s->link, &arctic_niu_link_ops, s, &s->lock, s->node_id,
                   s->link_cfg.rx_credits,
                   s->time.enabled ? 0 : s->link_cfg.ack_delay_ns);
-    if (!niu_link_secret(s, errp) || !niu_time_init(s, errp)) {
+    if (!niu_link_secret(s, errp) ||
+        !niu_time_init(&s->time, s->node_id, &s->lock, &s->link, &s->e2e,
+                       &s->status, &arctic_niu_time_ops, s, errp)) {
         return false;
     }
     if (s->link_cfg.socket && qemu_chr_fe_backend_connected(&s->chr)) {
@@ -1830,20 +1735,23 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
     pci_register_bar(pdev, ARCTIC_BAR_USER, PCI_BASE_ADDRESS_SPACE_MEMORY,
                      &s->user_bar);
 
-    s->test_dma_bh = qemu_bh_new_guarded(niu_test_dma_bh, s,
-                                         &DEVICE(s)->mem_reentrancy_guard);
-    s->test_dma_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, niu_test_dma_bh, s);
     niu_status_init(&s->status, pdev, &s->lock, &s->link, s->node_id,
-                    niu_time_on(s), s->time.irq_ns, niu_on_irq_raised, s);
+                    niu_time_on(&s->time), s->time.irq_ns, niu_on_irq_raised,
+                    s);
     niu_dma_init(&s->dma, pdev, &s->lock, s->node_id);
     niu_tx_init(s);
-    niu_e2e_init(&s->e2e, s->node_id, niu_time_on(s), &s->link, &s->lock,
+    niu_e2e_init(&s->e2e, s->node_id, niu_time_on(&s->time), &s->link, &s->lock,
                  &arctic_niu_e2e_ops);
     niu_full_reset(s);
     niu_migration_init(s);
     if (!niu_link_setup(s, errp)) {
         niu_exit(pdev);
+        return;
     }
+    /* After niu_time_init() (in niu_link_setup()): the PCI speed is known. */
+    niu_test_dma_init(&s->test_dma, &s->dma, &s->status, s->node_id,
+                      niu_time_on(&s->time), s->time.pci_ps_per_byte,
+                      niu_test_dma_bh, s, &DEVICE(s)->mem_reentrancy_guard);
 }
 
 static void niu_exit(PCIDevice *pdev)
@@ -1851,13 +1759,11 @@ static void niu_exit(PCIDevice *pdev)
     ArcticNiuState *s = ARCTIC_NIU(pdev);
 
     niu_link_cleanup(&s->link);
-    niu_time_cleanup(s);
+    niu_time_cleanup(&s->time);
     niu_tx_cleanup(s);
     niu_e2e_cleanup(&s->e2e);
     niu_dma_cleanup(&s->dma);
-    qemu_bh_delete(s->test_dma_bh);
-    timer_free(s->test_dma_timer);
-    s->test_dma_timer = NULL;
+    niu_test_dma_cleanup(&s->test_dma);
     niu_status_cleanup(&s->status);
     msix_uninit_exclusive_bar(pdev);
     precopy_remove_notifier(&s->precopy_notifier);

@@ -21,6 +21,9 @@
  *                 reads, writes, header loads and stores, the page map,
  *                 window translation; state ArcticNiuState.dma; calls
  *                 nothing in the device
+ *   niu-test-dma.c  the test DMA engine (niu-test-dma.h; niu_test_dma_*):
+ *                 the driver's self-test of DMA, its registers and work;
+ *                 state ArcticNiuState.test_dma; calls only DMA and status
  *   niu-status.c  interrupts, errors and counters (niu-status.h;
  *                 niu_irq_*, niu_error, niu_count): what every part
  *                 reports to the guest; its state ArcticNiuState.status;
@@ -32,7 +35,9 @@
  *                 the link, and it reports upward only through NiuE2EOps
  *   niu-time.c    timed mode (niu-time.h; niu_time_*): the cluster's
  *                 virtual time, the stamps of packets sent, the times
- *                 packets delivered are taken, the grants of the switch
+ *                 packets delivered are taken, the grants of the switch;
+ *                 state ArcticNiuState.time; calls the link, the
+ *                 protocol and status, reports through NiuTimeOps
  *   niu-link*.c   the link to arctic-switch (niu-link.h; niu_link_*): the
  *                 session (framing, handshake, credits) and its two
  *                 transports, a chardev or a socket served by a link
@@ -64,6 +69,7 @@
 #include "niu-e2e.h"
 #include "niu-link.h"
 #include "niu-status.h"
+#include "niu-test-dma.h"
 #include "niu-time.h"
 
 #define TYPE_ARCTIC_NIU "arctic-niu"
@@ -192,6 +198,8 @@ struct ArcticNiuState {
     NiuDma dma;
     /* Interrupts, errors and counters (niu-status.c) */
     NiuStatus status;
+    /* The driver's self-test of DMA (niu-test-dma.c) */
+    NiuTestDma test_dma;
 
     /* properties */
     CharBackend chr;
@@ -203,13 +211,6 @@ struct ArcticNiuState {
     bool rx_raw;                /* RxCtrl.RAW: OFF means dMPI receive */
     uint32_t vmask;
     uint32_t scratch;
-    uint64_t test_dma_addr;
-    uint32_t test_dma_size;
-    uint32_t test_dma_seed;
-    uint32_t test_dma_cmd;
-    uint32_t test_dma_status;
-    QEMUBH *test_dma_bh;
-    QEMUTimer *test_dma_timer;  /* timed mode: the same on the virtual clock */
     uint32_t route_table[2][ARCTIC_S];
     ArcticEndpoint ep[ARCTIC_ENDPOINTS];
 
@@ -286,24 +287,7 @@ bool niu_raw_rx_push(ArcticNiuState *s, uint8_t prio, const uint8_t *pkt,
                      size_t size);
 void niu_raw_tx_flush(ArcticNiuState *s);
 
-/* niu-time.c */
-bool niu_time_init(ArcticNiuState *s, Error **errp);
-void niu_time_cleanup(ArcticNiuState *s);
-void niu_time_restored(ArcticNiuState *s);
-bool niu_time_on(const ArcticNiuState *s);
-bool niu_time_running(const ArcticNiuState *s);
-uint64_t niu_time_now(ArcticNiuState *s);
-void niu_time_start(ArcticNiuState *s);
-uint32_t niu_time_status(ArcticNiuState *s);
-uint32_t niu_time_read_now(ArcticNiuState *s, bool high);
-uint64_t niu_time_stamp(ArcticNiuState *s, const uint8_t *wire, size_t size);
-void niu_time_packet(ArcticNiuState *s, uint8_t prio, uint64_t at,
-                     const uint8_t *wire, size_t size);
-void niu_time_on_start(ArcticNiuState *s, const struct arctic_time_start *st);
-void niu_time_on_grant(ArcticNiuState *s, uint64_t until);
-
 /* The optional parts of the migration stream (subsections) */
-extern const VMStateDescription vmstate_niu_time;    /* niu-time.c */
 extern const VMStateDescription vmstate_niu_raw;     /* niu-raw.c */
 extern const VMStateDescription vmstate_niu_rx_reports;  /* niu-rx.c */
 

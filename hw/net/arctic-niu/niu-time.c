@@ -17,7 +17,10 @@
 #include "migration/vmstate.h"
 #include "trace.h"
 
-#include "arctic-niu.h"
+#include "hw/registerfields.h"
+#include "arctic/niu-hw.h"
+
+#include "niu-time.h"
 
 enum {
     /* A wait for the switch looks at shutdown requests this often. */
@@ -27,23 +30,23 @@ enum {
 };
 
 /* timed=on (from realize on: the device's whole life is timed). */
-bool niu_time_on(const ArcticNiuState *s)
+bool niu_time_on(const NiuTime *t)
 {
-    return s->time.enabled;
+    return t->enabled;
 }
 
-bool niu_time_running(const ArcticNiuState *s)
+bool niu_time_running(const NiuTime *t)
 {
-    return s->time.state == NIU_TIME_RUNNING;
+    return t->state == NIU_TIME_RUNNING;
 }
 
 /* The cluster's time now: 0 until the clock started. */
-uint64_t niu_time_now(ArcticNiuState *s)
+uint64_t niu_time_now(NiuTime *t)
 {
-    if (s->time.state == NIU_TIME_STOPPED || s->time.state == NIU_TIME_OFF) {
+    if (t->state == NIU_TIME_STOPPED || t->state == NIU_TIME_OFF) {
         return 0;
     }
-    return qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - s->time.epoch;
+    return qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - t->epoch;
 }
 
 /* A cluster time on the virtual clock, for a timer. */
@@ -58,17 +61,15 @@ static int64_t time_local(NiuTime *t, uint64_t cluster)
  * node runs on with its own clock, sending no more (the link is down or
  * QEMU goes away).  Said once; TIME_STATUS.BROKEN tells the guest.
  */
-static void time_broken(ArcticNiuState *s, const char *why)
+static void time_broken(NiuTime *t, const char *why)
 {
-    NiuTime *t = &s->time;
-
     if (t->state == NIU_TIME_BROKEN) {
         return;
     }
-    trace_arctic_niu_time_broken(s->node_id, why);
+    trace_arctic_niu_time_broken(t->node_id, why);
     if (!qemu_shutdown_requested_get()) {
         warn_report("arctic-niu: node %u: the cluster's time is lost (%s); "
-                    "this node runs on alone", s->node_id, why);
+                    "this node runs on alone", t->node_id, why);
     }
     t->state = NIU_TIME_BROKEN;
     timer_del(t->grant_timer);
@@ -80,21 +81,21 @@ static void time_broken(ArcticNiuState *s, const char *why)
  * false if the cluster's time was lost instead.  The device lock is held
  * once by the caller; it is let go while the thread sleeps.
  */
-static bool time_wait(ArcticNiuState *s, bool (*done)(ArcticNiuState *s),
+static bool time_wait(NiuTime *t, bool (*done)(NiuTime *t),
                       const char *what)
 {
-    NiuLink *link = &s->link;
+    NiuLink *link = t->link;
     int64_t start = get_clock(), said = start;
 
-    while (!done(s)) {
+    while (!done(t)) {
         int64_t now;
 
         if (link->state != NIU_LINK_UP) {
-            time_broken(s, "the link to the switch went down");
+            time_broken(t, "the link to the switch went down");
             return false;
         }
         if (qemu_shutdown_requested_get()) {
-            time_broken(s, "QEMU is shutting down");
+            time_broken(t, "QEMU is shutting down");
             return false;
         }
         if (link->out_blocked) {
@@ -103,26 +104,25 @@ static bool time_wait(ArcticNiuState *s, bool (*done)(ArcticNiuState *s),
         if (niu_link_read_input(link)) {
             continue;
         }
-        qemu_rec_mutex_unlock(&s->lock);
+        qemu_rec_mutex_unlock(t->lock);
         niu_link_wait_input(link, NIU_TIME_WAIT_SLICE_MS * SCALE_MS);
-        qemu_rec_mutex_lock(&s->lock);
+        qemu_rec_mutex_lock(t->lock);
         now = get_clock();
         if (now - said >= NIU_TIME_WAIT_WARN_S * NANOSECONDS_PER_SECOND) {
             said = now;
             warn_report("arctic-niu: node %u: still waiting for %s "
-                        "(%d s)", s->node_id, what,
+                        "(%d s)", t->node_id, what,
                         (int)((now - start) / NANOSECONDS_PER_SECOND));
         }
     }
-    s->time.sync_wait_ns += get_clock() - start;
+    t->sync_wait_ns += get_clock() - start;
     return true;
 }
 
 /* --- delivery --------------------------------------------------------- */
 
-static void time_arm_delivery(ArcticNiuState *s)
+static void time_arm_delivery(NiuTime *t)
 {
-    NiuTime *t = &s->time;
     NiuTimedPacket *p = QTAILQ_FIRST(&t->inbox);
 
     if (p) {
@@ -135,29 +135,28 @@ static void time_arm_delivery(ArcticNiuState *s)
 /* The packets whose time has come go to the end-to-end protocol. */
 static void time_deliver_cb(void *opaque)
 {
-    ArcticNiuState *s = opaque;
-    QEMU_LOCK_GUARD(&s->lock);
-    NiuTime *t = &s->time;
-    uint64_t now = niu_time_now(s);
+    NiuTime *t = opaque;
+    QEMU_LOCK_GUARD(t->lock);
+    uint64_t now = niu_time_now(t);
     NiuTimedPacket *p;
     bool any = false;
 
     while ((p = QTAILQ_FIRST(&t->inbox)) && p->at <= now) {
         QTAILQ_REMOVE(&t->inbox, p, next);
         t->inbox_count--;
-        trace_arctic_niu_time_deliver(s->node_id, p->at, p->size);
-        if (niu_link_is_up(&s->link)) {
-            niu_e2e_packet(&s->e2e, p->wire, p->size);
+        trace_arctic_niu_time_deliver(t->node_id, p->at, p->size);
+        if (niu_link_is_up(t->link)) {
+            niu_e2e_packet(t->e2e, p->wire, p->size);
             any = true;
         }
         g_free(p);
     }
     if (any) {
         /* As after a batch of input: what acks freed goes on. */
-        niu_tx_resume(s);
-        niu_link_flush(&s->link);
+        t->ops->resume(t->opaque);
+        niu_link_flush(t->link);
     }
-    time_arm_delivery(s);
+    time_arm_delivery(t);
 }
 
 /*
@@ -165,18 +164,17 @@ static void time_deliver_cb(void *opaque)
  * before the time this NIU reached (the switch knows it from TIME_SYNC).
  * Kept in order of time, then of arrival.
  */
-void niu_time_packet(ArcticNiuState *s, uint8_t prio, uint64_t at,
+void niu_time_packet(NiuTime *t, uint8_t prio, uint64_t at,
                      const uint8_t *wire, size_t size)
 {
-    NiuTime *t = &s->time;
     NiuTimedPacket *p, *q, *after = NULL;
 
     if (t->state != NIU_TIME_RUNNING) {
         return;
     }
     /* At most a tick past: the clock passed the grant by that much. */
-    if (at + t->tick_ns <= niu_time_now(s)) {
-        niu_link_broken(&s->link, "TIMED_PACKET for a time already past",
+    if (at + t->tick_ns <= niu_time_now(t)) {
+        niu_link_broken(t->link, "TIMED_PACKET for a time already past",
                         (uint32_t)at);
         return;
     }
@@ -198,8 +196,8 @@ void niu_time_packet(ArcticNiuState *s, uint8_t prio, uint64_t at,
     }
     t->inbox_count++;
     t->packets_in++;
-    trace_arctic_niu_time_packet_in(s->node_id, at, size, t->inbox_count);
-    time_arm_delivery(s);
+    trace_arctic_niu_time_packet_in(t->node_id, at, size, t->inbox_count);
+    time_arm_delivery(t);
 }
 
 /* --- sending ---------------------------------------------------------- */
@@ -210,10 +208,9 @@ void niu_time_packet(ArcticNiuState *s, uint8_t prio, uint64_t at,
  * could be delivered here from stamp + return on (TIME_START): the clock
  * stops there, for the switch to hear of the packet first.
  */
-uint64_t niu_time_stamp(ArcticNiuState *s, const uint8_t *wire, size_t size)
+uint64_t niu_time_stamp(NiuTime *t, const uint8_t *wire, size_t size)
 {
-    NiuTime *t = &s->time;
-    uint64_t stamp = MAX(niu_time_now(s), t->tx_free) +
+    uint64_t stamp = MAX(niu_time_now(t), t->tx_free) +
                      arctic_time_niu_cost(t->tx_ns, t->pci_ps_per_byte,
                                           wire, size);
 
@@ -223,7 +220,7 @@ uint64_t niu_time_stamp(ArcticNiuState *s, const uint8_t *wire, size_t size)
         t->limit = stamp + t->return_ns;
         timer_mod(t->grant_timer, time_local(t, t->limit));
     }
-    trace_arctic_niu_time_stamp(s->node_id, stamp, size, t->limit);
+    trace_arctic_niu_time_stamp(t->node_id, stamp, size, t->limit);
     return stamp;
 }
 
@@ -235,7 +232,7 @@ uint64_t niu_time_stamp(ArcticNiuState *s, const uint8_t *wire, size_t size)
  * nothing pending, the next event on the virtual clock (a timer of the
  * guest's or of a device); never, if there is none.
  */
-static uint64_t time_promise(ArcticNiuState *s, uint64_t now)
+static uint64_t time_promise(uint64_t now)
 {
     CPUState *cpu;
     int64_t next;
@@ -252,9 +249,9 @@ static uint64_t time_promise(ArcticNiuState *s, uint64_t now)
     return next < 0 ? ARCTIC_TIME_NEVER : now + next;
 }
 
-static bool time_granted(ArcticNiuState *s)
+static bool time_granted(NiuTime *t)
 {
-    return s->time.state != NIU_TIME_RUNNING || !s->time.sync_sent;
+    return t->state != NIU_TIME_RUNNING || !t->sync_sent;
 }
 
 /*
@@ -263,43 +260,40 @@ static bool time_granted(ArcticNiuState *s)
  */
 static void time_grant_cb(void *opaque)
 {
-    ArcticNiuState *s = opaque;
-    QEMU_LOCK_GUARD(&s->lock);
-    NiuTime *t = &s->time;
+    NiuTime *t = opaque;
+    QEMU_LOCK_GUARD(t->lock);
     uint64_t now, promise;
 
     if (t->state != NIU_TIME_RUNNING) {
         return;
     }
-    now = niu_time_now(s);
+    now = niu_time_now(t);
     if (now < t->limit) {
         /* A timer moved later than the limit: not yet. */
         timer_mod(t->grant_timer, time_local(t, t->limit));
         return;
     }
-    promise = time_promise(s, now);
+    promise = time_promise(now);
     t->limit = now;
     t->syncs++;
     t->sync_sent = true;
-    trace_arctic_niu_time_sync(s->node_id, now, promise);
-    niu_link_time_sync(&s->link, now, promise);
-    if (!time_wait(s, time_granted, "the cluster's next grant")) {
+    trace_arctic_niu_time_sync(t->node_id, now, promise);
+    niu_link_time_sync(t->link, now, promise);
+    if (!time_wait(t, time_granted, "the cluster's next grant")) {
         return;
     }
     t->limit = t->granted;
-    trace_arctic_niu_time_grant(s->node_id, now, t->granted);
+    trace_arctic_niu_time_grant(t->node_id, now, t->granted);
     timer_mod(t->grant_timer, time_local(t, t->limit));
 }
 
-void niu_time_on_grant(ArcticNiuState *s, uint64_t until)
+void niu_time_on_grant(NiuTime *t, uint64_t until)
 {
-    NiuTime *t = &s->time;
-
     if (t->state != NIU_TIME_RUNNING) {
         return;
     }
     if (!t->sync_sent) {
-        niu_link_broken(&s->link, "TIME_GRANT without a TIME_SYNC", 0);
+        niu_link_broken(t->link, "TIME_GRANT without a TIME_SYNC", 0);
         return;
     }
     /*
@@ -308,7 +302,7 @@ void niu_time_on_grant(ArcticNiuState *s, uint64_t until)
      * sent can bring an answer before that old grant.
      */
     if (until <= t->limit) {
-        niu_link_broken(&s->link, "TIME_GRANT not beyond the time reached",
+        niu_link_broken(t->link, "TIME_GRANT not beyond the time reached",
                         (uint32_t)until);
         return;
     }
@@ -318,17 +312,15 @@ void niu_time_on_grant(ArcticNiuState *s, uint64_t until)
 
 /* --- the start ---------------------------------------------------------- */
 
-static bool time_started(ArcticNiuState *s)
+static bool time_started(NiuTime *t)
 {
-    return s->time.state != NIU_TIME_STOPPED;
+    return t->state != NIU_TIME_STOPPED;
 }
 
-void niu_time_on_start(ArcticNiuState *s, const struct arctic_time_start *st)
+void niu_time_on_start(NiuTime *t, const struct arctic_time_start *st)
 {
-    NiuTime *t = &s->time;
-
     if (t->state != NIU_TIME_STOPPED || !t->ready_sent) {
-        niu_link_broken(&s->link, "TIME_START nobody asked for", 0);
+        niu_link_broken(t->link, "TIME_START nobody asked for", 0);
         return;
     }
     t->epoch = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
@@ -337,7 +329,7 @@ void niu_time_on_start(ArcticNiuState *s, const struct arctic_time_start *st)
     t->return_ns = st->return_ns;
     t->tx_free = 0;
     t->state = NIU_TIME_RUNNING;
-    trace_arctic_niu_time_start(s->node_id, st->grant, st->lookahead_ns,
+    trace_arctic_niu_time_start(t->node_id, st->grant, st->lookahead_ns,
                                 st->return_ns);
     timer_mod(t->grant_timer, time_local(t, t->limit));
 }
@@ -346,9 +338,8 @@ void niu_time_on_start(ArcticNiuState *s, const struct arctic_time_start *st)
  * TIME_CTRL.START: this node is ready; the write returns once the whole
  * cluster is (the guest does not run meanwhile), with the clock at 0.
  */
-void niu_time_start(ArcticNiuState *s)
+void niu_time_start(NiuTime *t)
 {
-    NiuTime *t = &s->time;
     struct arctic_time_ready ready = {
         .tx_ns = t->tx_ns,
         .rx_ns = t->rx_ns,
@@ -357,46 +348,46 @@ void niu_time_start(ArcticNiuState *s)
     };
 
     if (t->state != NIU_TIME_STOPPED || t->ready_sent) {
-        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
+        niu_error(t->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
                   "TIME_CTRL.START %s", t->state == NIU_TIME_OFF
                   ? "on an NIU made without timed=on"
                   : "once the cluster's clock started");
         return;
     }
-    if (!niu_link_is_up(&s->link)) {
-        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
+    if (!niu_link_is_up(t->link)) {
+        niu_error(t->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
                   "TIME_CTRL.START with the link to the switch down");
         return;
     }
     t->ready_sent = true;
-    trace_arctic_niu_time_ready(s->node_id);
-    niu_link_time_ready(&s->link, &ready);
-    if (time_wait(s, time_started, "the other nodes to start the clock")) {
+    trace_arctic_niu_time_ready(t->node_id);
+    niu_link_time_ready(t->link, &ready);
+    if (time_wait(t, time_started, "the other nodes to start the clock")) {
         /* What the guest queued before the start goes now. */
-        niu_tx_kick(s);
+        t->ops->started(t->opaque);
     }
 }
 
-uint32_t niu_time_status(ArcticNiuState *s)
+uint32_t niu_time_status(NiuTime *t)
 {
-    uint32_t v = FIELD_DP32(0, NIU_TIME_STATUS, TIMED, niu_time_on(s));
+    uint32_t v = FIELD_DP32(0, NIU_TIME_STATUS, TIMED, niu_time_on(t));
 
     v = FIELD_DP32(v, NIU_TIME_STATUS, RUNNING,
-                   s->time.state == NIU_TIME_RUNNING);
+                   t->state == NIU_TIME_RUNNING);
     return FIELD_DP32(v, NIU_TIME_STATUS, BROKEN,
-                      s->time.state == NIU_TIME_BROKEN);
+                      t->state == NIU_TIME_BROKEN);
 }
 
 /* TIME_NOW_LO latches the high half for TIME_NOW_HI. */
-uint32_t niu_time_read_now(ArcticNiuState *s, bool high)
+uint32_t niu_time_read_now(NiuTime *t, bool high)
 {
     uint64_t now;
 
     if (high) {
-        return s->time.now_hi;
+        return t->now_hi;
     }
-    now = niu_time_now(s);
-    s->time.now_hi = now >> 32;
+    now = niu_time_now(t);
+    t->now_hi = now >> 32;
     return (uint32_t)now;
 }
 
@@ -407,11 +398,19 @@ uint32_t niu_time_read_now(ArcticNiuState *s, bool high)
  * fixed shift and no sleeping (or the qtest accelerator's clock), and a
  * link the device reads itself.
  */
-bool niu_time_init(ArcticNiuState *s, Error **errp)
+bool niu_time_init(NiuTime *t, uint16_t node_id, QemuRecMutex *lock,
+                   NiuLink *link, NiuE2E *e2e, NiuStatus *status,
+                   const NiuTimeOps *ops, void *opaque, Error **errp)
 {
-    NiuTime *t = &s->time;
     QemuOpts *icount;
 
+    t->node_id = node_id;
+    t->lock = lock;
+    t->link = link;
+    t->e2e = e2e;
+    t->status = status;
+    t->ops = ops;
+    t->opaque = opaque;
     QTAILQ_INIT(&t->inbox);
     if (!t->enabled) {
         t->state = NIU_TIME_OFF;
@@ -435,9 +434,9 @@ bool niu_time_init(ArcticNiuState *s, Error **errp)
     /* An instruction's time; the qtest clock steps by the nanosecond. */
     t->tick_ns = qtest_enabled() ? 1 : icount_to_ns(1);
     t->state = NIU_TIME_STOPPED;
-    t->grant_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, time_grant_cb, s);
-    t->deliver_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, time_deliver_cb, s);
-    niu_link_set_timed(&s->link);
+    t->grant_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, time_grant_cb, t);
+    t->deliver_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, time_deliver_cb, t);
+    niu_link_set_timed(t->link);
     return true;
 }
 
@@ -452,10 +451,8 @@ static void time_inbox_clear(NiuTime *t)
     t->inbox_count = 0;
 }
 
-void niu_time_cleanup(ArcticNiuState *s)
+void niu_time_cleanup(NiuTime *t)
 {
-    NiuTime *t = &s->time;
-
     time_inbox_clear(t);
     if (t->grant_timer) {
         timer_free(t->grant_timer);
@@ -479,15 +476,10 @@ static const VMStateDescription vmstate_niu_timed_packet = {
     },
 };
 
-static bool time_needed(void *opaque)
-{
-    return niu_time_on(opaque);
-}
-
 /* The pending deliveries come from the stream alone. */
 static int time_pre_load(void *opaque)
 {
-    NiuTime *t = &((ArcticNiuState *)opaque)->time;
+    NiuTime *t = opaque;
 
     timer_del(t->grant_timer);
     timer_del(t->deliver_timer);
@@ -516,12 +508,11 @@ static const char *time_loaded_fault(const NiuTime *t)
 /* Checked; niu_post_load() refuses the stream for a fault. */
 static int time_post_load(void *opaque, int version_id)
 {
-    ArcticNiuState *s = opaque;
-    NiuTime *t = &s->time;
+    NiuTime *t = opaque;
     NiuTimedPacket *p;
 
-    s->loaded_fault = s->loaded_fault ?: time_loaded_fault(t);
-    if (s->loaded_fault) {
+    t->loaded_fault = time_loaded_fault(t);
+    if (t->loaded_fault) {
         time_inbox_clear(t);    /* niu_post_load() refuses the stream */
         return 0;
     }
@@ -540,43 +531,45 @@ static int time_post_load(void *opaque, int version_id)
  * switch is the cluster's business.  A clock not started yet is taken up
  * by the next session's TIME_CTRL.START.
  */
-void niu_time_restored(ArcticNiuState *s)
+void niu_time_restored(NiuTime *t)
 {
-    NiuTime *t = &s->time;
-
-    if (!niu_time_on(s)) {
+    if (!niu_time_on(t)) {
         return;
     }
     if (t->state == NIU_TIME_RUNNING) {
-        time_broken(s, "the node was restored from saved state");
+        time_broken(t, "the node was restored from saved state");
     }
-    time_arm_delivery(s);
+    time_arm_delivery(t);
 }
 
+/*
+ * Loaded inside a subsection, then QEMU looks for subsections of its own
+ * in what follows: its name must not begin the name of a later
+ * subsection of the device's (qtest time/restore).
+ */
 const VMStateDescription vmstate_niu_time = {
-    .name = "arctic-niu/time",
+    .name = "arctic-niu/time-state",
     .version_id = 1,
     .minimum_version_id = 1,
-    .needed = time_needed,
     .pre_load = time_pre_load,
     .post_load = time_post_load,
     .fields = (const VMStateField[]) {
-        VMSTATE_SINGLE(time.state, ArcticNiuState, 1, vmstate_info_uint32,
+        VMSTATE_SINGLE(state, NiuTime, 1, vmstate_info_uint32,
                        NiuTimeState),
-        VMSTATE_BOOL(time.ready_sent, ArcticNiuState),
-        VMSTATE_BOOL(time.sync_sent, ArcticNiuState),
-        VMSTATE_INT64(time.epoch, ArcticNiuState),
-        VMSTATE_UINT64(time.granted, ArcticNiuState),
-        VMSTATE_UINT64(time.limit, ArcticNiuState),
-        VMSTATE_UINT64(time.lookahead_ns, ArcticNiuState),
-        VMSTATE_UINT64(time.return_ns, ArcticNiuState),
-        VMSTATE_UINT64(time.tx_free, ArcticNiuState),
-        VMSTATE_UINT32(time.now_hi, ArcticNiuState),
-        VMSTATE_QTAILQ_V(time.inbox, ArcticNiuState, 1,
+        VMSTATE_BOOL(ready_sent, NiuTime),
+        VMSTATE_BOOL(sync_sent, NiuTime),
+        VMSTATE_INT64(epoch, NiuTime),
+        VMSTATE_UINT64(granted, NiuTime),
+        VMSTATE_UINT64(limit, NiuTime),
+        VMSTATE_UINT64(lookahead_ns, NiuTime),
+        VMSTATE_UINT64(return_ns, NiuTime),
+        VMSTATE_UINT64(tx_free, NiuTime),
+        VMSTATE_UINT32(now_hi, NiuTime),
+        VMSTATE_QTAILQ_V(inbox, NiuTime, 1,
                          vmstate_niu_timed_packet, NiuTimedPacket, next),
-        VMSTATE_UINT64(time.syncs, ArcticNiuState),
-        VMSTATE_UINT64(time.packets_out, ArcticNiuState),
-        VMSTATE_UINT64(time.packets_in, ArcticNiuState),
+        VMSTATE_UINT64(syncs, NiuTime),
+        VMSTATE_UINT64(packets_out, NiuTime),
+        VMSTATE_UINT64(packets_in, NiuTime),
         VMSTATE_END_OF_LIST()
     },
 };

@@ -33,6 +33,10 @@
 #include "arctic/link.h"
 #include "arctic/timing.h"
 
+#include "niu-e2e.h"
+#include "niu-link.h"
+#include "niu-status.h"
+
 typedef enum NiuTimeState {
     NIU_TIME_OFF,           /* timed=off: the host's time */
     NIU_TIME_STOPPED,       /* timed, the cluster's clock not started */
@@ -49,7 +53,27 @@ typedef struct NiuTimedPacket {
     QTAILQ_ENTRY(NiuTimedPacket) next;
 } NiuTimedPacket;
 
+/*
+ * What timed mode tells its owner, who hands it on to the transmit side
+ * of the queue engine.
+ */
+typedef struct NiuTimeOps {
+    /* Deliveries went to the protocol: what their acks freed goes on. */
+    void (*resume)(void *opaque);
+    /* The cluster's clock started: what the guest queued before goes. */
+    void (*started)(void *opaque);
+} NiuTimeOps;
+
 typedef struct NiuTime {
+    /* what it works with, given at niu_time_init() */
+    uint16_t node_id;           /* for the log and the trace events */
+    QemuRecMutex *lock;         /* the device lock, let go while it waits */
+    NiuLink *link;              /* the timed link to the switch */
+    NiuE2E *e2e;                /* takes the packets whose time came */
+    NiuStatus *status;          /* errors of TIME_CTRL */
+    const NiuTimeOps *ops;
+    void *opaque;
+
     /* properties (docs/timed-mode.md, arctic/timing.h) */
     bool enabled;               /* timed= */
     uint32_t tx_ns;             /* time-tx-ns */
@@ -79,6 +103,27 @@ typedef struct NiuTime {
     uint64_t syncs;
     uint64_t sync_wait_ns;      /* host ns spent waiting for grants */
     uint64_t packets_out, packets_in;
+    const char *loaded_fault;   /* its check of what was loaded */
 } NiuTime;
+
+bool niu_time_init(NiuTime *t, uint16_t node_id, QemuRecMutex *lock,
+                   NiuLink *link, NiuE2E *e2e, NiuStatus *status,
+                   const NiuTimeOps *ops, void *opaque, Error **errp);
+void niu_time_cleanup(NiuTime *t);
+void niu_time_restored(NiuTime *t);
+bool niu_time_on(const NiuTime *t);
+bool niu_time_running(const NiuTime *t);
+uint64_t niu_time_now(NiuTime *t);
+void niu_time_start(NiuTime *t);
+uint32_t niu_time_status(NiuTime *t);
+uint32_t niu_time_read_now(NiuTime *t, bool high);
+uint64_t niu_time_stamp(NiuTime *t, const uint8_t *wire, size_t size);
+void niu_time_packet(NiuTime *t, uint8_t prio, uint64_t at,
+                     const uint8_t *wire, size_t size);
+void niu_time_on_start(NiuTime *t, const struct arctic_time_start *st);
+void niu_time_on_grant(NiuTime *t, uint64_t until);
+
+/* Its state, the body of the subsection arctic-niu/time (arctic-niu.c) */
+extern const VMStateDescription vmstate_niu_time;
 
 #endif /* HW_NET_ARCTIC_NIU_TIME_H */
