@@ -96,6 +96,46 @@ static bool nonnegative(const char *name, int value, GError **errp)
  * The command line into @o: 0, or the exit status (2) once the error is
  * said.
  */
+/*
+ * What GLib's parser cannot check: no arguments left, a socket to listen
+ * on, no negative numbers, a handshake timeout of 1 ms at least.  0, or
+ * 2 (the usage's status) after saying why.
+ */
+static int options_check(Options *o, int argc, char **argv)
+{
+    g_autoptr(GError) err = NULL;
+
+    if (argc > 1) {
+        g_printerr("arctic-switch: unexpected argument \"%s\"\nTry --help.\n",
+                   argv[1]);
+        return 2;
+    }
+    if (!o->socket_path && !o->tcp_address) {
+        g_printerr("arctic-switch: give --socket PATH and/or --tcp "
+                   "HOST:PORT\nTry --help.\n");
+        return 2;
+    }
+    if (!nonnegative("--ports", o->ports, &err) ||
+        !nonnegative("--levels", o->levels, &err) ||
+        !nonnegative("--credits", o->credits, &err) ||
+        !nonnegative("--buffers", o->buffers, &err) ||
+        !nonnegative("--hop-latency-ns", o->hop_latency_ns, &err) ||
+        !nonnegative("--time-hop-ns", o->time_hop_ns, &err) ||
+        !nonnegative("--time-wire-ns", o->time_wire_ns, &err) ||
+        !nonnegative("--time-buffers", o->time_buffers, &err) ||
+        !nonnegative("--handshake-timeout", o->handshake_timeout_ms, &err) ||
+        !nonnegative("--credit-delay-us", o->credit_delay_us, &err)) {
+        g_printerr("arctic-switch: %s\n", err->message);
+        return 2;
+    }
+    if (o->handshake_timeout_ms == 0) {
+        g_printerr("arctic-switch: --handshake-timeout 0: a connection "
+                   "needs at least 1 ms to say HELLO\n");
+        return 2;
+    }
+    return 0;
+}
+
 static int options_parse(Options *o, int *argc, char ***argv)
 {
     GOptionEntry entries[] = {
@@ -201,35 +241,7 @@ static int options_parse(Options *o, int *argc, char ***argv)
         g_printerr("arctic-switch: %s\nTry --help.\n", err->message);
         return 2;
     }
-    if (*argc > 1) {
-        g_printerr("arctic-switch: unexpected argument \"%s\"\nTry --help.\n",
-                   (*argv)[1]);
-        return 2;
-    }
-    if (!o->socket_path && !o->tcp_address) {
-        g_printerr("arctic-switch: give --socket PATH and/or --tcp "
-                   "HOST:PORT\nTry --help.\n");
-        return 2;
-    }
-    if (!nonnegative("--ports", o->ports, &err) ||
-        !nonnegative("--levels", o->levels, &err) ||
-        !nonnegative("--credits", o->credits, &err) ||
-        !nonnegative("--buffers", o->buffers, &err) ||
-        !nonnegative("--hop-latency-ns", o->hop_latency_ns, &err) ||
-        !nonnegative("--time-hop-ns", o->time_hop_ns, &err) ||
-        !nonnegative("--time-wire-ns", o->time_wire_ns, &err) ||
-        !nonnegative("--time-buffers", o->time_buffers, &err) ||
-        !nonnegative("--handshake-timeout", o->handshake_timeout_ms, &err) ||
-        !nonnegative("--credit-delay-us", o->credit_delay_us, &err)) {
-        g_printerr("arctic-switch: %s\n", err->message);
-        return 2;
-    }
-    if (o->handshake_timeout_ms == 0) {
-        g_printerr("arctic-switch: --handshake-timeout 0: a connection "
-                   "needs at least 1 ms to say HELLO\n");
-        return 2;
-    }
-    return 0;
+    return options_check(o, *argc, *argv);
 }
 
 /* The switch's configuration from the options (@secret: the key's bytes). */

@@ -1075,6 +1075,123 @@ static void handle_hello(ArcticSwitch *sw, struct sw_conn *conn,
 }
 
 /*
+ * Whether @hello's node may take its port: refused (the owner's rule, or
+ * a live connection holds it) with a REJECT, and true; or false, with any
+ * dead connection on the port closed.
+ */
+static bool hello_refused(ArcticSwitch *sw, struct sw_conn *conn,
+                          const struct arctic_hello *hello)
+{
+    struct sw_link *link = &sw->port[hello->node_id].link;
+    const char *refused;
+
+    refused = sw->port_ops->refuses ? sw->port_ops->refuses(sw, hello->node_id)
+                                    : NULL;
+    if (refused) {
+        reject(sw, conn, ARCTIC_REJECT_TIMING, ARCTIC_DISCONNECT_REJECTED,
+               "node %u: %s", hello->node_id, refused);
+        return true;
+    }
+    if (link->conn && conn_still_alive(link->conn)) {
+        reject(sw, conn, ARCTIC_REJECT_NODE_BUSY, ARCTIC_DISCONNECT_REJECTED,
+               "node %u is held by a live connection", hello->node_id);
+        return true;
+    }
+    if (link->conn) {
+        sw_conn_close(sw, link->conn, ARCTIC_DISCONNECT_PEER_CLOSED);
+    }
+    return false;
+}
+
+/* @conn takes its port's link: live, its credits set, and @welcome's. */
+static void link_take(ArcticSwitch *sw, struct sw_conn *conn,
+                      const struct arctic_hello *hello,
+                      struct arctic_welcome *welcome)
+{
+    struct sw_port *port = &sw->port[hello->node_id];
+    struct sw_link *link = &port->link;
+    unsigned prio;
+
+    sw->pending_conns--;
+    conn->port = hello->node_id;
+    conn->hello_minor = hello->version_minor;
+    conn->state = SW_CONN_LIVE;
+    link->conn = conn;
+    port->stats.connects++;
+    for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
+        link->egress_credits[prio] = hello->credits[prio];
+        /*
+         * Packets of an earlier connection may still hold buffers: their
+         * credits come back by CREDIT frames as they drain.
+         */
+        link->ingress_credits[prio] = sw->config.credits -
+                                      link->ingress_held[prio];
+        link->credit_return_pending[prio] = 0;
+        /* A timed link has no credits (arctic/link.h). */
+        welcome->credits[prio] = sw->config.timed ? 0
+                                                  : link->ingress_credits[prio];
+    }
+    link->credit_due_ns = 0;
+    link->last_frame_ns = sw->now_ns;     /* its HELLO */
+    link->last_credit_ns = 0;
+    welcome->magic = ARCTIC_LINK_MAGIC;
+    welcome->version_major = ARCTIC_LINK_VERSION_MAJOR;
+    welcome->version_minor = ARCTIC_LINK_VERSION_MINOR;
+    welcome->node_id = hello->node_id;
+    welcome->num_nodes = sw->ports;
+    welcome->levels = sw->levels;
+}
+
+/* The WELCOME into @conn's output, its flags saying what the link has. */
+static void welcome_queue(struct sw_conn *conn,
+                          const struct arctic_welcome *welcome, bool rings,
+                          bool cpu_wake, bool timed)
+{
+    uint8_t *frame = conn_output_reserve(conn, ARCTIC_LINK_HEADER_SIZE +
+                                               ARCTIC_WELCOME_SIZE);
+    uint16_t flags = (rings ? R_ARCTIC_WELCOME_FLAGS_RINGS_MASK : 0) |
+                     (cpu_wake ? R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK : 0) |
+                     (timed ? R_ARCTIC_WELCOME_FLAGS_TIMED_MASK : 0) |
+                     (conn->direct ? R_ARCTIC_WELCOME_FLAGS_DIRECT_MASK : 0);
+
+    arctic_frame_header_encode_flags(frame, ARCTIC_FRAME_WELCOME, flags,
+                                     ARCTIC_WELCOME_SIZE);
+    arctic_welcome_encode(frame + ARCTIC_LINK_HEADER_SIZE, welcome);
+}
+
+/*
+ * The WELCOME goes on the socket now, every later frame in @rings; the
+ * NIU reads the rings only once it has the WELCOME.  False if the socket
+ * failed (then @conn is closed and @rings freed).
+ */
+static bool rings_start(ArcticSwitch *sw, struct sw_conn *conn,
+                        struct sw_rings *rings, bool cpu_wake)
+{
+    struct arctic_ring_area *area = rings->area;
+    unsigned i;
+
+    if (!conn_send(sw, conn) || conn->output_end) {
+        rings_free(sw, rings);
+        sw_conn_close(sw, conn, ARCTIC_DISCONNECT_IO_ERROR);
+        return false;
+    }
+    conn->rings = rings;
+    if (cpu_wake) {
+        /* Whatever the counters hold now is no kick. */
+        for (i = 0; i < ARCTIC_CPU_WAKE_MAX; i++) {
+            rings->cpu_seen[i] = __atomic_load_n(&area->kicks.cpu[i],
+                                                 __ATOMIC_ACQUIRE);
+        }
+        rings->cpu_wake = true;
+        sw->cpu_wake_links++;
+    }
+    rings_watch(sw, rings, true);
+    /* The periodic look at every ring (sw_port_timer()). */
+    sw_arm_timer(sw, sw->now_ns + ARCTIC_RING_LOOK_MS * 1000000ull);
+    return true;
+}
+
+/*
  * A HELLO, checked and (with a secret) authenticated: the NIU gets its
  * port and a WELCOME, with the rings it offered if they will do.
  */
@@ -1085,60 +1202,12 @@ static void accept_hello(ArcticSwitch *sw, struct sw_conn *conn,
     struct arctic_welcome welcome = { 0 };
     struct sw_rings *rings;
     bool cpu_wake;
-    unsigned i;
-    struct sw_port *port;
-    struct sw_link *link;
-    const char *refused;
-    uint8_t *frame;
-    unsigned prio;
 
     arctic_hello_decode(body, &hello);
-    port = &sw->port[hello.node_id];
-    link = &port->link;
-    refused = sw->port_ops->refuses ? sw->port_ops->refuses(sw, hello.node_id)
-                                    : NULL;
-    if (refused) {
-        reject(sw, conn, ARCTIC_REJECT_TIMING, ARCTIC_DISCONNECT_REJECTED,
-               "node %u: %s", hello.node_id, refused);
+    if (hello_refused(sw, conn, &hello)) {
         return;
     }
-    if (link->conn && conn_still_alive(link->conn)) {
-        reject(sw, conn, ARCTIC_REJECT_NODE_BUSY, ARCTIC_DISCONNECT_REJECTED,
-               "node %u is held by a live connection", hello.node_id);
-        return;
-    }
-    if (link->conn) {
-        sw_conn_close(sw, link->conn, ARCTIC_DISCONNECT_PEER_CLOSED);
-    }
-
-    sw->pending_conns--;
-    conn->port = hello.node_id;
-    conn->hello_minor = hello.version_minor;
-    conn->state = SW_CONN_LIVE;
-    link->conn = conn;
-    port->stats.connects++;
-    for (prio = 0; prio < ARCTIC_NUM_PRIORITIES; prio++) {
-        link->egress_credits[prio] = hello.credits[prio];
-        /*
-         * Packets of an earlier connection may still hold buffers: their
-         * credits come back by CREDIT frames as they drain.
-         */
-        link->ingress_credits[prio] = sw->config.credits -
-                                      link->ingress_held[prio];
-        link->credit_return_pending[prio] = 0;
-        /* A timed link has no credits (arctic/link.h). */
-        welcome.credits[prio] = sw->config.timed ? 0
-                                                 : link->ingress_credits[prio];
-    }
-    link->credit_due_ns = 0;
-    link->last_frame_ns = sw->now_ns;     /* its HELLO */
-    link->last_credit_ns = 0;
-    welcome.magic = ARCTIC_LINK_MAGIC;
-    welcome.version_major = ARCTIC_LINK_VERSION_MAJOR;
-    welcome.version_minor = ARCTIC_LINK_VERSION_MINOR;
-    welcome.node_id = hello.node_id;
-    welcome.num_nodes = sw->ports;
-    welcome.levels = sw->levels;
+    link_take(sw, conn, &hello, &welcome);
     rings = welcome_rings(sw, conn);
     /*
      * An NIU on the rings kicks its CPU's thread through its area, as
@@ -1151,45 +1220,9 @@ static void accept_hello(ArcticSwitch *sw, struct sw_conn *conn,
                    hello.version_minor >= 5 &&
                    ARCTIC_FIELD_GET(ARCTIC_HELLO_FLAGS, DIRECT,
                                     conn->hello_flags);
-    frame = conn_output_reserve(conn, ARCTIC_LINK_HEADER_SIZE +
-                                         ARCTIC_WELCOME_SIZE);
-    arctic_frame_header_encode_flags(frame, ARCTIC_FRAME_WELCOME,
-                                     (rings ? R_ARCTIC_WELCOME_FLAGS_RINGS_MASK
-                                            : 0) |
-                                     (cpu_wake ?
-                                      R_ARCTIC_WELCOME_FLAGS_CPU_WAKE_MASK
-                                      : 0) |
-                                     (sw->config.timed ?
-                                      R_ARCTIC_WELCOME_FLAGS_TIMED_MASK : 0) |
-                                     (conn->direct ?
-                                      R_ARCTIC_WELCOME_FLAGS_DIRECT_MASK : 0),
-                                     ARCTIC_WELCOME_SIZE);
-    arctic_welcome_encode(frame + ARCTIC_LINK_HEADER_SIZE, &welcome);
-    if (rings) {
-        /*
-         * The WELCOME goes on the socket now, every later frame in the
-         * rings; the NIU reads the rings only once it has the WELCOME.
-         */
-        struct arctic_ring_area *area = rings->area;
-
-        if (!conn_send(sw, conn) || conn->output_end) {
-            rings_free(sw, rings);
-            sw_conn_close(sw, conn, ARCTIC_DISCONNECT_IO_ERROR);
-            return;
-        }
-        conn->rings = rings;
-        if (cpu_wake) {
-            /* Whatever the counters hold now is no kick. */
-            for (i = 0; i < ARCTIC_CPU_WAKE_MAX; i++) {
-                rings->cpu_seen[i] = __atomic_load_n(&area->kicks.cpu[i],
-                                                     __ATOMIC_ACQUIRE);
-            }
-            rings->cpu_wake = true;
-            sw->cpu_wake_links++;
-        }
-        rings_watch(sw, rings, true);
-        /* The periodic look at every ring (sw_port_timer()). */
-        sw_arm_timer(sw, sw->now_ns + ARCTIC_RING_LOOK_MS * 1000000ull);
+    welcome_queue(conn, &welcome, rings, cpu_wake, sw->config.timed);
+    if (rings && !rings_start(sw, conn, rings, cpu_wake)) {
+        return;
     }
     conn_queue_flush(sw, conn);
     sw->port_ops->ready(sw, conn->port);

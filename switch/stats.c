@@ -135,15 +135,18 @@ const char *sw_priority_name(unsigned priority)
     return priority < ARCTIC_NUM_PRIORITIES ? names[priority] : "unknown";
 }
 
-void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
-{
-    uint64_t drops_by_reason[ARCTIC_DROP_REASONS] = { 0 };
-    uint64_t duplicated = 0, corrupted = 0, delayed = 0;
-    unsigned i, prio, r, b;
-    bool any_drop = false;
+/* What the port table adds up for the lines below it. */
+struct stats_totals {
+    uint64_t drops_by_reason[ARCTIC_DROP_REASONS];
+    uint64_t duplicated, corrupted, delayed;
+};
 
-    fprintf(out, "arctic-switch: %u ports, %u levels, %u routers, up %.3f s\n",
-            st->ports, st->levels, st->routers, st->uptime_ns / 1e9);
+/* One line per port and priority that carried anything. */
+static void print_port_table(const ArcticSwitchStats *st, FILE *out,
+                             struct stats_totals *t)
+{
+    unsigned i, prio, r;
+
     fprintf(out, "%4s %4s %12s %14s %12s %14s %10s %10s %10s\n", "port",
             "prio", "rx_packets", "rx_bytes", "tx_packets", "tx_bytes",
             "tx_stalls", "net_stalls", "drops");
@@ -164,27 +167,36 @@ void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
                     q->tx_packets, q->tx_bytes, q->tx_credit_stalls,
                     q->network_stalls, total_drops(q));
             for (r = 0; r < ARCTIC_DROP_REASONS; r++) {
-                drops_by_reason[r] += q->drops[r];
+                t->drops_by_reason[r] += q->drops[r];
             }
-            duplicated += q->duplicated;
-            corrupted += q->corrupted;
-            delayed += q->delayed;
+            t->duplicated += q->duplicated;
+            t->corrupted += q->corrupted;
+            t->delayed += q->delayed;
         }
     }
+}
+
+/* Drops by reason, what fault injection did, and latency by priority. */
+static void print_drops_and_latency(const ArcticSwitchStats *st, FILE *out,
+                                    const struct stats_totals *t)
+{
+    bool any_drop = false;
+    unsigned r, prio, b;
+
     fprintf(out, "drops:");
     for (r = 0; r < ARCTIC_DROP_REASONS; r++) {
-        if (drops_by_reason[r]) {
+        if (t->drops_by_reason[r]) {
             fprintf(out, " %s=%" G_GUINT64_FORMAT,
-                    arctic_drop_reason_name(r), drops_by_reason[r]);
+                    arctic_drop_reason_name(r), t->drops_by_reason[r]);
             any_drop = true;
         }
     }
     fprintf(out, "%s\n", any_drop ? "" : " none");
-    if (duplicated || corrupted || delayed) {
+    if (t->duplicated || t->corrupted || t->delayed) {
         /* What fault injection did besides dropping (--fault). */
         fprintf(out, "faults: duplicated=%" G_GUINT64_FORMAT " corrupted=%"
                 G_GUINT64_FORMAT " delayed=%" G_GUINT64_FORMAT "\n",
-                duplicated, corrupted, delayed);
+                t->duplicated, t->corrupted, t->delayed);
     }
     for (prio = ARCTIC_NUM_PRIORITIES; prio-- > 0;) {
         fprintf(out, "latency %s:", sw_priority_name(prio));
@@ -196,13 +208,18 @@ void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
         }
         fputc('\n', out);
     }
+}
+
+/* The switch's own resources: router packets, wake-ups, refusals. */
+static void print_resources(const ArcticSwitchStats *st, FILE *out)
+{
+    unsigned c;
+
     fprintf(out, "router stalls %" G_GUINT64_FORMAT ", packets in use %"
             G_GUINT64_FORMAT " (max %" G_GUINT64_FORMAT ", bound %"
             G_GUINT64_FORMAT ")\n", st->router_stalls, st->packets_in_use,
             st->packets_in_use_max, st->packet_bound);
     if (st->cpu_wakers) {
-        unsigned c;
-
         fprintf(out, "per-CPU wake-ups");
         for (c = 0; c < st->cpu_wakers; c++) {
             fprintf(out, " cpu%u=%" G_GUINT64_FORMAT, c, st->cpu_wakeups[c]);
@@ -214,22 +231,34 @@ void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
         fprintf(out, "joins refused for a wrong secret %" G_GUINT64_FORMAT
                 "\n", st->auth_failures);
     }
-    if (st->timed) {
-        fprintf(out, "timed: clock %s, lookahead %" G_GUINT64_FORMAT " ns; %"
-                G_GUINT64_FORMAT " syncs, %" G_GUINT64_FORMAT " grants, %"
-                G_GUINT64_FORMAT " packets routed, %" G_GUINT64_FORMAT
-                " deliveries\n", st->time_started ? "started" : "not started",
-                st->time_lookahead_ns, st->time_syncs, st->time_grants,
-                st->time_packets, st->time_deliveries);
-        for (i = 0; i < st->ports; i++) {
-            const struct arctic_port_stats *p = &st->port[i];
+}
 
-            fprintf(out, "timed: port %u reached %" G_GUINT64_FORMAT
-                    " ns in %" G_GUINT64_FORMAT " syncs%s\n", i,
-                    p->time_reached, p->time_syncs,
-                    p->time_waiting ? ", waits for a grant" : "");
-        }
+/* Timed mode's account: the clock, and how far each port got. */
+static void print_timed(const ArcticSwitchStats *st, FILE *out)
+{
+    unsigned i;
+
+    fprintf(out, "timed: clock %s, lookahead %" G_GUINT64_FORMAT " ns; %"
+            G_GUINT64_FORMAT " syncs, %" G_GUINT64_FORMAT " grants, %"
+            G_GUINT64_FORMAT " packets routed, %" G_GUINT64_FORMAT
+            " deliveries\n", st->time_started ? "started" : "not started",
+            st->time_lookahead_ns, st->time_syncs, st->time_grants,
+            st->time_packets, st->time_deliveries);
+    for (i = 0; i < st->ports; i++) {
+        const struct arctic_port_stats *p = &st->port[i];
+
+        fprintf(out, "timed: port %u reached %" G_GUINT64_FORMAT
+                " ns in %" G_GUINT64_FORMAT " syncs%s\n", i,
+                p->time_reached, p->time_syncs,
+                p->time_waiting ? ", waits for a grant" : "");
     }
+}
+
+/* Per port, what only some ports have: direct rings, kick floods. */
+static void print_port_notes(const ArcticSwitchStats *st, FILE *out)
+{
+    unsigned i;
+
     for (i = 0; i < st->ports; i++) {
         const struct arctic_port_stats *p = &st->port[i];
         uint64_t sent = p->prio[ARCTIC_PRIORITY_LOW].direct_packets +
@@ -254,6 +283,22 @@ void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
                     st->port[i].kick_floods);
         }
     }
+}
+
+void arctic_switch_stats_print(const ArcticSwitchStats *st, FILE *out)
+{
+    struct stats_totals totals = { { 0 } };
+    unsigned prio;
+
+    fprintf(out, "arctic-switch: %u ports, %u levels, %u routers, up %.3f s\n",
+            st->ports, st->levels, st->routers, st->uptime_ns / 1e9);
+    print_port_table(st, out, &totals);
+    print_drops_and_latency(st, out, &totals);
+    print_resources(st, out);
+    if (st->timed) {
+        print_timed(st, out);
+    }
+    print_port_notes(st, out);
     for (prio = ARCTIC_NUM_PRIORITIES; prio-- > 0;) {
         const struct arctic_oldest_packet *o = &st->oldest[prio];
 
