@@ -654,6 +654,17 @@ void wait_counter(Niu *n, enum arctic_counter c, uint32_t want)
     g_assert_cmpint(counter(n, c), ==, want);
 }
 
+/*
+ * Until the link, up before, has gone down: LINK_DOWNS past @before.  Not
+ * LINK_STATUS.CONNECTED, which is 0 only until the device reconnects
+ * (link-reconnect-ms, 50 ms here): a test that polls it on a loaded host
+ * can miss that window and wait in vain.
+ */
+void wait_link_dropped(Niu *n, uint32_t before)
+{
+    wait_counter(n, ARCTIC_CNT_LINK_DOWNS, before + 1);
+}
+
 /* An ack or nack from peer @src for the NIU's stream to it. */
 void peer_control(Niu *n, unsigned src, uint8_t kind, uint8_t prio,
                   uint32_t epoch, uint32_t seq, uint8_t reason)

@@ -105,7 +105,7 @@ static void test_link_down_up_loses_nothing(void)
         guest_send(n, ARCTIC_TXQ_HI, 2, 1, i, 0, &v[i], 1);
     }
     doorbell(n);
-    wait_link_status(n, R_NIU_LINK_STATUS_CONNECTED_MASK, false);
+    wait_link_dropped(n, 0);
     g_assert_cmpint(FIELD_EX32(reg_r(n, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
                                UP), ==, 0);
     /*
@@ -152,7 +152,7 @@ static void test_link_send_order_kept(void)
     link_expect_silence(n);             /* no credit: all 28 wait */
     for (i = 0; i < CYCLES; i++) {
         link_close(n);
-        wait_link_status(n, R_NIU_LINK_STATUS_CONNECTED_MASK, false);
+        wait_link_dropped(n, i);
         link_handshake(n, 0, 0);
     }
     link_send_credit(n, 64, 0);
@@ -296,7 +296,7 @@ static void rings_broken(uint32_t head_skew)
     } else {
         g_assert_cmpint(send(n->fd, "x", 1, MSG_NOSIGNAL), ==, 1);
     }
-    wait_link_status(n, R_NIU_LINK_STATUS_CONNECTED_MASK, false);
+    wait_link_dropped(n, 0);
     link_close(n);
     expect_errors(n, 1u << ARCTIC_ERR_LINK_PROTOCOL);
     link_handshake(n, 8, 8);
