@@ -486,7 +486,7 @@ static void fft(struct run *run)
 	free(x_all);
 }
 
-/* --- Gaussian elimination: order m, rows dealt round-robin ------------ */
+/* --- Gaussian elimination: order m, Gauss-Jordan on row blocks -------- */
 
 /* Row i of [A | b], diagonally dominant so no pivoting is needed. */
 static void gauss_row(unsigned int m, unsigned int i, double *row)
@@ -498,77 +498,115 @@ static void gauss_row(unsigned int m, unsigned int i, double *row)
 	row[i] += m;
 }
 
-/* Subtract the multiple of @pivot_row that zeroes column @k of @row. */
-static void eliminate(double *row, const double *pivot_row, unsigned int k,
-		      unsigned int m)
+/*
+ * Phase @k's pivot row: scale columns k..m of @row by the reciprocal of its
+ * column k (one division, then multiplications, as seed 001 §6.2.2 does on
+ * the 88100) and copy them to @pivot (indexed by column) for the others.
+ */
+static void make_pivot(double *row, double *pivot, unsigned int k,
+		       unsigned int m)
 {
-	double factor = row[k] / pivot_row[k];
+	double r = 1.0 / row[k];
 	unsigned int j;
 
 	for (j = k; j <= m; j++)
-		row[j] -= factor * pivot_row[j];
+		pivot[j] = row[j] *= r;
 }
 
+/* Subtract the multiple of the (scaled) @pivot row that zeroes column @k. */
+static void eliminate(double *row, const double *pivot, unsigned int k,
+		      unsigned int m)
+{
+	double factor = row[k];
+	unsigned int j;
+
+	for (j = k; j <= m; j++)
+		row[j] -= factor * pivot[j];
+}
+
+/*
+ * Seed 001 §6.2.2's Gauss: each node holds a block of m / p rows; phase k
+ * scales row k (the pivot row), broadcasts its columns k..m down a tree
+ * (one value fewer each phase) and zeroes column k of every other row,
+ * above as below, so that after m phases x is the right-hand side and no
+ * back-substitution (nor its m broadcasts of one value) is needed.  Every
+ * row takes part in every phase, so the blocks stay balanced.  The owner
+ * of row k + 1 eliminates that row first, scales it and sends it before
+ * it eliminates its other rows: the next pivot travels while everyone
+ * computes (the thesis's overlap of the broadcast with the
+ * multiplications).  The broadcasts keep their order on every node, so
+ * libniu's epochs match them.
+ */
 static void gauss(struct run *run)
 {
 	unsigned int m = run->size, nodes = run->nodes, me = run->me;
-	unsigned int mine = m / nodes, i, k, j;
+	unsigned int mine = m / nodes, first = me * mine, i, k;
 	size_t width = m + 1;
-	double *rows = malloc(mine * width * 8), *pivot = malloc(width * 8);
-	double *x = malloc(m * 8), sum;
+	double *rows = malloc(mine * width * 8), *x = malloc(mine * 8);
+	double *pivot[2] = { malloc(width * 8), malloc(width * 8) }, *p;
+	double *x_all;
 	uint64_t start;
 
-	/* Row i lives on node i % nodes, at local index i / nodes. */
 	for (i = 0; i < mine; i++)
-		gauss_row(m, i * nodes + me, rows + i * width);
+		gauss_row(m, first + i, rows + i * width);
 	start = parallel_begin(run);
+	if (me == 0)
+		make_pivot(rows, pivot[0], 0, m);
 	for (k = 0; k < m; k++) {
-		if (k % nodes == me)
-			memcpy(pivot, rows + (k / nodes) * width, width * 8);
-		die_on(niu_bcast(&run->ep, k % nodes, (uint32_t *)(pivot + k),
-				 2 * (width - k)), "pivot row");
-		for (i = k / nodes + (k % nodes >= me); i < mine; i++)
-			eliminate(rows + i * width, pivot, k, m);
-	}
-	for (k = m; k-- > 0;) {
-		if (k % nodes == me) {
-			const double *row = rows + (k / nodes) * width;
+		bool next_mine = k + 1 < m && (k + 1) / mine == me;
 
-			sum = row[m];
-			for (j = k + 1; j < m; j++)
-				sum -= row[j] * x[j];
-			x[k] = sum / row[k];
+		p = pivot[k & 1];
+		/* Pivot k: already sent from here if this node owns it. */
+		if (k == 0 || k / mine != me)
+			die_on(niu_bcast(&run->ep, k / mine,
+					 (uint32_t *)(p + k), 2 * (width - k)),
+			       "pivot row");
+		if (next_mine) {
+			double *row = rows + (k + 1 - first) * width;
+
+			eliminate(row, p, k, m);
+			make_pivot(row, pivot[(k + 1) & 1], k + 1, m);
+			die_on(niu_bcast(&run->ep, me,
+					 (uint32_t *)(pivot[(k + 1) & 1] + k + 1),
+					 2 * (width - k - 1)), "pivot row");
 		}
-		die_on(niu_bcast(&run->ep, k % nodes, (uint32_t *)(x + k), 2),
-		       "x");
+		for (i = 0; i < mine; i++)
+			if (first + i != k && !(next_mine && first + i == k + 1))
+				eliminate(rows + i * width, p, k, m);
 	}
+	for (i = 0; i < mine; i++)
+		x[i] = rows[i * width + m];
 	parallel_end(run, start);
 
+	x_all = me == 0 ? malloc(m * 8) : NULL;
+	die_on(niu_gather(&run->ep, 0, (uint32_t *)x, (uint32_t *)x_all,
+			  2 * mine), "gather x");
 	if (me == 0) {
 		double *a = malloc((size_t)m * width * 8), *xs = malloc(m * 8);
 
 		for (i = 0; i < m; i++)
 			gauss_row(m, i, a + i * width);
 		start = serial_begin();
-		for (k = 0; k < m; k++)
-			for (i = k + 1; i < m; i++)
-				eliminate(a + i * width, a + k * width, k, m);
-		for (k = m; k-- > 0;) {
-			sum = a[k * width + m];
-			for (j = k + 1; j < m; j++)
-				sum -= a[k * width + j] * xs[j];
-			xs[k] = sum / a[k * width + k];
+		for (k = 0; k < m; k++) {
+			make_pivot(a + k * width, pivot[0], k, m);
+			for (i = 0; i < m; i++)
+				if (i != k)
+					eliminate(a + i * width, pivot[0], k, m);
 		}
+		for (i = 0; i < m; i++)
+			xs[i] = a[i * width + m];
 		run->serial_ns = ns_since(start);
 		run->serial_s = run->serial_ns * 1e-9;
-		run->pass = max_abs_diff(x, xs, m) <= 1e-12;
+		run->pass = max_abs_diff(x_all, xs, m) <= 1e-12;
 		free(a);
 		free(xs);
 	}
 	share_verdict(run);
 	free(rows);
-	free(pivot);
+	free(pivot[0]);
+	free(pivot[1]);
 	free(x);
+	free(x_all);
 }
 
 /* --- Jacobi: g x g single-precision grid, fixed boundary -------------- */
