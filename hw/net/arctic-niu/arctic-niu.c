@@ -1262,88 +1262,41 @@ static const VMStateDescription vmstate_arctic_endpoint = {
     },
 };
 
+/*
+ * A subsection @_var that carries one part's struct @_field, sent only
+ * when @_needed says its state is not its reset value.  A struct's fields
+ * go inline: the stream is as when they were flat in ArcticNiuState.
+ */
+#define NIU_VMSTATE_PART(_var, _name, _field, _type, _vmsd, _needed)     \
+    static bool _var##_needed(void *opaque)                             \
+    {                                                                   \
+        ArcticNiuState *s = opaque;                                     \
+                                                                        \
+        return _needed(&s->_field);                                     \
+    }                                                                   \
+    static const VMStateDescription _var = {                            \
+        .name = _name,                                                  \
+        .version_id = 1,                                                \
+        .minimum_version_id = 1,                                        \
+        .needed = _var##_needed,                                        \
+        .fields = (const VMStateField[]) {                              \
+            VMSTATE_STRUCT(_field, ArcticNiuState, 1, _vmsd, _type),    \
+            VMSTATE_END_OF_LIST()                                       \
+        },                                                              \
+    }
+
 /* Timed mode's clock and the deliveries waiting for it: when timed. */
-static bool niu_time_needed(void *opaque)
-{
-    ArcticNiuState *s = opaque;
-
-    return niu_time_on(&s->time);
-}
-
-static const VMStateDescription vmstate_niu_time_sub = {
-    .name = "arctic-niu/time",
-    .version_id = 1,
-    .minimum_version_id = 1,
-    .needed = niu_time_needed,
-    .fields = (const VMStateField[]) {
-        /* A struct's fields go inline: the stream is as when flat. */
-        VMSTATE_STRUCT(time, ArcticNiuState, 1, vmstate_niu_time, NiuTime),
-        VMSTATE_END_OF_LIST()
-    },
-};
-
+NIU_VMSTATE_PART(vmstate_niu_time_sub, "arctic-niu/time", time, NiuTime,
+                 vmstate_niu_time, niu_time_on);
 /* dMPI raw mode's FIFOs: only when they hold something. */
-static bool niu_raw_sub_needed(void *opaque)
-{
-    ArcticNiuState *s = opaque;
-
-    return niu_raw_needed(&s->q);
-}
-
-static const VMStateDescription vmstate_niu_raw = {
-    .name = "arctic-niu/raw",
-    .version_id = 1,
-    .minimum_version_id = 1,
-    .needed = niu_raw_sub_needed,
-    .fields = (const VMStateField[]) {
-        /* A struct's fields go inline: the stream is as when flat. */
-        VMSTATE_STRUCT(q, ArcticNiuState, 1, vmstate_niu_queues_raw,
-                       NiuQueues),
-        VMSTATE_END_OF_LIST()
-    },
-};
-
+NIU_VMSTATE_PART(vmstate_niu_raw, "arctic-niu/raw", q, NiuQueues,
+                 vmstate_niu_queues_raw, niu_raw_needed);
 /* Remote-DMA reports and refusals owed: only while some are. */
-static bool niu_rx_reports_sub_needed(void *opaque)
-{
-    ArcticNiuState *s = opaque;
-
-    return niu_rx_reports_needed(&s->q);
-}
-
-static const VMStateDescription vmstate_niu_rx_reports = {
-    .name = "arctic-niu/rx-reports",
-    .version_id = 1,
-    .minimum_version_id = 1,
-    .needed = niu_rx_reports_sub_needed,
-    .fields = (const VMStateField[]) {
-        /* A struct's fields go inline: the stream is as when flat. */
-        VMSTATE_STRUCT(q, ArcticNiuState, 1, vmstate_niu_queues_reports,
-                       NiuQueues),
-        VMSTATE_END_OF_LIST()
-    },
-};
-
+NIU_VMSTATE_PART(vmstate_niu_rx_reports, "arctic-niu/rx-reports", q,
+                 NiuQueues, vmstate_niu_queues_reports, niu_rx_reports_needed);
 /* The test DMA engine: only when it was used since reset. */
-static bool niu_test_dma_needed(void *opaque)
-{
-    ArcticNiuState *s = opaque;
-
-    return niu_test_dma_used(&s->test_dma);
-}
-
-static const VMStateDescription vmstate_niu_test_dma = {
-    .name = "arctic-niu/test-dma",
-    .version_id = 1,
-    .minimum_version_id = 1,
-    .needed = niu_test_dma_needed,
-    .fields = (const VMStateField[]) {
-        /* A struct's fields go inline: the stream is as when flat. */
-        VMSTATE_STRUCT(test_dma, ArcticNiuState, 1,
-                       vmstate_niu_test_dma_regs, NiuTestDma),
-        VMSTATE_END_OF_LIST()
-    },
-};
+NIU_VMSTATE_PART(vmstate_niu_test_dma, "arctic-niu/test-dma", test_dma,
+                 NiuTestDma, vmstate_niu_test_dma_regs, niu_test_dma_used);
 
 static const VMStateDescription vmstate_arctic_niu = {
     .name = TYPE_ARCTIC_NIU,
