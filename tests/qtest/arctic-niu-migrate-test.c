@@ -78,6 +78,20 @@ static void mig_stop_source(Niu *n, int *listen_fd, char **path, char **dir)
 }
 
 /*
+ * The saved state @path of @a loaded into a new QEMU that takes over its
+ * switch socket and what the test knows; @a is gone.
+ */
+static Niu *mig_move(Niu *a, const char *path)
+{
+    Niu *b = mig_start_dest(a->sock_path, NIU_NODE, NULL);
+
+    mig_follow(b, a);
+    mig_stop_source(a, &b->listen_fd, &b->sock_path, &b->dir);
+    g_assert_true(niu_migrate_load(b, path));
+    return b;
+}
+
+/*
  * The NIU's packets to MIG_DEST: LoTx messages 0x10 + seq, a HiTx message
  * 0x20, then the 32 data packets of one DMA request and its notification.
  * Each is checked whole, its flags (ACK_NOW comes and goes with the lines
@@ -311,8 +325,7 @@ static void test_migrate_in_flight(void)
     g_autofree char *state = g_build_filename(dir, "state", NULL);
     uint32_t block[ARCTIC_D / 4], in_block[ARCTIC_D / 4], epoch[2] = { 0 };
     uint32_t up_count;
-    char *sock_path, *sock_dir, *st;
-    int listen_fd;
+    char *st;
     QDict *rsp;
 
     mig_before_cut(a, block, in_block, epoch);
@@ -324,13 +337,7 @@ static void test_migrate_in_flight(void)
     niu_migrate_save(a, state);
 
     mig_expect_frozen_source(a);
-    b = mig_start_dest(a->sock_path, NIU_NODE, NULL);
-    mig_follow(b, a);
-    mig_stop_source(a, &listen_fd, &sock_path, &sock_dir);
-    b->listen_fd = listen_fd;
-    b->sock_path = sock_path;
-    b->dir = sock_dir;
-    g_assert_true(niu_migrate_load(b, state));
+    b = mig_move(a, state);
     st = mig_state(b);
     g_assert_cmpstr(st, ==, "running");
     g_free(st);
@@ -349,6 +356,54 @@ static void test_migrate_in_flight(void)
     qobject_unref(rsp);
     g_assert_cmphex(reg_r(b, A_NIU_ERROR_CAUSE), ==, 0);
     link_expect_silence(b);
+    niu_stop(b);
+    g_unlink(state);
+    g_rmdir(dir);
+}
+
+/*
+ * dMPI raw mode's receive FIFO goes along (the subsection "arctic-niu/raw",
+ * fields of the queue engine's NiuQueues): a packet half read and one
+ * waiting are read on the destination word for word as the network
+ * carried them.
+ */
+static void test_migrate_raw_fifo(void)
+{
+    g_autofree char *lines = g_strdup_printf("lines=%d", MIG_LINES);
+    Niu *a = niu_start_linked_props(lines, 8, 8), *b;
+    g_autofree char *dir = g_dir_make_tmp("arctic-niu-mig-XXXXXX", NULL);
+    g_autofree char *state = g_build_filename(dir, "state", NULL);
+    uint8_t wire[2][ARCTIC_WIRE_MAX_SIZE];
+    size_t size[2];
+    uint32_t payload[3] = { 7, 8, 9 };
+    unsigned i, w;
+
+    reg_w(a, A_NIU_RX_CTRL, R_NIU_CTRL_RAW_MASK);
+    peer_send_run(a, wire, size, 2, payload, 3);
+    /* The first packet's two route words are read before the cut. */
+    for (w = 0; w < 2; w++) {
+        g_assert_cmphex(user_r(a, A_USER_LO_RX_FIFO), ==,
+                        arctic_get_le32(wire[0] + ARCTIC_WIRE_WORDS_OFFSET +
+                                        4 * w));
+    }
+    niu_migrate_save(a, state);
+
+    b = mig_move(a, state);
+    g_assert_cmphex(reg_r(b, A_NIU_RX_CTRL), ==, R_NIU_CTRL_RAW_MASK);
+    for (i = 0; i < 2; i++) {
+        for (w = i ? 0 : 2;
+             w < (size[i] - ARCTIC_WIRE_WORDS_OFFSET) / 4; w++) {
+            g_assert_false(user_r(b, A_USER_RX_STATUS) &
+                           R_USER_RX_STATUS_LO_EMPTY_MASK);
+            g_assert_cmphex(user_r(b, A_USER_LO_RX_FIFO), ==,
+                            arctic_get_le32(wire[i] +
+                                            ARCTIC_WIRE_WORDS_OFFSET + 4 * w));
+        }
+    }
+    g_assert_cmphex(user_r(b, A_USER_RX_STATUS), ==,
+                    R_USER_RX_STATUS_HI_EMPTY_MASK |
+                    R_USER_RX_STATUS_LO_EMPTY_MASK);
+    g_assert_cmphex(reg_r(b, A_NIU_ERROR_CAUSE), ==, 0);
     niu_stop(b);
     g_unlink(state);
     g_rmdir(dir);
@@ -697,6 +752,7 @@ static void test_migrate_refused_subsection(void)
 void niu_test_add_migrate(void)
 {
     qtest_add_func("/arctic-niu/migrate/in-flight", test_migrate_in_flight);
+    qtest_add_func("/arctic-niu/migrate/raw-fifo", test_migrate_raw_fifo);
     qtest_add_func("/arctic-niu/migrate/loadvm-same-session",
                    test_migrate_loadvm_same_session);
     qtest_add_func("/arctic-niu/migrate/loadvm-at-start",

@@ -11,6 +11,26 @@
  * up in the receive FIFO, read word by word with route words and CRC
  * (§2.3.1, §3.4.2); once the FIFO is full they are refused and retried.
  */
+/*
+ * @count messages of the peer's low stream (seq 0.., command 0xc0 + seq,
+ * 0xc1, @payload), each acked: raw mode's receive FIFO takes them.
+ */
+void peer_send_run(Niu *n, uint8_t (*wire)[ARCTIC_WIRE_MAX_SIZE],
+                     size_t *size, unsigned count, const uint32_t *payload,
+                     unsigned words)
+{
+    unsigned i;
+
+    for (i = 0; i < count; i++) {
+        size[i] = peer_data(n, wire[i], PEER, ARCTIC_PRIORITY_LOW,
+                            n->peer_epoch, i, 5, 0xc0 + i, 0xc1, payload,
+                            words);
+        link_send_packet(n, wire[i], size[i]);
+        expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW,
+                       n->peer_epoch, i, 0);
+    }
+}
+
 static void test_raw_receive(void)
 {
     Niu *n = niu_start_linked(8, 8);
@@ -25,13 +45,7 @@ static void test_raw_receive(void)
     g_assert_cmphex(user_r(n, A_USER_RX_STATUS), ==,
                     R_USER_RX_STATUS_HI_EMPTY_MASK |
                     R_USER_RX_STATUS_LO_EMPTY_MASK);
-    for (i = 0; i < 8; i++) {
-        size[i] = peer_data(n, wire[i], PEER, ARCTIC_PRIORITY_LOW,
-                            n->peer_epoch, i, 5, 0xc0 + i, 0xc1, payload, 3);
-        link_send_packet(n, wire[i], size[i]);
-        expect_control(n, PEER, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW,
-                       n->peer_epoch, i, 0);
-    }
+    peer_send_run(n, wire, size, 8, payload, 3);
     g_assert_cmphex(user_r(n, A_USER_RX_STATUS), ==,
                     R_USER_RX_STATUS_HI_EMPTY_MASK);
     /* The FIFO is full: the ninth waits in the network. */

@@ -150,6 +150,10 @@ size_t peer_data(Niu *n, uint8_t *wire, unsigned src, uint8_t prio,
                  uint32_t epoch, uint32_t seq, unsigned type,
                  uint32_t cmd0, uint32_t cmd1, const uint32_t *payload,
                  int len);
+/* arctic-niu-raw-test.c: messages of the peer, sent and acked */
+void peer_send_run(Niu *n, uint8_t (*wire)[ARCTIC_WIRE_MAX_SIZE],
+                     size_t *size, unsigned count, const uint32_t *payload,
+                     unsigned words);
 /*
  * An ACK or NACK from the peer, and the one expected from the NIU: @seq
  * fills the header's seq field, which a RESYNC nack names resync_epoch.

@@ -10,7 +10,9 @@
 # NiuTimeOps; the end-to-end protocol (niu-e2e.c)
 # knows the link and nothing above it, not even the device's state
 # (arctic-niu.h).  No two files call each other but inside the queue
-# engine (niu-tx.c, niu-rx.c, niu-raw.c).
+# engine (niu-tx.c, niu-rx.c, niu-raw.c), whose state is NiuQueues
+# (niu-queues.h), not flat in the device's; its receive side and raw mode
+# work on that alone, without arctic-niu.h.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dev=$root/hw/net/arctic-niu
@@ -57,9 +59,18 @@ mutual=$(while read -r a b; do
 [ -z "$mutual" ]
 say $? "no two files call each other outside the queue engine (found:${mutual:- none})"
 
+[ -f "$dev/niu-queues.h" ] &&
+    grep -q '^typedef struct NiuQueues {' "$dev/niu-queues.h" &&
+    ! grep -Eq '^ +(NiuMpfsm|NiuRcvfsm|NiuRawFifos|ArcticEndpoint) ' \
+        "$dev/arctic-niu.h"
+say $? "the queue engine's state is its own (NiuQueues, niu-queues.h), not flat in ArcticNiuState"
+only niu-raw.c niu-status.c niu-tx.c
+only niu-rx.c niu-dma.c niu-dma.h niu-status.c niu-raw.c niu-tx.c
+
 inc=$(grep -l '#include "arctic-niu.h"' "$dev"/niu-e2e.[ch] "$dev"/niu-link*.[ch] \
       "$dev"/niu-dma.[ch] "$dev"/niu-status.[ch] "$dev"/niu-test-dma.[ch] \
-      "$dev"/niu-time.[ch] 2>/dev/null)
+      "$dev"/niu-time.[ch] "$dev"/niu-queues.h "$dev"/niu-rx.c \
+      "$dev"/niu-raw.c 2>/dev/null)
 [ -z "$inc" ]
-say $? "the protocol, the link, DMA, status, the test DMA engine and timed mode do not include arctic-niu.h${inc:+: $inc}"
+say $? "the protocol, the link, DMA, status, the test DMA engine, timed mode, the queue engine's receive side and raw mode do not include arctic-niu.h${inc:+: $inc}"
 exit "$fail"

@@ -39,7 +39,7 @@
 
 static bool niu_tx_off(ArcticNiuState *s)
 {
-    return !s->tx_enabled && !niu_tx_draining(s);
+    return !s->q.tx_enabled && !niu_tx_draining(s);
 }
 
 /* The endpoint a control register belongs to, for ERROR_INFO. */
@@ -79,7 +79,7 @@ static uint64_t deposit_half(uint64_t old, bool high, uint32_t value)
 static uint64_t niu_ep_read(ArcticNiuState *s, unsigned epn, hwaddr reg,
                             bool *ok)
 {
-    ArcticEndpoint *ep = &s->ep[epn];
+    ArcticEndpoint *ep = &s->q.ep[epn];
 
     switch (reg) {
     case A_EP_TX_QBASE_LO:      return (uint32_t)ep->tx_qbase;
@@ -165,7 +165,7 @@ static void niu_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
                               bool is_mask)
 {
     uint64_t next = deposit_half(*reg, high, value);
-    ArcticEndpoint *ep = &s->ep[epn];
+    ArcticEndpoint *ep = &s->q.ep[epn];
     uint64_t phy = reg == &ep->dma.base_phy ? next : ep->dma.base_phy;
     uint64_t mask = is_mask ? next : ep->dma.range_mask;
 
@@ -188,9 +188,9 @@ static void niu_write_dma_reg(ArcticNiuState *s, unsigned epn, hwaddr addr,
 static void niu_ep_write(ArcticNiuState *s, unsigned epn, hwaddr addr,
                          hwaddr reg, uint32_t value, bool *ok)
 {
-    ArcticEndpoint *ep = &s->ep[epn];
+    ArcticEndpoint *ep = &s->q.ep[epn];
     bool tx_off = niu_tx_off(s);
-    bool rx_off = !s->rx_enabled;
+    bool rx_off = !s->q.rx_enabled;
 
     switch (reg) {
     case A_EP_TX_QBASE_LO:
@@ -293,7 +293,7 @@ static uint64_t niu_array_read(ArcticNiuState *s, hwaddr addr, bool *ok)
         addr < A_NIU_ROUTE_TABLE + ARCTIC_ROUTE_TABLE_SIZE) {
         unsigned i = (addr - A_NIU_ROUTE_TABLE) / 4;
 
-        return s->route_table[i / ARCTIC_S][i % ARCTIC_S];
+        return s->q.route_table[i / ARCTIC_S][i % ARCTIC_S];
     }
     if (addr >= ARCTIC_EP_BLOCK_BASE &&
         addr < ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0)) {
@@ -368,17 +368,17 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
         val = niu_test_dma_read(&s->test_dma, addr);
         break;
     case A_NIU_TX_CTRL:
-        val = niu_ctrl_read_value(s, s->tx_enabled, niu_tx_draining(s));
+        val = niu_ctrl_read_value(s, s->q.tx_enabled, niu_tx_draining(s));
         break;
     case A_NIU_RX_CTRL:
-        val = niu_ctrl_read_value(s, s->rx_enabled, false);
-        val = FIELD_DP32(val, NIU_CTRL, RAW, s->rx_raw);
+        val = niu_ctrl_read_value(s, s->q.rx_enabled, false);
+        val = FIELD_DP32(val, NIU_CTRL, RAW, s->q.rx_raw);
         break;
     case A_NIU_TX_PENDING:
         val = niu_e2e_pending(&s->e2e);
         break;
     case A_NIU_VMASK:
-        val = s->vmask;
+        val = s->q.vmask;
         break;
     case A_NIU_DOORBELL_ALL:
         val = 0;
@@ -426,17 +426,17 @@ static void niu_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
         return;
     }
     if (tx) {
-        if (s->tx_enabled != enable) {
-            s->tx_enabled = enable;
+        if (s->q.tx_enabled != enable) {
+            s->q.tx_enabled = enable;
             trace_arctic_niu_tx_ctrl(s->node_id, enable);
             niu_tx_enable_changed(s);
         }
     } else {
-        if (s->rx_enabled != enable) {
-            s->rx_enabled = enable;
+        if (s->q.rx_enabled != enable) {
+            s->q.rx_enabled = enable;
             trace_arctic_niu_rx_ctrl(s->node_id, enable);
         }
-        s->rx_raw = FIELD_EX32(value, NIU_CTRL, RAW);
+        s->q.rx_raw = FIELD_EX32(value, NIU_CTRL, RAW);
     }
 }
 
@@ -495,13 +495,13 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
         niu_ctrl_write(s, false, val);
         break;
     case A_NIU_VMASK:
-        if (niu_check_off(s, niu_tx_off(s) && !s->rx_enabled, addr)) {
+        if (niu_check_off(s, niu_tx_off(s) && !s->q.rx_enabled, addr)) {
             if (val & ~R_NIU_VMASK_MASK_MASK) {
                 niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
                           "VMASK 0x%x has bits outside its mask",
                           val);
             } else {
-                s->vmask = val;
+                s->q.vmask = val;
             }
         }
         break;
@@ -525,7 +525,7 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
                    addr < A_NIU_ROUTE_TABLE + ARCTIC_ROUTE_TABLE_SIZE) {
             unsigned i = (addr - A_NIU_ROUTE_TABLE) / 4;
             if (niu_check_off(s, niu_tx_off(s), addr)) {
-                s->route_table[i / ARCTIC_S][i % ARCTIC_S] = val;
+                s->q.route_table[i / ARCTIC_S][i % ARCTIC_S] = val;
             }
         } else if (addr >= ARCTIC_EP_BLOCK_BASE &&
                    addr < ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0)) {
@@ -596,7 +596,7 @@ static uint64_t niu_user_read_locked(ArcticNiuState *s, hwaddr addr,
 
     uint32_t val = 0;
 
-    if (epn == 0 && niu_raw_access(s, reg, false, &val)) {
+    if (epn == 0 && niu_raw_access(&s->q, reg, false, &val)) {
         trace_arctic_niu_user_read(s->node_id, epn, reg, val);
         return val;
     }
@@ -655,7 +655,7 @@ static void niu_user_write(void *opaque, hwaddr addr, uint64_t val,
     if (epn == 0) {
         uint32_t v = val;
 
-        if (niu_raw_access(s, reg, true, &v)) {
+        if (niu_raw_access(&s->q, reg, true, &v)) {
             return;
         }
     }
@@ -858,12 +858,12 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
               &err);
     visit_u64(v, "tx-credits-low", s->link.tx_credits[ARCTIC_PRIORITY_LOW],
               &err);
-    visit_str(v, "tx", s->tx_enabled ? "on" :
+    visit_str(v, "tx", s->q.tx_enabled ? "on" :
                        niu_tx_draining(s) ? "draining" : "off", &err);
-    visit_str(v, "rx", s->rx_enabled ? "on" : s->rx_raw ? "raw" : "off",
+    visit_str(v, "rx", s->q.rx_enabled ? "on" : s->q.rx_raw ? "raw" : "off",
               &err);
     visit_u64(v, "tx-pending", niu_e2e_pending(&s->e2e), &err);
-    visit_u64(v, "vmask", s->vmask, &err);
+    visit_u64(v, "vmask", s->q.vmask, &err);
     visit_u64(v, "error-cause", s->status.error_cause, &err);
     visit_str(v, "last-error",
               s->status.error_cause ? arctic_error_name(FIELD_EX32(
@@ -890,13 +890,13 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
     niu_visit_streams(s, v, &err);
     if (!err && visit_start_list(v, "endpoints", NULL, 0, &err)) {
         for (e = 0; e < ARCTIC_ENDPOINTS && !err; e++) {
-            ArcticEndpoint *ep = &s->ep[e];
+            ArcticEndpoint *ep = &s->q.ep[e];
 
             if (!visit_start_struct(v, NULL, NULL, 0, &err)) {
                 break;
             }
             visit_u64(v, "index", e, &err);
-            visit_str(v, "served", (e & s->vmask) == e ? "yes" : "no", &err);
+            visit_str(v, "served", (e & s->q.vmask) == e ? "yes" : "no", &err);
             visit_u64(v, "tx-qbase", ep->tx_qbase, &err);
             visit_u64(v, "rx-qbase", ep->rx_qbase, &err);
             visit_u64(v, "hi-tx-tl", ep->tx_tail[ARCTIC_TXQ_HI], &err);
@@ -929,19 +929,19 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
  */
 void niu_full_reset(ArcticNiuState *s)
 {
-    s->tx_enabled = false;
-    s->rx_enabled = false;
-    s->rx_raw = false;
-    s->vmask = 0;
+    s->q.tx_enabled = false;
+    s->q.rx_enabled = false;
+    s->q.rx_raw = false;
+    s->q.vmask = 0;
     niu_status_reset(&s->status);
     s->scratch = 0;
     niu_test_dma_reset(&s->test_dma);
-    memset(s->route_table, 0, sizeof(s->route_table));
-    memset(s->ep, 0, sizeof(s->ep));
+    memset(s->q.route_table, 0, sizeof(s->q.route_table));
+    memset(s->q.ep, 0, sizeof(s->q.ep));
     niu_tx_reset(s);
-    niu_rx_reset(s);
+    niu_rx_reset(&s->q);
     niu_e2e_reset(&s->e2e);
-    niu_raw_reset(s);
+    niu_raw_reset(&s->q);
 }
 
 /* Turning MSI-X on or off moves pending causes between it and INTx. */
@@ -991,7 +991,7 @@ static void niu_thaw(ArcticNiuState *s, const char *why)
     trace_arctic_niu_freeze(s->node_id, false, why);
     niu_link_pause(&s->link, false);
     niu_test_dma_resume(&s->test_dma);
-    niu_tx_kick(s);
+    niu_tx_kick(&s->q);
 }
 
 /*
@@ -1105,10 +1105,10 @@ static int niu_pre_load(void *opaque)
 
     niu_freeze(s, "loading");
     s->restore_failed = true;   /* until niu_post_load() says otherwise */
-    s->loaded_fault = s->e2e.loaded_fault = s->time.loaded_fault = NULL;
+    s->q.loaded_fault = s->e2e.loaded_fault = s->time.loaded_fault = NULL;
     niu_vm_identity(s);
-    niu_raw_reset(s);
-    niu_rx_reset(s);
+    niu_raw_reset(&s->q);
+    niu_rx_reset(&s->q);
     niu_test_dma_reset(&s->test_dma);
     return 0;
 }
@@ -1117,11 +1117,11 @@ static const char *niu_loaded_fault(ArcticNiuState *s)
 {
     unsigned e, q;
 
-    if (s->vmask & ~R_NIU_VMASK_MASK_MASK) {
+    if (s->q.vmask & ~R_NIU_VMASK_MASK_MASK) {
         return "VMASK has bits outside its mask";
     }
     for (e = 0; e < ARCTIC_ENDPOINTS; e++) {
-        const ArcticEndpoint *ep = &s->ep[e];
+        const ArcticEndpoint *ep = &s->q.ep[e];
 
         if (ep->tx_qbase & (ARCTIC_TX_REGION_ALIGN - 1) ||
             ep->rx_qbase & (ARCTIC_RX_REGION_ALIGN - 1)) {
@@ -1161,7 +1161,7 @@ static const char *niu_loaded_fault(ArcticNiuState *s)
 static bool niu_restore(ArcticNiuState *s)
 {
     const char *fault = s->e2e.loaded_fault ?: s->time.loaded_fault ?:
-                        s->loaded_fault ?: niu_loaded_fault(s);
+                        s->q.loaded_fault ?: niu_loaded_fault(s);
 
     if (fault) {
         trace_arctic_niu_restore_refused(s->node_id, fault);
@@ -1176,7 +1176,7 @@ static bool niu_restore(ArcticNiuState *s)
         s->link.num_nodes = s->vm_link.num_nodes;
         s->link.levels = s->vm_link.levels;
     }
-    s->tx.line_wait = false;
+    s->q.tx.line_wait = false;
     niu_status_restored(&s->status);
     niu_time_restored(&s->time);
     s->restore_failed = false;
@@ -1262,46 +1262,41 @@ static const VMStateDescription vmstate_arctic_endpoint = {
     },
 };
 
+/*
+ * A subsection @_var that carries one part's struct @_field, sent only
+ * when @_needed says its state is not its reset value.  A struct's fields
+ * go inline: the stream is as when they were flat in ArcticNiuState.
+ */
+#define NIU_VMSTATE_PART(_var, _name, _field, _type, _vmsd, _needed)     \
+    static bool _var##_needed(void *opaque)                             \
+    {                                                                   \
+        ArcticNiuState *s = opaque;                                     \
+                                                                        \
+        return _needed(&s->_field);                                     \
+    }                                                                   \
+    static const VMStateDescription _var = {                            \
+        .name = _name,                                                  \
+        .version_id = 1,                                                \
+        .minimum_version_id = 1,                                        \
+        .needed = _var##_needed,                                        \
+        .fields = (const VMStateField[]) {                              \
+            VMSTATE_STRUCT(_field, ArcticNiuState, 1, _vmsd, _type),    \
+            VMSTATE_END_OF_LIST()                                       \
+        },                                                              \
+    }
+
 /* Timed mode's clock and the deliveries waiting for it: when timed. */
-static bool niu_time_needed(void *opaque)
-{
-    ArcticNiuState *s = opaque;
-
-    return niu_time_on(&s->time);
-}
-
-static const VMStateDescription vmstate_niu_time_sub = {
-    .name = "arctic-niu/time",
-    .version_id = 1,
-    .minimum_version_id = 1,
-    .needed = niu_time_needed,
-    .fields = (const VMStateField[]) {
-        /* A struct's fields go inline: the stream is as when flat. */
-        VMSTATE_STRUCT(time, ArcticNiuState, 1, vmstate_niu_time, NiuTime),
-        VMSTATE_END_OF_LIST()
-    },
-};
-
+NIU_VMSTATE_PART(vmstate_niu_time_sub, "arctic-niu/time", time, NiuTime,
+                 vmstate_niu_time, niu_time_on);
+/* dMPI raw mode's FIFOs: only when they hold something. */
+NIU_VMSTATE_PART(vmstate_niu_raw, "arctic-niu/raw", q, NiuQueues,
+                 vmstate_niu_queues_raw, niu_raw_needed);
+/* Remote-DMA reports and refusals owed: only while some are. */
+NIU_VMSTATE_PART(vmstate_niu_rx_reports, "arctic-niu/rx-reports", q,
+                 NiuQueues, vmstate_niu_queues_reports, niu_rx_reports_needed);
 /* The test DMA engine: only when it was used since reset. */
-static bool niu_test_dma_needed(void *opaque)
-{
-    ArcticNiuState *s = opaque;
-
-    return niu_test_dma_used(&s->test_dma);
-}
-
-static const VMStateDescription vmstate_niu_test_dma = {
-    .name = "arctic-niu/test-dma",
-    .version_id = 1,
-    .minimum_version_id = 1,
-    .needed = niu_test_dma_needed,
-    .fields = (const VMStateField[]) {
-        /* A struct's fields go inline: the stream is as when flat. */
-        VMSTATE_STRUCT(test_dma, ArcticNiuState, 1,
-                       vmstate_niu_test_dma_regs, NiuTestDma),
-        VMSTATE_END_OF_LIST()
-    },
-};
+NIU_VMSTATE_PART(vmstate_niu_test_dma, "arctic-niu/test-dma", test_dma,
+                 NiuTestDma, vmstate_niu_test_dma_regs, niu_test_dma_used);
 
 static const VMStateDescription vmstate_arctic_niu = {
     .name = TYPE_ARCTIC_NIU,
@@ -1316,15 +1311,15 @@ static const VMStateDescription vmstate_arctic_niu = {
         NIU_VMSTATE_SAME("timed", vm_identity.timed),
         VMSTATE_PCI_DEVICE(parent_obj, ArcticNiuState),
         VMSTATE_MSIX(parent_obj, ArcticNiuState),
-        VMSTATE_BOOL(tx_enabled, ArcticNiuState),
-        VMSTATE_BOOL(rx_enabled, ArcticNiuState),
-        VMSTATE_BOOL(rx_raw, ArcticNiuState),
-        VMSTATE_UINT32(vmask, ArcticNiuState),
+        VMSTATE_BOOL(q.tx_enabled, ArcticNiuState),
+        VMSTATE_BOOL(q.rx_enabled, ArcticNiuState),
+        VMSTATE_BOOL(q.rx_raw, ArcticNiuState),
+        VMSTATE_UINT32(q.vmask, ArcticNiuState),
         VMSTATE_UINT32(scratch, ArcticNiuState),
-        VMSTATE_UINT32_2DARRAY(route_table, ArcticNiuState, 2, ARCTIC_S),
-        VMSTATE_STRUCT_ARRAY(ep, ArcticNiuState, ARCTIC_ENDPOINTS, 1,
+        VMSTATE_UINT32_2DARRAY(q.route_table, ArcticNiuState, 2, ARCTIC_S),
+        VMSTATE_STRUCT_ARRAY(q.ep, ArcticNiuState, ARCTIC_ENDPOINTS, 1,
                              vmstate_arctic_endpoint, ArcticEndpoint),
-        VMSTATE_UINT32(tx.count, ArcticNiuState),
+        VMSTATE_UINT32(q.tx.count, ArcticNiuState),
         VMSTATE_STRUCT(status, ArcticNiuState, 1, vmstate_niu_status,
                        NiuStatus),
         VMSTATE_STRUCT(e2e, ArcticNiuState, 1, vmstate_niu_e2e, NiuE2E),
@@ -1374,7 +1369,7 @@ static void niu_on_link_up(NiuLink *link)
 
     niu_status_link_up(&s->status);
     niu_e2e_link_up(&s->e2e);
-    niu_tx_kick(s);
+    niu_tx_kick(&s->q);
     niu_e2e_pump(&s->e2e, false);
 }
 
@@ -1479,7 +1474,7 @@ static RxVerdict niu_on_e2e_deliver(NiuE2E *e2e, uint8_t prio, uint16_t src,
                                     uint16_t job, uint8_t flags,
                                     const uint8_t *pkt, size_t size)
 {
-    return niu_rx_deliver(e2e_owner(e2e), prio, src, job, flags, pkt, size);
+    return niu_rx_deliver(&e2e_owner(e2e)->q, prio, src, job, flags, pkt, size);
 }
 
 /* Each endpoint that lost packets to @node gets a notice in its HiRx. */
@@ -1491,11 +1486,12 @@ static void niu_on_e2e_peer_lost(NiuE2E *e2e, uint16_t node,
 
     for (i = 0; i < ARCTIC_ENDPOINTS; i++) {
         if (endpoints & (1u << i)) {
-            niu_rx_local_notice(s, i, FIELD_DP32(0, MPI_HEADER, ENDPOINT, i),
+            niu_rx_local_notice(&s->q, i,
+                                FIELD_DP32(0, MPI_HEADER, ENDPOINT, i),
                                 node, ARCTIC_NOTICE_PEER_DEAD);
         }
     }
-    niu_tx_kick(s);
+    niu_tx_kick(&s->q);
 }
 
 /* A message of @epn refused for good by @node: a notice in its HiRx. */
@@ -1503,14 +1499,14 @@ static void niu_on_e2e_refused(NiuE2E *e2e, uint16_t node, unsigned epn)
 {
     ArcticNiuState *s = e2e_owner(e2e);
 
-    niu_rx_local_notice(s, epn, FIELD_DP32(0, MPI_HEADER, ENDPOINT, epn),
+    niu_rx_local_notice(&s->q, epn, FIELD_DP32(0, MPI_HEADER, ENDPOINT, epn),
                         node, ARCTIC_NOTICE_REFUSED);
-    niu_tx_kick(s);
+    niu_tx_kick(&s->q);
 }
 
 static uint32_t niu_on_e2e_route(NiuE2E *e2e, uint16_t node)
 {
-    return e2e_owner(e2e)->route_table[ARCTIC_ROUTE_TABLE_HIGH][node];
+    return e2e_owner(e2e)->q.route_table[ARCTIC_ROUTE_TABLE_HIGH][node];
 }
 
 static void niu_on_e2e_count(NiuE2E *e2e, enum arctic_counter c, uint32_t n)
@@ -1622,7 +1618,9 @@ static void niu_on_time_resume(void *opaque)
 
 static void niu_on_time_started(void *opaque)
 {
-    niu_tx_kick(opaque);
+    ArcticNiuState *s = opaque;
+
+    niu_tx_kick(&s->q);
 }
 
 static const NiuTimeOps arctic_niu_time_ops = {
@@ -1686,8 +1684,8 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
                    ARCTIC_LINK_MAX_CREDITS);
         return;
     }
-    if (s->tx.cfg.poll_min_ns == 0 ||
-        s->tx.cfg.poll_max_ns < s->tx.cfg.poll_min_ns) {
+    if (s->q.tx.cfg.poll_min_ns == 0 ||
+        s->q.tx.cfg.poll_max_ns < s->q.tx.cfg.poll_min_ns) {
         error_setg(errp, "arctic-niu: need 0 < x-poll-min-ns <= x-poll-max-ns");
         return;
     }
@@ -1700,11 +1698,11 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
          * host-time devices that save wake-ups of a loaded host have no
          * place in virtual time (docs/timed-mode.md).
          */
-        s->tx.cfg.doorbell_coalesce_ns = 0;
-        s->tx.cfg.doorbell_posted = false;
+        s->q.tx.cfg.doorbell_coalesce_ns = 0;
+        s->q.tx.cfg.doorbell_posted = false;
     }
-    s->tx.cfg.timed = s->time.enabled;
-    if (s->tx.cfg.doorbell_coalesce_ns > s->e2e.cfg.retry_timeout_ns / 4) {
+    s->q.tx.cfg.timed = s->time.enabled;
+    if (s->q.tx.cfg.doorbell_coalesce_ns > s->e2e.cfg.retry_timeout_ns / 4) {
         error_setg(errp, "arctic-niu: x-doorbell-coalesce-ns must be at most "
                    "a quarter of retry-timeout-ns (%" PRIu64 ")",
                    s->e2e.cfg.retry_timeout_ns / 4);
@@ -1739,6 +1737,7 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
                     niu_time_on(&s->time), s->time.irq_ns, niu_on_irq_raised,
                     s);
     niu_dma_init(&s->dma, pdev, &s->lock, s->node_id);
+    niu_queues_init(&s->q, s->node_id, &s->dma, &s->status);
     niu_tx_init(s);
     niu_e2e_init(&s->e2e, s->node_id, niu_time_on(&s->time), &s->link, &s->lock,
                  &arctic_niu_e2e_ops);
@@ -1812,14 +1811,14 @@ static const Property arctic_niu_properties[] = {
     DEFINE_PROP_UINT32("time-irq-ns", ArcticNiuState, time.irq_ns,
                        ARCTIC_TIME_IRQ_NS),
     /* tuning: the host, not the model */
-    DEFINE_PROP_UINT64("x-poll-min-ns", ArcticNiuState, tx.cfg.poll_min_ns,
+    DEFINE_PROP_UINT64("x-poll-min-ns", ArcticNiuState, q.tx.cfg.poll_min_ns,
                        2000),
-    DEFINE_PROP_UINT64("x-poll-max-ns", ArcticNiuState, tx.cfg.poll_max_ns,
+    DEFINE_PROP_UINT64("x-poll-max-ns", ArcticNiuState, q.tx.cfg.poll_max_ns,
                        1000000),
     DEFINE_PROP_UINT64("x-doorbell-coalesce-ns", ArcticNiuState,
-                       tx.cfg.doorbell_coalesce_ns, 30000),
+                       q.tx.cfg.doorbell_coalesce_ns, 30000),
     DEFINE_PROP_BOOL("x-doorbell-posted", ArcticNiuState,
-                     tx.cfg.doorbell_posted, false),
+                     q.tx.cfg.doorbell_posted, false),
     DEFINE_PROP_UINT64("x-ack-delay-ns", ArcticNiuState,
                        link_cfg.ack_delay_ns, 250000),
     DEFINE_PROP_UINT64("x-link-busy-poll-ns", ArcticNiuState,

@@ -8,8 +8,9 @@
  *                 hands what the layers below report (niu_on_link_*,
  *                 niu_on_e2e_*) to the ones that act on it
  *   the queue engine, the only code that reads or writes guest memory
- *   (through niu-dma.c), in three structures of ArcticNiuState (tx, rx,
- *   raw):
+ *   (through niu-dma.c), with its registers in NiuQueues (niu-queues.h),
+ *   ArcticNiuState.q; niu-rx.c and niu-raw.c work on it alone, niu-tx.c
+ *   still on the whole device:
  *   niu-tx.c      MPFSM and DMAFSM (seed 002 §6.2.1-6.2.2; niu_tx_*):
  *                 polls the Tx queues, builds packets and hands them to
  *                 the end-to-end protocol
@@ -68,109 +69,13 @@
 #include "niu-dma.h"
 #include "niu-e2e.h"
 #include "niu-link.h"
+#include "niu-queues.h"
 #include "niu-status.h"
 #include "niu-test-dma.h"
 #include "niu-time.h"
 
 #define TYPE_ARCTIC_NIU "arctic-niu"
 OBJECT_DECLARE_SIMPLE_TYPE(ArcticNiuState, ARCTIC_NIU)
-
-enum {
-    /* Slots MPFSM takes from one queue before letting the main loop run. */
-    ARCTIC_TX_BATCH = 32,
-    /*
-     * Packets the receive FIFO of each priority holds in dMPI mode
-     * (RxCtrl OFF) before the NIU refuses more (seed 002 §4.1.2: they
-     * "back up into the network").
-     */
-    ARCTIC_RAW_RX_PACKETS = 8,
-    /* Reports of refused remote DMA owed to requesters, at most. */
-    ARCTIC_RX_REPORTS = 16,
-};
-
-/* A requester to tell that this NIU refused some of its remote DMA. */
-typedef struct ArcticReport {
-    uint16_t node;
-    uint8_t endpoint;
-    uint8_t type;
-    uint16_t job;
-    uint32_t command;
-} ArcticReport;
-
-typedef struct ArcticEndpoint {
-    uint64_t tx_qbase;
-    uint64_t rx_qbase;
-    uint32_t tx_tail[ARCTIC_NUM_TX_QUEUES];   /* HiTxTl, LoTxTl, DMATxTl */
-    uint32_t rx_head[ARCTIC_NUM_RX_QUEUES];   /* HiRxHd, LoRxHd: EP_RX_HD */
-    NiuDmaWindow dma;           /* EP_DMA_BASE_PHY, _VIR, _RANGE_MASK */
-    uint32_t job;
-    /*
-     * Packets of the DMA request at the tail already built, for the two
-     * queues that can hold one: [0] HiTx, [1] DMATx (32 data packets,
-     * then the notification).
-     */
-    uint32_t dma_progress[2];
-} ArcticEndpoint;
-
-/*
- * The transmit side of the queue engine (niu-tx.c): MPFSM, which takes
- * slots from the Tx queues, and DMAFSM, which turns DMA requests into
- * data packets; with the poll and the doorbells that start them.
- */
-typedef struct NiuMpfsm {
-    /* properties */
-    struct {
-        uint64_t poll_min_ns;       /* the Tx poll's interval, adaptive */
-        uint64_t poll_max_ns;
-        bool doorbell_posted;       /* the link thread serves doorbells */
-        bool timed;                 /* timed mode (the property "timed") */
-        uint64_t doorbell_coalesce_ns;  /* a stream's doorbells share a pass */
-    } cfg;
-
-    QEMUTimer *poll_timer;
-    uint64_t poll_interval_ns;
-    QEMUBH *bh;
-    QEMUTimer *kick_timer;      /* timed mode: bh on the virtual clock */
-    unsigned count;             /* Appendix A COUNT */
-    unsigned refused;           /* slots refused in this Tx service pass */
-    uint32_t rung;              /* rang since the last poll, or left work */
-    bool poll_parked;           /* idle: no poll until a vCPU can store */
-    Notifier main_loop_notifier;
-    bool line_wait;             /* work found no free line */
-    int64_t doorbell_ns;        /* host time of the last doorbell */
-    unsigned doorbell_streak;   /* doorbells, each close to the last */
-    int64_t held_until;         /* host time a held doorbell's pass runs */
-} NiuMpfsm;
-
-/* A packet in a raw receive FIFO. */
-typedef struct NiuRawPacket {
-    uint8_t wire[ARCTIC_WIRE_MAX_SIZE];
-    uint16_t size;
-} NiuRawPacket;
-
-/* dMPI raw mode's FIFOs (niu-raw.c), indexed by priority. */
-typedef struct NiuRawFifos {
-    uint32_t tx[ARCTIC_NUM_PRIORITIES][ARCTIC_MAX_PACKET_WORDS];
-    unsigned tx_len[ARCTIC_NUM_PRIORITIES];
-    bool tx_ready[ARCTIC_NUM_PRIORITIES];       /* whole, waits a line */
-    bool tx_overrun[ARCTIC_NUM_PRIORITIES];     /* discarding to *Last */
-    NiuRawPacket rx[ARCTIC_NUM_PRIORITIES][ARCTIC_RAW_RX_PACKETS];
-    unsigned rx_head[ARCTIC_NUM_PRIORITIES];
-    unsigned rx_count[ARCTIC_NUM_PRIORITIES];
-    unsigned rx_word[ARCTIC_NUM_PRIORITIES];    /* next word of the head */
-} NiuRawFifos;
-
-/* The receive side of the queue engine (niu-rx.c): RCVFSM. */
-typedef struct NiuRcvfsm {
-    /*
-     * Per source: endpoints whose DMA data from it was refused since
-     * their last notification from it (which then says so).
-     */
-    uint8_t dma_failed[ARCTIC_S];
-    /* Reports owed to requesters (FIFO; sent by niu-tx.c) */
-    ArcticReport reports[ARCTIC_RX_REPORTS];
-    unsigned report_head, report_count;
-} NiuRcvfsm;
 
 struct ArcticNiuState {
     PCIDevice parent_obj;
@@ -205,21 +110,11 @@ struct ArcticNiuState {
     CharBackend chr;
     uint32_t node_id;
 
-    /* register file */
-    bool tx_enabled;            /* TxCtrl ON written */
-    bool rx_enabled;
-    bool rx_raw;                /* RxCtrl.RAW: OFF means dMPI receive */
-    uint32_t vmask;
+    /* register file: the device's own; the queue engine's are in q */
     uint32_t scratch;
-    uint32_t route_table[2][ARCTIC_S];
-    ArcticEndpoint ep[ARCTIC_ENDPOINTS];
 
-    /* MPFSM and DMAFSM (niu-tx.c) */
-    NiuMpfsm tx;
-    /* dMPI raw mode (niu-raw.c) */
-    NiuRawFifos raw;
-    /* RCVFSM (niu-rx.c) */
-    NiuRcvfsm rx;
+    /* the queue engine (niu-queues.h): MPFSM, DMAFSM, RCVFSM, raw mode */
+    NiuQueues q;
 
     /* the end-to-end protocol (niu-e2e.c) */
     NiuE2E e2e;
@@ -242,7 +137,6 @@ struct ArcticNiuState {
     bool frozen;
     const char *frozen_by;      /* what froze it (a static string) */
     bool restore_failed;
-    const char *loaded_fault;   /* a part's check of what it loaded */
     struct {
         uint32_t node_id, lines, timed;
     } vm_identity;
@@ -260,7 +154,6 @@ void niu_full_reset(ArcticNiuState *s);
 /* niu-tx.c */
 void niu_tx_init(ArcticNiuState *s);
 void niu_tx_reset(ArcticNiuState *s);
-void niu_tx_kick(ArcticNiuState *s);
 void niu_tx_unpark(ArcticNiuState *s);
 void niu_tx_doorbell(ArcticNiuState *s, uint32_t endpoints);
 void niu_tx_enable_changed(ArcticNiuState *s);
@@ -270,29 +163,5 @@ void niu_tx_posted(ArcticNiuState *s);
 void niu_tx_wake(ArcticNiuState *s);
 void niu_tx_release_held(ArcticNiuState *s);
 void niu_tx_cleanup(ArcticNiuState *s);
-
-/* niu-rx.c */
-void niu_rx_reset(ArcticNiuState *s);
-RxVerdict niu_rx_deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
-                         uint16_t job, uint8_t flags, const uint8_t *pkt,
-                         size_t size);
-bool niu_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
-                         uint32_t command, uint32_t status);
-
-/* niu-raw.c */
-void niu_raw_reset(ArcticNiuState *s);
-bool niu_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
-                    uint32_t *val);
-bool niu_raw_rx_push(ArcticNiuState *s, uint8_t prio, const uint8_t *pkt,
-                     size_t size);
-void niu_raw_tx_flush(ArcticNiuState *s);
-
-/* The optional parts of the migration stream (subsections) */
-extern const VMStateDescription vmstate_niu_raw;     /* niu-raw.c */
-extern const VMStateDescription vmstate_niu_rx_reports;  /* niu-rx.c */
-
-/* niu-tx.c, for niu-raw.c */
-bool niu_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
-                     unsigned count);
 
 #endif /* HW_NET_ARCTIC_NIU_H */

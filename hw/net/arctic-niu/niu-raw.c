@@ -22,126 +22,126 @@
 #include "migration/vmstate.h"
 #include "trace.h"
 
-#include "arctic-niu.h"
+#include "niu-queues.h"
 
-void niu_raw_reset(ArcticNiuState *s)
+void niu_raw_reset(NiuQueues *qs)
 {
-    memset(s->raw.tx_len, 0, sizeof(s->raw.tx_len));
-    memset(s->raw.tx_ready, 0, sizeof(s->raw.tx_ready));
-    memset(s->raw.tx_overrun, 0, sizeof(s->raw.tx_overrun));
-    memset(s->raw.rx_head, 0, sizeof(s->raw.rx_head));
-    memset(s->raw.rx_count, 0, sizeof(s->raw.rx_count));
-    memset(s->raw.rx_word, 0, sizeof(s->raw.rx_word));
+    memset(qs->raw.tx_len, 0, sizeof(qs->raw.tx_len));
+    memset(qs->raw.tx_ready, 0, sizeof(qs->raw.tx_ready));
+    memset(qs->raw.tx_overrun, 0, sizeof(qs->raw.tx_overrun));
+    memset(qs->raw.rx_head, 0, sizeof(qs->raw.rx_head));
+    memset(qs->raw.rx_count, 0, sizeof(qs->raw.rx_count));
+    memset(qs->raw.rx_word, 0, sizeof(qs->raw.rx_word));
 }
 
-bool niu_raw_rx_push(ArcticNiuState *s, uint8_t prio, const uint8_t *pkt,
+bool niu_raw_rx_push(NiuQueues *qs, uint8_t prio, const uint8_t *pkt,
                      size_t size)
 {
     unsigned tail;
 
-    if (s->raw.rx_count[prio] == ARCTIC_RAW_RX_PACKETS) {
+    if (qs->raw.rx_count[prio] == ARCTIC_RAW_RX_PACKETS) {
         return false;
     }
-    tail = (s->raw.rx_head[prio] + s->raw.rx_count[prio]) %
+    tail = (qs->raw.rx_head[prio] + qs->raw.rx_count[prio]) %
            ARCTIC_RAW_RX_PACKETS;
-    memcpy(s->raw.rx[prio][tail].wire, pkt, size);
-    s->raw.rx[prio][tail].size = size;
-    s->raw.rx_count[prio]++;
-    trace_arctic_niu_raw_rx(s->node_id, prio, s->raw.rx_count[prio]);
+    memcpy(qs->raw.rx[prio][tail].wire, pkt, size);
+    qs->raw.rx[prio][tail].size = size;
+    qs->raw.rx_count[prio]++;
+    trace_arctic_niu_raw_rx(qs->node_id, prio, qs->raw.rx_count[prio]);
     return true;
 }
 
 /* Pop the next word of the packet at the head of a receive FIFO. */
-static uint32_t raw_rx_pop(ArcticNiuState *s, uint8_t prio)
+static uint32_t raw_rx_pop(NiuQueues *qs, uint8_t prio)
 {
-    unsigned head = s->raw.rx_head[prio];
-    const uint8_t *wire = s->raw.rx[prio][head].wire;
-    unsigned words = (s->raw.rx[prio][head].size -
+    unsigned head = qs->raw.rx_head[prio];
+    const uint8_t *wire = qs->raw.rx[prio][head].wire;
+    unsigned words = (qs->raw.rx[prio][head].size -
                       ARCTIC_WIRE_WORDS_OFFSET) / 4;    /* with the CRC */
     uint32_t val;
 
-    if (s->raw.rx_count[prio] == 0) {
-        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0,
+    if (qs->raw.rx_count[prio] == 0) {
+        niu_error(qs->status, ARCTIC_ERR_BAD_VALUE, 0,
                   prio == ARCTIC_PRIORITY_HIGH ? ARCTIC_RXQ_HI
                                                       : ARCTIC_RXQ_LO,
                          0, "read of an empty receive FIFO");
         return 0;
     }
     val = arctic_get_le32(wire + ARCTIC_WIRE_WORDS_OFFSET +
-                          4 * s->raw.rx_word[prio]);
-    if (++s->raw.rx_word[prio] == words) {
-        s->raw.rx_word[prio] = 0;
-        s->raw.rx_head[prio] = (head + 1) % ARCTIC_RAW_RX_PACKETS;
-        s->raw.rx_count[prio]--;
+                          4 * qs->raw.rx_word[prio]);
+    if (++qs->raw.rx_word[prio] == words) {
+        qs->raw.rx_word[prio] = 0;
+        qs->raw.rx_head[prio] = (head + 1) % ARCTIC_RAW_RX_PACKETS;
+        qs->raw.rx_count[prio]--;
     }
     return val;
 }
 
 /* Check a whole raw packet and hand it to the transmit side. */
-static void raw_tx_commit(ArcticNiuState *s, uint8_t prio)
+static void raw_tx_commit(NiuQueues *qs, uint8_t prio)
 {
-    const uint32_t *w = s->raw.tx[prio];
-    unsigned count = s->raw.tx_len[prio];
+    const uint32_t *w = qs->raw.tx[prio];
+    unsigned count = qs->raw.tx_len[prio];
 
-    if (niu_tx_send_raw(s, prio, w, count)) {
-        s->raw.tx_len[prio] = 0;
-        s->raw.tx_ready[prio] = false;
+    if (niu_tx_send_raw(qs, prio, w, count)) {
+        qs->raw.tx_len[prio] = 0;
+        qs->raw.tx_ready[prio] = false;
     } else {
-        s->raw.tx_ready[prio] = true;   /* TxStatus shows it full */
+        qs->raw.tx_ready[prio] = true;   /* TxStatus shows it full */
     }
 }
 
-void niu_raw_tx_flush(ArcticNiuState *s)
+void niu_raw_tx_flush(NiuQueues *qs)
 {
     unsigned p;
 
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
-        if (s->raw.tx_ready[p]) {
-            raw_tx_commit(s, p);
+        if (qs->raw.tx_ready[p]) {
+            raw_tx_commit(qs, p);
         }
     }
 }
 
-static bool raw_tx_push(ArcticNiuState *s, uint8_t prio, uint32_t val,
+static bool raw_tx_push(NiuQueues *qs, uint8_t prio, uint32_t val,
                         bool last, hwaddr reg)
 {
-    if (s->tx_enabled) {
+    if (qs->tx_enabled) {
         /* dMPI and MPI do not mix on one datapath (§2.3). */
-        niu_error(&s->status, ARCTIC_ERR_BUSY, 0, 0, reg,
+        niu_error(qs->status, ARCTIC_ERR_BUSY, 0, 0, reg,
                   "raw transmit while the transmit datapath is on");
         return true;
     }
-    if (s->raw.tx_ready[prio]) {
+    if (qs->raw.tx_ready[prio]) {
         /* TxStatus said full: the word is refused, and says so. */
-        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
+        niu_error(qs->status, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
                   "raw transmit FIFO written while full");
         return true;
     }
-    if (s->raw.tx_overrun[prio] ||
-        s->raw.tx_len[prio] == ARCTIC_MAX_PACKET_WORDS) {
+    if (qs->raw.tx_overrun[prio] ||
+        qs->raw.tx_len[prio] == ARCTIC_MAX_PACKET_WORDS) {
         /*
          * Longer than any packet: the whole packet is discarded, up to
          * and including its *Last word, so the next one starts clean.
          */
-        if (!s->raw.tx_overrun[prio]) {
-            niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
+        if (!qs->raw.tx_overrun[prio]) {
+            niu_error(qs->status, ARCTIC_ERR_BAD_VALUE, 0, 0, reg,
                       "raw packet longer than %d words discarded",
                       ARCTIC_MAX_PACKET_WORDS);
-            niu_count(&s->status, ARCTIC_CNT_TX_ERRORS);
+            niu_count(qs->status, ARCTIC_CNT_TX_ERRORS);
         }
-        s->raw.tx_overrun[prio] = !last;
-        s->raw.tx_len[prio] = 0;
+        qs->raw.tx_overrun[prio] = !last;
+        qs->raw.tx_len[prio] = 0;
         return true;
     }
-    s->raw.tx[prio][s->raw.tx_len[prio]++] = val;
+    qs->raw.tx[prio][qs->raw.tx_len[prio]++] = val;
     if (last) {
-        raw_tx_commit(s, prio);
+        raw_tx_commit(qs, prio);
     }
     return true;
 }
 
 /* Accesses to endpoint 0's FIFO registers; false for any other offset. */
-bool niu_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
+bool niu_raw_access(NiuQueues *qs, hwaddr reg, bool write,
                     uint32_t *val)
 {
     switch (reg) {
@@ -152,7 +152,7 @@ bool niu_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
         if (!write) {
             return false;               /* write-only */
         }
-        return raw_tx_push(s, reg <= A_USER_HI_TX_FIFO_LAST
+        return raw_tx_push(qs, reg <= A_USER_HI_TX_FIFO_LAST
                               ? ARCTIC_PRIORITY_HIGH : ARCTIC_PRIORITY_LOW,
                            *val, reg == A_USER_HI_TX_FIFO_LAST ||
                                  reg == A_USER_LO_TX_FIFO_LAST, reg);
@@ -161,7 +161,7 @@ bool niu_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
         if (write) {
             return false;
         }
-        *val = raw_rx_pop(s, reg == A_USER_HI_RX_FIFO ? ARCTIC_PRIORITY_HIGH
+        *val = raw_rx_pop(qs, reg == A_USER_HI_RX_FIFO ? ARCTIC_PRIORITY_HIGH
                                                       : ARCTIC_PRIORITY_LOW);
         return true;
     case A_USER_RX_STATUS:
@@ -169,18 +169,18 @@ bool niu_raw_access(ArcticNiuState *s, hwaddr reg, bool write,
             return false;
         }
         *val = FIELD_DP32(0, USER_RX_STATUS, HI_EMPTY,
-                          !s->raw.rx_count[ARCTIC_PRIORITY_HIGH]);
+                          !qs->raw.rx_count[ARCTIC_PRIORITY_HIGH]);
         *val = FIELD_DP32(*val, USER_RX_STATUS, LO_EMPTY,
-                          !s->raw.rx_count[ARCTIC_PRIORITY_LOW]);
+                          !qs->raw.rx_count[ARCTIC_PRIORITY_LOW]);
         return true;
     case A_USER_TX_STATUS:
         if (write) {
             return false;
         }
         *val = FIELD_DP32(0, USER_TX_STATUS, HI_FULL,
-                          s->raw.tx_ready[ARCTIC_PRIORITY_HIGH]);
+                          qs->raw.tx_ready[ARCTIC_PRIORITY_HIGH]);
         *val = FIELD_DP32(*val, USER_TX_STATUS, LO_FULL,
-                          s->raw.tx_ready[ARCTIC_PRIORITY_LOW]);
+                          qs->raw.tx_ready[ARCTIC_PRIORITY_LOW]);
         return true;
     default:
         return false;
@@ -201,14 +201,13 @@ static const VMStateDescription vmstate_niu_raw_packet = {
 };
 
 /* Only a FIFO that holds something, or a packet being written, is sent. */
-static bool raw_needed(void *opaque)
+bool niu_raw_needed(NiuQueues *qs)
 {
-    ArcticNiuState *s = opaque;
     unsigned p;
 
     for (p = 0; p < ARCTIC_NUM_PRIORITIES; p++) {
-        if (s->raw.tx_len[p] || s->raw.tx_ready[p] || s->raw.tx_overrun[p] ||
-            s->raw.rx_count[p]) {
+        if (qs->raw.tx_len[p] || qs->raw.tx_ready[p] || qs->raw.tx_overrun[p] ||
+            qs->raw.rx_count[p]) {
             return true;
         }
     }
@@ -247,40 +246,34 @@ static const char *raw_loaded_fault(NiuRawFifos *r)
 /* niu_post_load() refuses the stream for a fault. */
 static int raw_post_load(void *opaque, int version_id)
 {
-    ArcticNiuState *s = opaque;
-    const char *fault = raw_loaded_fault(&s->raw);
+    NiuQueues *qs = opaque;
+    const char *fault = raw_loaded_fault(&qs->raw);
 
     if (fault) {
-        s->loaded_fault = s->loaded_fault ?: fault;
-        niu_raw_reset(s);       /* no register indexes past the FIFOs */
+        qs->loaded_fault = qs->loaded_fault ?: fault;
+        niu_raw_reset(qs);       /* no register indexes past the FIFOs */
     }
     return 0;
 }
 
-const VMStateDescription vmstate_niu_raw = {
-    .name = "arctic-niu/raw",
+/* The fields of the subsection "arctic-niu/raw" (arctic-niu.c). */
+const VMStateDescription vmstate_niu_queues_raw = {
+    .name = "arctic-niu/raw-fifos",
     .version_id = 1,
     .minimum_version_id = 1,
-    .needed = raw_needed,
     .post_load = raw_post_load,
     .fields = (const VMStateField[]) {
-        VMSTATE_UINT32_2DARRAY(raw.tx, ArcticNiuState, ARCTIC_NUM_PRIORITIES,
+        VMSTATE_UINT32_2DARRAY(raw.tx, NiuQueues, ARCTIC_NUM_PRIORITIES,
                                ARCTIC_MAX_PACKET_WORDS),
-        VMSTATE_UINT32_ARRAY(raw.tx_len, ArcticNiuState,
-                             ARCTIC_NUM_PRIORITIES),
-        VMSTATE_BOOL_ARRAY(raw.tx_ready, ArcticNiuState,
-                           ARCTIC_NUM_PRIORITIES),
-        VMSTATE_BOOL_ARRAY(raw.tx_overrun, ArcticNiuState,
-                           ARCTIC_NUM_PRIORITIES),
-        VMSTATE_STRUCT_2DARRAY(raw.rx, ArcticNiuState, ARCTIC_NUM_PRIORITIES,
+        VMSTATE_UINT32_ARRAY(raw.tx_len, NiuQueues, ARCTIC_NUM_PRIORITIES),
+        VMSTATE_BOOL_ARRAY(raw.tx_ready, NiuQueues, ARCTIC_NUM_PRIORITIES),
+        VMSTATE_BOOL_ARRAY(raw.tx_overrun, NiuQueues, ARCTIC_NUM_PRIORITIES),
+        VMSTATE_STRUCT_2DARRAY(raw.rx, NiuQueues, ARCTIC_NUM_PRIORITIES,
                                ARCTIC_RAW_RX_PACKETS, 1,
                                vmstate_niu_raw_packet, NiuRawPacket),
-        VMSTATE_UINT32_ARRAY(raw.rx_head, ArcticNiuState,
-                             ARCTIC_NUM_PRIORITIES),
-        VMSTATE_UINT32_ARRAY(raw.rx_count, ArcticNiuState,
-                             ARCTIC_NUM_PRIORITIES),
-        VMSTATE_UINT32_ARRAY(raw.rx_word, ArcticNiuState,
-                             ARCTIC_NUM_PRIORITIES),
+        VMSTATE_UINT32_ARRAY(raw.rx_head, NiuQueues, ARCTIC_NUM_PRIORITIES),
+        VMSTATE_UINT32_ARRAY(raw.rx_count, NiuQueues, ARCTIC_NUM_PRIORITIES),
+        VMSTATE_UINT32_ARRAY(raw.rx_word, NiuQueues, ARCTIC_NUM_PRIORITIES),
         VMSTATE_END_OF_LIST()
     },
 };

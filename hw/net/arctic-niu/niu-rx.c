@@ -18,7 +18,7 @@
 #include "migration/vmstate.h"
 #include "trace.h"
 
-#include "arctic-niu.h"
+#include "niu-queues.h"
 
 static const RxVerdict rx_delivered = { .outcome = RX_DELIVERED };
 static const RxVerdict rx_dropped = { .outcome = RX_DROPPED };
@@ -28,11 +28,11 @@ static RxVerdict rx_refused(uint8_t reason)
     return (RxVerdict) { .outcome = RX_REFUSED, .nack_reason = reason };
 }
 
-void niu_rx_reset(ArcticNiuState *s)
+void niu_rx_reset(NiuQueues *qs)
 {
-    memset(s->rx.dma_failed, 0, sizeof(s->rx.dma_failed));
-    s->rx.report_head = 0;
-    s->rx.report_count = 0;
+    memset(qs->rx.dma_failed, 0, sizeof(qs->rx.dma_failed));
+    qs->rx.report_head = 0;
+    qs->rx.report_count = 0;
 }
 
 /*
@@ -40,34 +40,34 @@ void niu_rx_reset(ArcticNiuState *s)
  * owed a report (sent by niu-tx.c send_reports()).  Best effort, as every
  * notice: with 16 already waiting, the oldest is given up.
  */
-static void owe_report(ArcticNiuState *s, uint16_t src, uint8_t flags,
+static void owe_report(NiuQueues *qs, uint16_t src, uint8_t flags,
                        uint16_t job, uint32_t w1, uint32_t command)
 {
-    unsigned n = ARRAY_SIZE(s->rx.reports);
+    unsigned n = ARRAY_SIZE(qs->rx.reports);
     ArcticReport *r;
 
-    if (s->rx.report_count == n) {
-        trace_arctic_niu_report_lost(s->node_id,
-                                     s->rx.reports[s->rx.report_head].node);
-        s->rx.report_head = (s->rx.report_head + 1) % n;
-        s->rx.report_count--;
+    if (qs->rx.report_count == n) {
+        trace_arctic_niu_report_lost(qs->node_id,
+                                     qs->rx.reports[qs->rx.report_head].node);
+        qs->rx.report_head = (qs->rx.report_head + 1) % n;
+        qs->rx.report_count--;
     }
-    r = &s->rx.reports[(s->rx.report_head + s->rx.report_count) % n];
+    r = &qs->rx.reports[(qs->rx.report_head + qs->rx.report_count) % n];
     r->node = src;
     r->endpoint = FIELD_EX32(flags, ARCTIC_E2E_FLAGS, SOURCE_ENDPOINT);
     r->type = FIELD_EX32(w1, ARCTIC_W1, TYPE);
     r->job = job;
     r->command = command;
-    s->rx.report_count++;
-    trace_arctic_niu_report(s->node_id, src, r->endpoint, command);
-    niu_tx_kick(s);
+    qs->rx.report_count++;
+    trace_arctic_niu_report(qs->node_id, src, r->endpoint, command);
+    niu_tx_kick(qs);
 }
 
 /* Write one remote-DMA data packet into the endpoint's window (§6.3.2). */
-static RxVerdict deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
+static RxVerdict deliver_dma(NiuQueues *qs, uint16_t src, unsigned epn,
                              const uint8_t *words)
 {
-    ArcticEndpoint *ep = &s->ep[epn];
+    ArcticEndpoint *ep = &qs->ep[epn];
     uint64_t target = arctic_get_le64(words + 8);
     uint32_t data[ARCTIC_DMA_DATA_WORDS];
     uint64_t phys;
@@ -80,25 +80,25 @@ static RxVerdict deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
          * is written, and retrying cannot help, so the packet is dropped
          * (and acked); the receiver's ERROR_CAUSE says why.
          */
-        niu_error(&s->status, ARCTIC_ERR_DMA_RANGE, epn, ARCTIC_RXQ_HI,
+        niu_error(qs->status, ARCTIC_ERR_DMA_RANGE, epn, ARCTIC_RXQ_HI,
                   (uint32_t)target >> 6,
                   "endpoint %u refused DMA to 0x%" PRIx64
                   " outside its window", epn, target);
-        niu_count(&s->status, ARCTIC_CNT_BAD_PACKETS);
-        s->rx.dma_failed[src] |= 1u << epn;
+        niu_count(qs->status, ARCTIC_CNT_BAD_PACKETS);
+        qs->rx.dma_failed[src] |= 1u << epn;
         return rx_dropped;
     }
     for (i = 0; i < ARRAY_SIZE(data); i++) {
         data[i] = cpu_to_le32(arctic_get_le32(words + 16 + 4 * i));
     }
-    if (niu_dma_write(&s->dma, phys, data, sizeof(data)) != MEMTX_OK) {
-        niu_error(&s->status, ARCTIC_ERR_DMA, epn, ARCTIC_RXQ_HI, 0,
+    if (niu_dma_write(qs->dma, phys, data, sizeof(data)) != MEMTX_OK) {
+        niu_error(qs->status, ARCTIC_ERR_DMA, epn, ARCTIC_RXQ_HI, 0,
                   "remote DMA to 0x%" PRIx64 " of endpoint %u failed",
                   (uint64_t)phys, epn);
         return rx_refused(ARCTIC_NACK_RX_ERROR);
     }
-    trace_arctic_niu_rx_dma(s->node_id, epn, target, phys);
-    niu_count(&s->status, ARCTIC_CNT_DMA_RX_PACKETS);
+    trace_arctic_niu_rx_dma(qs->node_id, epn, target, phys);
+    niu_count(qs->status, ARCTIC_CNT_DMA_RX_PACKETS);
     return rx_delivered;
 }
 
@@ -106,10 +106,10 @@ static RxVerdict deliver_dma(ArcticNiuState *s, uint16_t src, unsigned epn,
 QEMU_BUILD_BUG_ON((int)R_EP_RX_HD_LAP_SHIFT != (int)ARCTIC_LOG2_N);
 
 /* The receive slot @idx of (@epn, @q), at @addr, could not be reached. */
-static RxVerdict rx_slot_dma_failed(ArcticNiuState *s, unsigned epn,
+static RxVerdict rx_slot_dma_failed(NiuQueues *qs, unsigned epn,
                                     unsigned q, unsigned idx, dma_addr_t addr)
 {
-    niu_error(&s->status, ARCTIC_ERR_DMA, epn, q, idx,
+    niu_error(qs->status, ARCTIC_ERR_DMA, epn, q, idx,
               "endpoint %u receive queue %u slot %u at 0x%" PRIx64
               " is not guest memory", epn, q, idx, (uint64_t)addr);
     return rx_refused(ARCTIC_NACK_RX_ERROR);
@@ -119,46 +119,46 @@ static RxVerdict rx_slot_dma_failed(ArcticNiuState *s, unsigned epn,
  * Write a whole receive slot, body before the header that makes it valid
  * (§6.3.1 steps 4-6).  Delivered, or refused with a nack reason.
  */
-static RxVerdict write_rx_slot(ArcticNiuState *s, unsigned epn, unsigned q,
+static RxVerdict write_rx_slot(NiuQueues *qs, unsigned epn, unsigned q,
                                uint32_t header, const uint32_t *body,
                               unsigned payload_words)
 {
-    ArcticEndpoint *ep = &s->ep[epn];
+    ArcticEndpoint *ep = &qs->ep[epn];
     unsigned idx = FIELD_EX32(ep->rx_head[q], EP_RX_HD, INDEX);
     dma_addr_t addr = ep->rx_qbase +
         (q == ARCTIC_RXQ_HI ? ARCTIC_HI_RX_OFFSET : ARCTIC_LO_RX_OFFSET) +
         (dma_addr_t)idx * ARCTIC_SLOT_SIZE;
     uint32_t old;
 
-    if (niu_dma_load_header(&s->dma, addr, &old) != MEMTX_OK) {
-        return rx_slot_dma_failed(s, epn, q, idx, addr);
+    if (niu_dma_load_header(qs->dma, addr, &old) != MEMTX_OK) {
+        return rx_slot_dma_failed(qs, epn, q, idx, addr);
     }
     if (FIELD_EX32(old, MPI_HEADER, VALID)) {
-        trace_arctic_niu_rx_queue_full(s->node_id, epn, q, idx);
+        trace_arctic_niu_rx_queue_full(qs->node_id, epn, q, idx);
         return rx_refused(ARCTIC_NACK_QUEUE_FULL);
     }
-    if (niu_dma_write(&s->dma, addr + ARCTIC_SLOT_COMMAND0, body,
+    if (niu_dma_write(qs->dma, addr + ARCTIC_SLOT_COMMAND0, body,
                       4 * ARCTIC_COMMAND_WORDS) != MEMTX_OK ||
-        niu_dma_write(&s->dma, addr + ARCTIC_SLOT_PAYLOAD,
+        niu_dma_write(qs->dma, addr + ARCTIC_SLOT_PAYLOAD,
                       body + ARCTIC_COMMAND_WORDS,
                       4 * payload_words) != MEMTX_OK) {
-        return rx_slot_dma_failed(s, epn, q, idx, addr);
+        return rx_slot_dma_failed(qs, epn, q, idx, addr);
     }
     /* The body is visible before the valid bit: one store, after it. */
     header = FIELD_DP32(header, MPI_HEADER, LAP,
                         FIELD_EX32(ep->rx_head[q], EP_RX_HD, LAP));
     header = FIELD_DP32(header, MPI_HEADER, VALID, 1);
-    if (niu_dma_store_header(&s->dma, addr, header) != MEMTX_OK) {
-        return rx_slot_dma_failed(s, epn, q, idx, addr);
+    if (niu_dma_store_header(qs->dma, addr, header) != MEMTX_OK) {
+        return rx_slot_dma_failed(qs, epn, q, idx, addr);
     }
     /* INDEX and LAP count on together: LAP flips as INDEX wraps. */
     ep->rx_head[q] = (ep->rx_head[q] + 1) % (2 * ARCTIC_N);
-    niu_irq_event(&s->status, 1u << (R_NIU_IRQ_RX_SHIFT + epn));
+    niu_irq_event(qs->status, 1u << (R_NIU_IRQ_RX_SHIFT + epn));
     return rx_delivered;
 }
 
 /* Deliver a data packet (§6.3.1 steps 1-7, §6.3.2) from @src. */
-RxVerdict niu_rx_deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
+RxVerdict niu_rx_deliver(NiuQueues *qs, uint8_t prio, uint16_t src,
                          uint16_t job, uint8_t flags, const uint8_t *pkt,
                          size_t size)
 {
@@ -174,12 +174,12 @@ RxVerdict niu_rx_deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     bool failed;
     int i;
 
-    if (!s->rx_enabled) {
+    if (!qs->rx_enabled) {
         /*
          * dMPI mode, when asked for: the raw receive FIFO takes any packet
          * (§6.1).  Otherwise nothing is taken that a reset would lose.
          */
-        return s->rx_raw && niu_raw_rx_push(s, prio, pkt, size)
+        return qs->rx_raw && niu_raw_rx_push(qs, prio, pkt, size)
                ? rx_delivered : rx_refused(ARCTIC_NACK_RX_OFF);
     }
     if (dma ? arctic_len != ARCTIC_DMA_PACKET_LENGTH
@@ -189,25 +189,25 @@ RxVerdict niu_rx_deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
          * error; it can never be delivered, so it is acked and dropped
          * rather than retried forever.
          */
-        niu_error(&s->status, ARCTIC_ERR_BAD_PACKET, epn, q, w1 & 0xffff,
+        niu_error(qs->status, ARCTIC_ERR_BAD_PACKET, epn, q, w1 & 0xffff,
                   "%s packet of length %u from node %u dropped",
                   dma ? "DMA" : "MPI", arctic_len, src);
-        niu_count(&s->status, ARCTIC_CNT_BAD_PACKETS);
+        niu_count(qs->status, ARCTIC_CNT_BAD_PACKETS);
         return rx_dropped;
     }
-    if ((epn & s->vmask) != epn) {
+    if ((epn & qs->vmask) != epn) {
         return rx_refused(ARCTIC_NACK_BAD_ENDPOINT);
     }
-    if (job != s->ep[epn].job) {
+    if (job != qs->ep[epn].job) {
         /*
          * Seeds 000 Ch. 4, 003 §3.2.1: the packet belongs to a job that
          * is not running on this endpoint now; it is retried until it is.
          */
-        niu_count(&s->status, ARCTIC_CNT_WRONG_JOB);
+        niu_count(qs->status, ARCTIC_CNT_WRONG_JOB);
         return rx_refused(ARCTIC_NACK_WRONG_JOB);
     }
     if (dma) {
-        return deliver_dma(s, src, epn, words);
+        return deliver_dma(qs, src, epn, words);
     }
     for (i = 0; i < ARCTIC_COMMAND_WORDS + len; i++) {
         body[i] = cpu_to_le32(arctic_get_le32(words + 8 + 4 * i));
@@ -220,7 +220,7 @@ RxVerdict niu_rx_deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
     header = FIELD_DP32(header, MPI_HEADER, LENGTH, len);
     header = FIELD_DP32(header, MPI_HEADER, DEST, src);
     failed = FIELD_EX32(flags, ARCTIC_E2E_FLAGS, NOTIFY) &&
-             (s->rx.dma_failed[src] & (1u << epn));
+             (qs->rx.dma_failed[src] & (1u << epn));
     if (failed || FIELD_EX32(flags, ARCTIC_E2E_FLAGS, NOTICE)) {
         /*
          * The notification of a transfer whose data this NIU refused
@@ -229,18 +229,18 @@ RxVerdict niu_rx_deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
          */
         header = FIELD_DP32(header, MPI_HEADER, MODE, ARCTIC_MODE_DMA);
     }
-    verdict = write_rx_slot(s, epn, q, header, body, len);
+    verdict = write_rx_slot(qs, epn, q, header, body, len);
     if (verdict.outcome == RX_DELIVERED && failed) {
-        s->rx.dma_failed[src] &= ~(1u << epn);
-        owe_report(s, src, flags, job, w1, le32_to_cpu(body[0]));
+        qs->rx.dma_failed[src] &= ~(1u << epn);
+        owe_report(qs, src, flags, job, w1, le32_to_cpu(body[0]));
     }
     if (verdict.outcome == RX_DELIVERED) {
-        trace_arctic_niu_rx_deliver(s->node_id, epn, q,
-                                    (FIELD_EX32(s->ep[epn].rx_head[q],
+        trace_arctic_niu_rx_deliver(qs->node_id, epn, q,
+                                    (FIELD_EX32(qs->ep[epn].rx_head[q],
                                                 EP_RX_HD, INDEX) +
                                      ARCTIC_N - 1) % ARCTIC_N,
                                     src, len, le32_to_cpu(body[0]));
-        niu_count(&s->status, q == ARCTIC_RXQ_HI ? ARCTIC_CNT_RX_HI_PACKETS
+        niu_count(qs->status, q == ARCTIC_RXQ_HI ? ARCTIC_CNT_RX_HI_PACKETS
                                                : ARCTIC_CNT_RX_LO_PACKETS);
     }
     return verdict;
@@ -250,7 +250,7 @@ RxVerdict niu_rx_deliver(ArcticNiuState *s, uint8_t prio, uint16_t src,
  * The error notice for a refused DMA request (niu-hw.h, enum
  * arctic_dma_status), in the requester's own HiRx when there is room.
  */
-bool niu_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
+bool niu_rx_local_notice(NiuQueues *qs, unsigned epn, uint32_t header,
                          uint32_t command, uint32_t status)
 {
     uint32_t body[ARCTIC_COMMAND_WORDS] = {
@@ -260,9 +260,9 @@ bool niu_rx_local_notice(ArcticNiuState *s, unsigned epn, uint32_t header,
                                 R_MPI_HEADER_ENDPOINT_MASK);
 
     notice = FIELD_DP32(notice, MPI_HEADER, MODE, ARCTIC_MODE_DMA);
-    notice = FIELD_DP32(notice, MPI_HEADER, DEST, s->node_id);
-    if (!s->rx_enabled ||
-        write_rx_slot(s, epn, ARCTIC_RXQ_HI, notice, body, 0).outcome !=
+    notice = FIELD_DP32(notice, MPI_HEADER, DEST, qs->node_id);
+    if (!qs->rx_enabled ||
+        write_rx_slot(qs, epn, ARCTIC_RXQ_HI, notice, body, 0).outcome !=
         RX_DELIVERED) {
         return false;
     }
@@ -286,46 +286,45 @@ static const VMStateDescription vmstate_niu_report = {
 };
 
 /* Sent only while a refused transfer is owed a report or a notice. */
-static bool rx_reports_needed(void *opaque)
+bool niu_rx_reports_needed(NiuQueues *qs)
 {
-    ArcticNiuState *s = opaque;
-
-    return s->rx.report_count ||
-           !buffer_is_zero(s->rx.dma_failed, sizeof(s->rx.dma_failed));
+    return qs->rx.report_count ||
+           !buffer_is_zero(qs->rx.dma_failed, sizeof(qs->rx.dma_failed));
 }
 
 static int rx_reports_post_load(void *opaque, int version_id)
 {
-    ArcticNiuState *s = opaque;
-    unsigned i, n = ARRAY_SIZE(s->rx.reports);
+    NiuQueues *qs = opaque;
+    unsigned i, n = ARRAY_SIZE(qs->rx.reports);
 
-    for (i = 0; i < s->rx.report_count && s->rx.report_head < n; i++) {
-        if (s->rx.reports[(s->rx.report_head + i) % n].endpoint >=
+    for (i = 0; i < qs->rx.report_count && qs->rx.report_head < n; i++) {
+        if (qs->rx.reports[(qs->rx.report_head + i) % n].endpoint >=
             ARCTIC_ENDPOINTS) {
             break;
         }
     }
-    if (s->rx.report_head >= n || s->rx.report_count > n ||
-        i < s->rx.report_count) {
+    if (qs->rx.report_head >= n || qs->rx.report_count > n ||
+        i < qs->rx.report_count) {
         /* niu_post_load() refuses the stream */
-        s->loaded_fault = s->loaded_fault ?: "remote-DMA reports out of range";
-        niu_rx_reset(s);
+        qs->loaded_fault = qs->loaded_fault ?:
+                           "remote-DMA reports out of range";
+        niu_rx_reset(qs);
     }
     return 0;
 }
 
-const VMStateDescription vmstate_niu_rx_reports = {
-    .name = "arctic-niu/rx-reports",
+/* The fields of the subsection "arctic-niu/rx-reports" (arctic-niu.c). */
+const VMStateDescription vmstate_niu_queues_reports = {
+    .name = "arctic-niu/rx-report-list",
     .version_id = 1,
     .minimum_version_id = 1,
-    .needed = rx_reports_needed,
     .post_load = rx_reports_post_load,
     .fields = (const VMStateField[]) {
-        VMSTATE_UINT8_ARRAY(rx.dma_failed, ArcticNiuState, ARCTIC_S),
-        VMSTATE_STRUCT_ARRAY(rx.reports, ArcticNiuState, ARCTIC_RX_REPORTS, 1,
+        VMSTATE_UINT8_ARRAY(rx.dma_failed, NiuQueues, ARCTIC_S),
+        VMSTATE_STRUCT_ARRAY(rx.reports, NiuQueues, ARCTIC_RX_REPORTS, 1,
                              vmstate_niu_report, ArcticReport),
-        VMSTATE_UINT32(rx.report_head, ArcticNiuState),
-        VMSTATE_UINT32(rx.report_count, ArcticNiuState),
+        VMSTATE_UINT32(rx.report_head, NiuQueues),
+        VMSTATE_UINT32(rx.report_count, NiuQueues),
         VMSTATE_END_OF_LIST()
     },
 };

@@ -25,12 +25,22 @@
 #include "arctic-niu.h"
 
 /*
+ * The device that holds the queue engine: niu-tx.c still takes all of it
+ * (the link, the protocol, timed mode, the lock), until it works on
+ * NiuQueues as niu-rx.c and niu-raw.c do.
+ */
+static ArcticNiuState *tx_device(NiuQueues *q)
+{
+    return container_of(q, ArcticNiuState, q);
+}
+
+/*
  * TxCtrl written OFF, and a packet taken from the queues has not entered
  * the network yet (seed 002 §4.1.2: it reads back ON until then).
  */
 bool niu_tx_draining(ArcticNiuState *s)
 {
-    return !s->tx_enabled && niu_e2e_unsent(&s->e2e);
+    return !s->q.tx_enabled && niu_e2e_unsent(&s->e2e);
 }
 
 /* A free line for @prio; with none, the work waits for niu_tx_resume(). */
@@ -39,7 +49,7 @@ static ArcticLine *tx_line(ArcticNiuState *s, uint8_t prio)
     ArcticLine *line = niu_e2e_line_alloc(&s->e2e, prio);
 
     if (!line) {
-        s->tx.line_wait = true;
+        s->q.tx.line_wait = true;
     }
     return line;
 }
@@ -53,9 +63,9 @@ static ArcticLine *tx_line(ArcticNiuState *s, uint8_t prio)
 static void tx_slot_dma_failed(ArcticNiuState *s, unsigned epn, unsigned q,
                                dma_addr_t addr)
 {
-    niu_error(&s->status, ARCTIC_ERR_DMA, epn, q, s->ep[epn].tx_tail[q],
+    niu_error(&s->status, ARCTIC_ERR_DMA, epn, q, s->q.ep[epn].tx_tail[q],
               "endpoint %u transmit queue %u slot %u at 0x%" PRIx64
-              " is not guest memory", epn, q, s->ep[epn].tx_tail[q],
+              " is not guest memory", epn, q, s->q.ep[epn].tx_tail[q],
               (uint64_t)addr);
 }
 
@@ -67,7 +77,7 @@ static void tx_slot_dma_failed(ArcticNiuState *s, unsigned epn, unsigned q,
 static void release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                          dma_addr_t addr)
 {
-    ArcticEndpoint *ep = &s->ep[epn];
+    ArcticEndpoint *ep = &s->q.ep[epn];
 
     /*
      * One store: the program may write the slot's next header as soon as
@@ -93,11 +103,11 @@ static void refuse_slot(ArcticNiuState *s, unsigned epn, unsigned q,
                         dma_addr_t addr, enum arctic_error cause,
                         uint32_t header)
 {
-    niu_error(&s->status, cause, epn, q, s->ep[epn].tx_tail[q],
+    niu_error(&s->status, cause, epn, q, s->q.ep[epn].tx_tail[q],
               "endpoint %u queue %u slot %u header 0x%08x refused",
-              epn, q, s->ep[epn].tx_tail[q], header);
+              epn, q, s->q.ep[epn].tx_tail[q], header);
     niu_count(&s->status, ARCTIC_CNT_TX_ERRORS);
-    s->tx.refused++;
+    s->q.tx.refused++;
     release_slot(s, epn, q, addr);
 }
 
@@ -120,7 +130,7 @@ static void build_mpi(ArcticNiuState *s, ArcticLine *line, unsigned epn,
         body[2 + i] = le32_to_cpu(payload_le[i]);
     }
     w1 = FIELD_DP32(w1, ARCTIC_W1, MODE, ARCTIC_MODE_MPI);
-    niu_e2e_send(&s->e2e, line, epn, s->ep[epn].job,
+    niu_e2e_send(&s->e2e, line, epn, s->q.ep[epn].job,
                  FIELD_EX32(header, MPI_HEADER, DEST), route, w1,
                  body, ARCTIC_COMMAND_WORDS + len);
 }
@@ -130,10 +140,10 @@ static void dma_refuse(ArcticNiuState *s, unsigned epn, unsigned q,
                        enum arctic_dma_status status, uint32_t header,
                        uint32_t command)
 {
-    s->ep[epn].dma_progress[q == ARCTIC_TXQ_HI ? 0 : 1] = 0;
+    s->q.ep[epn].dma_progress[q == ARCTIC_TXQ_HI ? 0 : 1] = 0;
     refuse_slot(s, epn, q, addr, cause, header);
     trace_arctic_niu_dma_refused(s->node_id, epn, q, status);
-    niu_rx_local_notice(s, epn, header, command, status);
+    niu_rx_local_notice(&s->q, epn, header, command, status);
 }
 
 /*
@@ -145,7 +155,7 @@ static void dma_refuse(ArcticNiuState *s, unsigned epn, unsigned q,
 static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
                      dma_addr_t addr)
 {
-    ArcticEndpoint *ep = &s->ep[epn];
+    ArcticEndpoint *ep = &s->q.ep[epn];
     uint32_t *progress = &ep->dma_progress[q == ARCTIC_TXQ_HI ? 0 : 1];
     struct arctic_dma_request req;
     uint32_t header, command, route;
@@ -159,7 +169,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
     command = le32_to_cpu(req.command);
     target = le64_to_cpu(req.target);
     source = le64_to_cpu(req.source);
-    route = s->route_table[ARCTIC_ROUTE_TABLE_HIGH]
+    route = s->q.route_table[ARCTIC_ROUTE_TABLE_HIGH]
                           [FIELD_EX32(header, MPI_HEADER, DEST)];
     if (FIELD_EX32(header, MPI_HEADER, LENGTH) > ARCTIC_MAX_PAYLOAD) {
         dma_refuse(s, epn, q, addr, ARCTIC_ERR_BAD_LENGTH,
@@ -189,7 +199,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
 
         line = niu_e2e_dma_line_alloc(&s->e2e);
         if (!line) {
-            s->tx.line_wait = true;
+            s->q.tx.line_wait = true;
             trace_arctic_niu_tx_lines_full(s->node_id, epn, q);
             return false;
         }
@@ -212,7 +222,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
             body[0] = (uint32_t)(target + off);
             body[1] = (target + off) >> 32;
             w1 = FIELD_DP32(w1, ARCTIC_W1, MODE, ARCTIC_MODE_DMA);
-            niu_e2e_send(&s->e2e, line, epn, s->ep[epn].job,
+            niu_e2e_send(&s->e2e, line, epn, s->q.ep[epn].job,
                          FIELD_EX32(header, MPI_HEADER, DEST),
                          route, w1, body, ARRAY_SIZE(body));
         } else {
@@ -224,7 +234,7 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
              */
             niu_e2e_mark(line, FIELD_DP32(R_ARCTIC_E2E_FLAGS_NOTIFY_MASK,
                                           ARCTIC_E2E_FLAGS, SOURCE_ENDPOINT,
-                                       epn), s->ep[epn].job);
+                                       epn), s->q.ep[epn].job);
         }
         (*progress)++;
     }
@@ -240,9 +250,10 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
  * skewed format of seed 002 Figure 2.  Returns false when no line is free
  * (the FIFO then shows full); a malformed packet is refused and dropped.
  */
-bool niu_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
+bool niu_tx_send_raw(NiuQueues *q, uint8_t prio, const uint32_t *words,
                      unsigned count)
 {
+    ArcticNiuState *s = tx_device(q);
     uint32_t w0 = words[0], w1 = count > 1 ? words[1] : 0;
     unsigned dest = arctic_route_destination(s->node_id, w0, w1);
     ArcticLine *line;
@@ -266,7 +277,7 @@ bool niu_tx_send_raw(ArcticNiuState *s, uint8_t prio, const uint32_t *words,
     if (!line) {
         return false;
     }
-    niu_e2e_send(&s->e2e, line, 0, s->ep[0].job, dest,
+    niu_e2e_send(&s->e2e, line, 0, s->q.ep[0].job, dest,
                  (w1 & R_ROUTE_ENTRY_DOWNROUTE_MASK) | (w0 & 0xffff), w1,
                  words + ARCTIC_ROUTE_WORDS, count - ARCTIC_ROUTE_WORDS);
     line->raw = true;
@@ -295,7 +306,7 @@ static hwaddr tx_queue_offset(unsigned q)
 static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
                               bool *left)
 {
-    ArcticEndpoint *ep = &s->ep[epn];
+    ArcticEndpoint *ep = &s->q.ep[epn];
     uint8_t queue_prio = q == ARCTIC_TXQ_LO ? ARCTIC_PRIORITY_LOW
                                             : ARCTIC_PRIORITY_HIGH;
     unsigned table = q == ARCTIC_TXQ_LO ? ARCTIC_ROUTE_TABLE_LOW
@@ -337,7 +348,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             niu_dma_read(&s->dma, addr + ARCTIC_DMA_SLOT_COMMAND,
                          &command, 4);
             refuse_slot(s, epn, q, addr, ARCTIC_ERR_BAD_MODE, header);
-            niu_rx_local_notice(s, epn, header, le32_to_cpu(command),
+            niu_rx_local_notice(&s->q, epn, header, le32_to_cpu(command),
                                 ARCTIC_DMA_ERR_QUEUE);
             taken++;
             continue;
@@ -358,7 +369,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             refuse_slot(s, epn, q, addr, ARCTIC_ERR_BAD_LENGTH, header);
             continue;
         }
-        route = s->route_table[table][FIELD_EX32(header, MPI_HEADER, DEST)];
+        route = s->q.route_table[table][FIELD_EX32(header, MPI_HEADER, DEST)];
         if (!FIELD_EX32(route, ROUTE_ENTRY, VALID)) {
             refuse_slot(s, epn, q, addr, ARCTIC_ERR_NO_ROUTE, header);
             continue;
@@ -396,9 +407,9 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
  */
 static void send_reports(ArcticNiuState *s)
 {
-    while (s->rx.report_count) {
-        ArcticReport *r = &s->rx.reports[s->rx.report_head];
-        uint32_t route = s->route_table[ARCTIC_ROUTE_TABLE_HIGH][r->node];
+    while (s->q.rx.report_count) {
+        ArcticReport *r = &s->q.rx.reports[s->q.rx.report_head];
+        uint32_t route = s->q.route_table[ARCTIC_ROUTE_TABLE_HIGH][r->node];
         uint32_t body[ARCTIC_COMMAND_WORDS] = {
             r->command, ARCTIC_DMA_ERR_TARGET
         };
@@ -413,7 +424,7 @@ static void send_reports(ArcticNiuState *s)
             }
             route = FIELD_DP32(route, ROUTE_ENTRY, PRIORITY,
                                ARCTIC_PRIORITY_HIGH);
-            niu_e2e_send(&s->e2e, line, 0, s->ep[0].job, r->node, route,
+            niu_e2e_send(&s->e2e, line, 0, s->q.ep[0].job, r->node, route,
                          w1, body, ARRAY_SIZE(body));
             niu_e2e_mark(line, R_ARCTIC_E2E_FLAGS_NOTICE_MASK, r->job);
         } else {
@@ -421,8 +432,9 @@ static void send_reports(ArcticNiuState *s)
                       "no route to node %u for a DMA report",
                       r->node);
         }
-        s->rx.report_head = (s->rx.report_head + 1) % ARRAY_SIZE(s->rx.reports);
-        s->rx.report_count--;
+        s->q.rx.report_head = (s->q.rx.report_head + 1) %
+                              ARRAY_SIZE(s->q.rx.reports);
+        s->q.rx.report_count--;
     }
 }
 
@@ -432,13 +444,13 @@ static unsigned served_endpoints(ArcticNiuState *s, unsigned *order)
     unsigned c, n = 0, seen = 0;
 
     for (c = 0; c < ARCTIC_ENDPOINTS; c++) {
-        unsigned epn = (s->tx.count + c) & s->vmask;
+        unsigned epn = (s->q.tx.count + c) & s->q.vmask;
         if (!(seen & (1u << epn))) {
             seen |= 1u << epn;
             order[n++] = epn;
         }
     }
-    s->tx.count++;
+    s->q.tx.count++;
     return n;
 }
 
@@ -460,7 +472,7 @@ static unsigned serve_queues(ArcticNiuState *s, const unsigned *order,
 
         *more |= t == ARCTIC_TX_BATCH;
         taken += t;
-        if (!(s->tx.rung & (1u << order[i]))) {
+        if (!(s->q.tx.rung & (1u << order[i]))) {
             *unannounced += t;
         }
         if (left) {
@@ -476,19 +488,19 @@ static unsigned serve_queues(ArcticNiuState *s, const unsigned *order,
  */
 static void tx_schedule(ArcticNiuState *s)
 {
-    if (s->tx.cfg.timed) {
-        timer_mod(s->tx.kick_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
+    if (s->q.tx.cfg.timed) {
+        timer_mod(s->q.tx.kick_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
     } else {
-        qemu_bh_schedule(s->tx.bh);
+        qemu_bh_schedule(s->q.tx.bh);
     }
 }
 
 /* The next poll in one poll interval. */
 static void tx_poll_arm(ArcticNiuState *s)
 {
-    s->tx.poll_parked = false;
-    timer_mod(s->tx.poll_timer,
-              qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + s->tx.poll_interval_ns);
+    s->q.tx.poll_parked = false;
+    timer_mod(s->q.tx.poll_timer,
+              qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + s->q.tx.poll_interval_ns);
 }
 
 /*
@@ -504,14 +516,14 @@ static void tx_poll_arm(ArcticNiuState *s)
  */
 static void tx_poll_park(ArcticNiuState *s)
 {
-    timer_del(s->tx.poll_timer);
-    s->tx.poll_parked = true;
+    timer_del(s->q.tx.poll_timer);
+    s->q.tx.poll_parked = true;
     trace_arctic_niu_tx_poll_park(s->node_id);
 }
 
 void niu_tx_unpark(ArcticNiuState *s)
 {
-    if (s->tx.poll_parked && s->tx_enabled) {
+    if (s->q.tx.poll_parked && s->q.tx_enabled) {
         trace_arctic_niu_tx_poll_unpark(s->node_id);
         tx_poll_arm(s);
     }
@@ -521,7 +533,7 @@ void niu_tx_unpark(ArcticNiuState *s)
 static void tx_main_loop_poll(Notifier *notifier, void *data)
 {
     ArcticNiuState *s = container_of(notifier, ArcticNiuState,
-                                     tx.main_loop_notifier);
+                                     q.tx.main_loop_notifier);
     MainLoopPoll *mlpoll = data;
 
     /*
@@ -531,8 +543,8 @@ static void tx_main_loop_poll(Notifier *notifier, void *data)
      * packet, is taken only when there is something to do.
      */
     if (mlpoll->state != MAIN_LOOP_POLL_FILL ||
-        !qatomic_read(&s->tx.poll_parked) || all_cpu_threads_idle() ||
-        s->tx.cfg.timed) {
+        !qatomic_read(&s->q.tx.poll_parked) || all_cpu_threads_idle() ||
+        s->q.tx.cfg.timed) {
         return;
     }
     QEMU_LOCK_GUARD(&s->lock);
@@ -564,7 +576,7 @@ static void tx_service(ArcticNiuState *s, bool polled)
      * the poll never parks: what would unpark it (the main loop) runs at
      * no instant of virtual time.
      */
-    bool cpus_idle = polled && !s->tx.cfg.timed && all_cpu_threads_idle();
+    bool cpus_idle = polled && !s->q.tx.cfg.timed && all_cpu_threads_idle();
 
     if (s->frozen) {
         return;     /* its state is saved or loaded: niu_thaw() kicks it */
@@ -576,11 +588,11 @@ static void tx_service(ArcticNiuState *s, bool polled)
      * pass that parks has found everything written before the halt.
      */
     smp_mb();
-    s->tx.held_until = 0;    /* this pass takes a held doorbell's slots */
-    niu_raw_tx_flush(s);     /* lines may have come free */
-    if (s->tx_enabled) {
+    s->q.tx.held_until = 0;    /* this pass takes a held doorbell's slots */
+    niu_raw_tx_flush(&s->q);     /* lines may have come free */
+    if (s->q.tx_enabled) {
         send_reports(s);
-        s->tx.refused = 0;
+        s->q.tx.refused = 0;
         n = served_endpoints(s, order);
         /*
          * High before low across every endpoint, so low-priority work of
@@ -601,27 +613,27 @@ static void tx_service(ArcticNiuState *s, bool polled)
          * virtual time stays bounded whatever the guest programs.
          */
         if (!polled) {
-            if (!timer_pending(s->tx.poll_timer)) {
+            if (!timer_pending(s->q.tx.poll_timer)) {
                 tx_poll_arm(s);
             }
         } else {
-            if (unannounced && taken > s->tx.refused) {
-                s->tx.poll_interval_ns = s->tx.cfg.poll_min_ns;
+            if (unannounced && taken > s->q.tx.refused) {
+                s->q.tx.poll_interval_ns = s->q.tx.cfg.poll_min_ns;
             } else {
-                s->tx.poll_interval_ns = MIN(s->tx.poll_interval_ns * 2,
-                                             s->tx.cfg.poll_max_ns);
+                s->q.tx.poll_interval_ns = MIN(s->q.tx.poll_interval_ns * 2,
+                                             s->q.tx.cfg.poll_max_ns);
             }
             trace_arctic_niu_tx_poll(s->node_id, taken, unannounced,
-                                     s->tx.poll_interval_ns);
+                                     s->q.tx.poll_interval_ns);
             /* Work a doorbell announced stays announced until taken. */
-            s->tx.rung &= waiting;
+            s->q.tx.rung &= waiting;
             if (cpus_idle && !taken && !waiting && !more) {
                 tx_poll_park(s);
             } else {
                 tx_poll_arm(s);
             }
         }
-        if (more && taken > s->tx.refused) {
+        if (more && taken > s->q.tx.refused) {
             tx_schedule(s);
         }
     }
@@ -644,10 +656,12 @@ static void tx_bh_cb(void *opaque)
     tx_service(s, true);
 }
 
-void niu_tx_kick(ArcticNiuState *s)
+void niu_tx_kick(NiuQueues *q)
 {
-    s->tx.poll_interval_ns = s->tx.cfg.poll_min_ns;
-    s->tx.poll_parked = false;
+    ArcticNiuState *s = tx_device(q);
+
+    s->q.tx.poll_interval_ns = s->q.tx.cfg.poll_min_ns;
+    s->q.tx.poll_parked = false;
     tx_schedule(s);
 }
 
@@ -667,28 +681,28 @@ static bool tx_doorbell_held(ArcticNiuState *s)
 {
     int64_t now;
 
-    if (!s->tx.cfg.doorbell_coalesce_ns) {
+    if (!s->q.tx.cfg.doorbell_coalesce_ns) {
         return false;
     }
     now = get_clock();
-    if (s->tx.held_until) {
+    if (s->q.tx.held_until) {
         /* A pass is due: it takes this slot too, or runs now if late. */
-        return now < s->tx.held_until;
+        return now < s->q.tx.held_until;
     }
-    if (now - s->tx.doorbell_ns < s->tx.cfg.doorbell_coalesce_ns) {
-        s->tx.doorbell_streak = MIN(s->tx.doorbell_streak + 1,
+    if (now - s->q.tx.doorbell_ns < s->q.tx.cfg.doorbell_coalesce_ns) {
+        s->q.tx.doorbell_streak = MIN(s->q.tx.doorbell_streak + 1,
                                     ARCTIC_DOORBELL_STREAK);
     } else {
-        s->tx.doorbell_streak = 0;
+        s->q.tx.doorbell_streak = 0;
     }
-    s->tx.doorbell_ns = now;
-    if (s->tx.doorbell_streak < ARCTIC_DOORBELL_STREAK ||
-        !niu_link_wake_at(&s->link, s->tx.cfg.doorbell_coalesce_ns)) {
+    s->q.tx.doorbell_ns = now;
+    if (s->q.tx.doorbell_streak < ARCTIC_DOORBELL_STREAK ||
+        !niu_link_wake_at(&s->link, s->q.tx.cfg.doorbell_coalesce_ns)) {
         return false;
     }
-    s->tx.held_until = now + s->tx.cfg.doorbell_coalesce_ns;
+    s->q.tx.held_until = now + s->q.tx.cfg.doorbell_coalesce_ns;
     trace_arctic_niu_tx_doorbell_held(s->node_id,
-                                      s->tx.cfg.doorbell_coalesce_ns);
+                                      s->q.tx.cfg.doorbell_coalesce_ns);
     return true;
 }
 
@@ -701,8 +715,8 @@ static bool tx_doorbell_held(ArcticNiuState *s)
  */
 void niu_tx_doorbell(ArcticNiuState *s, uint32_t endpoints)
 {
-    s->tx.rung |= endpoints;
-    if (s->tx.cfg.doorbell_posted && niu_link_post(&s->link)) {
+    s->q.tx.rung |= endpoints;
+    if (s->q.tx.cfg.doorbell_posted && niu_link_post(&s->link)) {
         return;
     }
     if (tx_doorbell_held(s)) {
@@ -718,7 +732,7 @@ void niu_tx_doorbell(ArcticNiuState *s, uint32_t endpoints)
  */
 void niu_tx_release_held(ArcticNiuState *s)
 {
-    if (s->tx.held_until) {
+    if (s->q.tx.held_until) {
         tx_service(s, false);
     }
 }
@@ -731,15 +745,15 @@ void niu_tx_wake(ArcticNiuState *s)
 {
     int64_t now;
 
-    if (!s->tx.held_until) {
+    if (!s->q.tx.held_until) {
         return;
     }
     now = get_clock();
-    if (now < s->tx.held_until &&
-        niu_link_wake_at(&s->link, s->tx.held_until - now)) {
+    if (now < s->q.tx.held_until &&
+        niu_link_wake_at(&s->link, s->q.tx.held_until - now)) {
         return;
     }
-    s->tx.held_until = 0;
+    s->q.tx.held_until = 0;
     tx_service(s, false);
 }
 
@@ -757,8 +771,8 @@ void niu_tx_posted(ArcticNiuState *s)
  */
 void niu_tx_resume(ArcticNiuState *s)
 {
-    if (s->tx.line_wait && niu_e2e_pending(&s->e2e) < s->e2e.cfg.lines) {
-        s->tx.line_wait = false;
+    if (s->q.tx.line_wait && niu_e2e_pending(&s->e2e) < s->e2e.cfg.lines) {
+        s->q.tx.line_wait = false;
         tx_service(s, false);
         return;
     }
@@ -767,11 +781,11 @@ void niu_tx_resume(ArcticNiuState *s)
 
 void niu_tx_enable_changed(ArcticNiuState *s)
 {
-    if (s->tx_enabled) {
-        niu_tx_kick(s);
+    if (s->q.tx_enabled) {
+        niu_tx_kick(&s->q);
     } else {
-        timer_del(s->tx.poll_timer);
-        s->tx.poll_parked = false;
+        timer_del(s->q.tx.poll_timer);
+        s->q.tx.poll_parked = false;
     }
 }
 
@@ -782,32 +796,32 @@ void niu_tx_enable_changed(ArcticNiuState *s)
 
 void niu_tx_init(ArcticNiuState *s)
 {
-    s->tx.poll_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_poll_timer_cb, s);
-    s->tx.bh = qemu_bh_new_guarded(tx_bh_cb, s,
+    s->q.tx.poll_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_poll_timer_cb, s);
+    s->q.tx.bh = qemu_bh_new_guarded(tx_bh_cb, s,
                                    &DEVICE(s)->mem_reentrancy_guard);
-    s->tx.kick_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_bh_cb, s);
-    s->tx.main_loop_notifier.notify = tx_main_loop_poll;
-    main_loop_poll_add_notifier(&s->tx.main_loop_notifier);
+    s->q.tx.kick_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_bh_cb, s);
+    s->q.tx.main_loop_notifier.notify = tx_main_loop_poll;
+    main_loop_poll_add_notifier(&s->q.tx.main_loop_notifier);
 }
 
 void niu_tx_cleanup(ArcticNiuState *s)
 {
-    main_loop_poll_remove_notifier(&s->tx.main_loop_notifier);
-    timer_free(s->tx.poll_timer);
-    timer_free(s->tx.kick_timer);
-    qemu_bh_delete(s->tx.bh);
+    main_loop_poll_remove_notifier(&s->q.tx.main_loop_notifier);
+    timer_free(s->q.tx.poll_timer);
+    timer_free(s->q.tx.kick_timer);
+    qemu_bh_delete(s->q.tx.bh);
 }
 
 void niu_tx_reset(ArcticNiuState *s)
 {
-    timer_del(s->tx.poll_timer);
-    timer_del(s->tx.kick_timer);
-    s->tx.count = 0;
-    s->tx.line_wait = false;
-    s->tx.poll_interval_ns = s->tx.cfg.poll_min_ns;
-    s->tx.poll_parked = false;
-    s->tx.rung = 0;
-    s->tx.doorbell_ns = 0;
-    s->tx.doorbell_streak = 0;
-    s->tx.held_until = 0;
+    timer_del(s->q.tx.poll_timer);
+    timer_del(s->q.tx.kick_timer);
+    s->q.tx.count = 0;
+    s->q.tx.line_wait = false;
+    s->q.tx.poll_interval_ns = s->q.tx.cfg.poll_min_ns;
+    s->q.tx.poll_parked = false;
+    s->q.tx.rung = 0;
+    s->q.tx.doorbell_ns = 0;
+    s->q.tx.doorbell_streak = 0;
+    s->q.tx.held_until = 0;
 }
