@@ -46,7 +46,10 @@ ends() {
     if [[ "$how" =~ ^[0-9]+$ ]]; then
         "$base/script" "$how" "$keep" 2>"$base/err" || status=$?
     else
-        "$base/script" wait "$keep" 2>"$base/err" &
+        # The signal's default action restored first: a test run under
+        # nohup (or by a runner that ignores HUP) would otherwise start the
+        # script with HUP ignored, which no trap can undo.
+        env --default-signal="$how" "$base/script" wait "$keep" 2>"$base/err" &
         local pid=$!
         for _ in $(seq 100); do
             [ -s "$base/child" ] && break
