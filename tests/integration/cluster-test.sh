@@ -756,8 +756,8 @@ snapshot-2)
     left=0 started=0
     left_of_run() {
         local dir
-        dir=$(sed -n 's#^==> starting arctic-switch (-s \(/tmp/arctic-cluster\.[A-Za-z0-9]*\)/.*#\1#p' "$out")
-        [ -z "$dir" ] || left=$((left + $(pgrep -f -- "$dir/" | wc -l)))
+        dir=$(arctic_run_dir_of "$out")
+        [ -z "$dir" ] || left=$((left + $(arctic_run_pids "$dir" | wc -l)))
         ! grep -aq '^==> starting the QEMUs of ' "$out" || started=$((started + 1))
     }
     run_cluster -n 2 --save-at-start "$snap/s" -- "$program"
