@@ -13,24 +13,36 @@
  */
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
+#include <linux/ethtool.h>
 #include <linux/fs.h>
 #include <linux/idr.h>
+#include <linux/if_arp.h>
+#include <linux/inetdevice.h>
 #include <linux/interrupt.h>
 #include <linux/io.h>
 #include <linux/iopoll.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/netdevice.h>
 #include <linux/pci.h>
 #include <linux/poll.h>
 #include <linux/slab.h>
+#include <linux/u64_stats_sync.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
 #include <linux/wait.h>
+#include <net/ip.h>
+#include <net/ip6_route.h>
+#include <net/pkt_sched.h>
+#include <net/route.h>
 
 #include "arctic/niu-hw.h"
 #include "arctic/route.h"
+#include "arctic_ipnet.h"
 #include "uapi/arctic_niu.h"
 
 #define DRV_NAME "arctic_niu"
@@ -40,6 +52,11 @@ module_param(link_timeout_ms, uint, 0444);
 MODULE_PARM_DESC(link_timeout_ms,
 		 "how long probe waits for the link to the switch (ms)");
 
+static bool ipnet = true;
+module_param(ipnet, bool, 0444);
+MODULE_PARM_DESC(ipnet,
+		 "register the niuN network interface, on the NIU's last endpoint, which user programs then cannot open");
+
 /* Draining Tx waits for the link; a switch restart takes about a second. */
 #define ARCTIC_TX_DRAIN_TIMEOUT_US	(5 * USEC_PER_SEC)
 #define ARCTIC_SELFTEST_SIZE		PAGE_SIZE
@@ -48,6 +65,7 @@ MODULE_PARM_DESC(link_timeout_ms,
 static DEFINE_IDA(arctic_niu_ida);
 
 struct arctic_niu;
+struct niu_ipnet;
 
 struct arctic_niu_endpoint {
 	struct arctic_niu *niu;
@@ -77,6 +95,10 @@ struct arctic_niu {
 	void __iomem *user;		/* BAR 2, to arm interrupts */
 	resource_size_t user_bar_phys;	/* BAR 2 */
 	unsigned int num_endpoints;
+	/* open() hands out 0..user_endpoints-1; the rest is the kernel's */
+	unsigned int user_endpoints;
+	/* The niuN interface, on endpoint user_endpoints, or NULL */
+	struct niu_ipnet *ipnet;
 	int minor_index;
 	char name[32];
 	struct miscdevice misc;
@@ -696,7 +718,7 @@ static int arctic_niu_open(struct inode *inode, struct file *file)
 	ret = niu_ensure_routes(niu);
 	if (ret)
 		goto unlock;
-	for (e = 0; e < niu->num_endpoints; e++) {
+	for (e = 0; e < niu->user_endpoints; e++) {
 		if (!niu->ep[e].in_use) {
 			ep = &niu->ep[e];
 			break;
@@ -866,7 +888,7 @@ static long ioctl_node_info(struct arctic_niu *niu, void __user *arg)
 		.num_nodes = niu_read(niu, A_NIU_NUM_NODES),
 		.net_levels = niu_read(niu, A_NIU_NET_LEVELS),
 		.link_status = niu_read(niu, A_NIU_LINK_STATUS),
-		.endpoints = niu->num_endpoints,
+		.endpoints = niu->user_endpoints,
 	};
 
 	return copy_to_user(arg, &info, sizeof(info)) ? -EFAULT : 0;
@@ -1093,6 +1115,754 @@ static long arctic_niu_ioctl(struct file *file, unsigned int cmd,
 	}
 }
 
+/* ---------------------------------------------------------------------
+ * niuN: IPv4 and IPv6 over NIU messages (docs/guest.md, "IP over the
+ * NIU"; the framing is arctic_ipnet.h).  The kernel keeps the NIU's last
+ * endpoint for it.  Packets go out through its LoTx, one message per 84
+ * bytes, and come in on its LoRx; its HiRx takes the NIU's notices (a
+ * peer that stopped answering) and whatever else other nodes send there,
+ * which is dropped and counted.  There is no link-layer header and no
+ * neighbour discovery: the next hop's address names the node (IPv4: the
+ * host part within niuN's subnet, minus 1; IPv6: the low 32 bits, minus
+ * 1), so nothing is ever broadcast.
+ */
+
+/* Counters of the interface, in ethtool -S order. */
+enum niu_ipnet_stat {
+	IPNET_RX_PACKETS,
+	IPNET_RX_BYTES,
+	IPNET_RX_MESSAGES,
+	IPNET_RX_NOMEM,
+	IPNET_RX_NOT_IP,
+	IPNET_RX_DOWN,
+	IPNET_RX_BAD_TYPE,
+	IPNET_RX_TOO_LONG,
+	IPNET_RX_BAD_SIZE,
+	IPNET_RX_UNEXPECTED,
+	IPNET_RX_INCOMPLETE,
+	IPNET_RX_STALE_HEADERS,
+	IPNET_RX_NUM,
+	IPNET_TX_PACKETS = IPNET_RX_NUM,
+	IPNET_TX_BYTES,
+	IPNET_TX_MESSAGES,
+	IPNET_TX_NO_NODE,
+	IPNET_TX_NOT_UNICAST,
+	IPNET_TX_QUEUE_FULL,
+	IPNET_TX_PEER_DEAD,
+	IPNET_TX_NIU_NOTICES,
+	IPNET_NUM_STATS,
+};
+
+static const char niu_ipnet_stat_names[IPNET_NUM_STATS][ETH_GSTRING_LEN] = {
+	[IPNET_RX_PACKETS] = "rx_packets",
+	[IPNET_RX_BYTES] = "rx_bytes",
+	[IPNET_RX_MESSAGES] = "rx_messages",
+	[IPNET_RX_NOMEM] = "rx_nomem",
+	[IPNET_RX_NOT_IP] = "rx_not_ip",
+	[IPNET_RX_DOWN] = "rx_while_down",
+	[IPNET_RX_BAD_TYPE] = "rx_bad_type",
+	[IPNET_RX_TOO_LONG] = "rx_too_long",
+	[IPNET_RX_BAD_SIZE] = "rx_bad_size",
+	[IPNET_RX_UNEXPECTED] = "rx_unexpected_fragment",
+	[IPNET_RX_INCOMPLETE] = "rx_incomplete",
+	[IPNET_RX_STALE_HEADERS] = "rx_stale_headers",
+	[IPNET_TX_PACKETS] = "tx_packets",
+	[IPNET_TX_BYTES] = "tx_bytes",
+	[IPNET_TX_MESSAGES] = "tx_messages",
+	[IPNET_TX_NO_NODE] = "tx_no_node",
+	[IPNET_TX_NOT_UNICAST] = "tx_not_unicast",
+	[IPNET_TX_QUEUE_FULL] = "tx_queue_full",
+	[IPNET_TX_PEER_DEAD] = "tx_peer_dead",
+	[IPNET_TX_NIU_NOTICES] = "tx_niu_notices",
+};
+
+/* The NIU's own counters follow, as niu_<counter name>, then its node. */
+#define IPNET_ETHTOOL_STATS (IPNET_NUM_STATS + ARCTIC_NUM_COUNTERS + 1)
+
+struct niu_ipnet {
+	struct arctic_niu *niu;
+	struct net_device *dev;
+	struct arctic_niu_endpoint *ep;
+	void __iomem *user_page;
+	struct napi_struct napi;
+	struct delayed_work link_work;
+	/* Transmit side, under the device's transmit lock. */
+	unsigned int tx_head;		/* the LoTx slot written next */
+	u8 tx_seq[ARCTIC_S];
+	/* Receive side, in NAPI only. */
+	unsigned int rx_tail[ARCTIC_NUM_RX_QUEUES];
+	unsigned int rx_lap[ARCTIC_NUM_RX_QUEUES];
+	struct arctic_ipnet_rx rx[ARCTIC_S];
+	struct sk_buff *rx_skb[ARCTIC_S];
+	/* [0, IPNET_RX_NUM) by NAPI, the rest by transmit */
+	u64 stats[IPNET_NUM_STATS];
+	struct u64_stats_sync rx_syncp, tx_syncp;
+};
+
+static void ipnet_count(struct niu_ipnet *ipn, enum niu_ipnet_stat stat,
+			u64 n)
+{
+	struct u64_stats_sync *syncp = stat < IPNET_RX_NUM ? &ipn->rx_syncp :
+				       &ipn->tx_syncp;
+
+	u64_stats_update_begin(syncp);
+	ipn->stats[stat] += n;
+	u64_stats_update_end(syncp);
+}
+
+static void ipnet_read_stats(struct niu_ipnet *ipn, u64 *out)
+{
+	unsigned int start, i;
+
+	do {
+		start = u64_stats_fetch_begin(&ipn->rx_syncp);
+		for (i = 0; i < IPNET_RX_NUM; i++)
+			out[i] = ipn->stats[i];
+	} while (u64_stats_fetch_retry(&ipn->rx_syncp, start));
+	do {
+		start = u64_stats_fetch_begin(&ipn->tx_syncp);
+		for (i = IPNET_RX_NUM; i < IPNET_NUM_STATS; i++)
+			out[i] = ipn->stats[i];
+	} while (u64_stats_fetch_retry(&ipn->tx_syncp, start));
+}
+
+static void __iomem *ipnet_user_reg(struct niu_ipnet *ipn, unsigned int reg)
+{
+	return ipn->user_page + reg;
+}
+
+static struct arctic_mpi_slot *ipnet_slot(void *region, unsigned int queue,
+					  unsigned int index)
+{
+	return region + queue + (size_t)index * ARCTIC_SLOT_SIZE;
+}
+
+/* ---- transmit ---- */
+
+/*
+ * What ipnet_dest_node() returns when the packet goes to no node:
+ * multicast or broadcast (never sent: there is no broadcast on the fat
+ * tree), or an address that names no node of the cluster.
+ */
+enum { IPNET_NOT_UNICAST = -1, IPNET_NO_NODE = -2 };
+
+/*
+ * The node whose kernel endpoint takes an IPv4 packet to next hop @nh:
+ * its host part in the subnet of one of the interface's addresses, minus
+ * 1 (10.77.0.1 is node 0 in 10.77.0.0/16).
+ */
+static int ipnet_node_v4(struct net_device *dev, __be32 nh)
+{
+	struct in_device *in_dev = __in_dev_get_rcu(dev);
+	const struct in_ifaddr *ifa;
+	u32 host;
+
+	if (ipv4_is_multicast(nh) || ipv4_is_lbcast(nh))
+		return IPNET_NOT_UNICAST;
+	if (!in_dev)
+		return IPNET_NO_NODE;
+	in_dev_for_each_ifa_rcu(ifa, in_dev) {
+		if ((ifa->ifa_local ^ nh) & ifa->ifa_mask)
+			continue;
+		host = ntohl(nh & ~ifa->ifa_mask);
+		/* all ones is the subnet's broadcast, 0 the network */
+		if (host == ntohl(~ifa->ifa_mask))
+			return IPNET_NOT_UNICAST;
+		return host >= 1 && host - 1 < ARCTIC_S ? host - 1 :
+		       IPNET_NO_NODE;
+	}
+	return IPNET_NO_NODE;
+}
+
+/* IPv6: the low 32 bits of the next hop, minus 1 (fd77::1 is node 0). */
+static int ipnet_node_v6(const struct in6_addr *nh)
+{
+	u32 host = ntohl(nh->s6_addr32[3]);
+
+	if (ipv6_addr_is_multicast(nh))
+		return IPNET_NOT_UNICAST;
+	return host >= 1 && host - 1 < ARCTIC_S ? host - 1 : IPNET_NO_NODE;
+}
+
+/* The destination node of @skb, or IPNET_NOT_UNICAST or IPNET_NO_NODE. */
+static int ipnet_dest_node(struct net_device *dev, struct sk_buff *skb)
+{
+	struct dst_entry *dst = skb_dst(skb);
+
+	switch (skb->protocol) {
+	case htons(ETH_P_IP): {
+		__be32 nh;
+
+		if (!pskb_network_may_pull(skb, sizeof(struct iphdr)))
+			return IPNET_NO_NODE;
+		nh = ip_hdr(skb)->daddr;
+		if (dst)
+			nh = rt_nexthop(skb_rtable(skb), nh);
+		return ipnet_node_v4(dev, nh);
+	}
+	case htons(ETH_P_IPV6): {
+		const struct in6_addr *nh;
+
+		if (!pskb_network_may_pull(skb, sizeof(struct ipv6hdr)))
+			return IPNET_NO_NODE;
+		nh = &ipv6_hdr(skb)->daddr;
+		if (dst)
+			nh = rt6_nexthop(container_of(dst, struct rt6_info,
+						      dst), nh);
+		return ipnet_node_v6(nh);
+	}
+	}
+	return IPNET_NO_NODE;
+}
+
+/* Are the @frags LoTx slots from tx_head on free (the NIU took them)? */
+static bool ipnet_tx_room(struct niu_ipnet *ipn, unsigned int frags)
+{
+	/* The NIU takes slots in order: the last one free means all are. */
+	unsigned int last = (ipn->tx_head + frags - 1) % ARCTIC_N;
+
+	return !niu_slot_valid(ipn->ep->tx_region + ARCTIC_LO_TX_OFFSET, last);
+}
+
+/*
+ * Stop the queue unless the largest packet fits; the one-shot transmit
+ * interrupt wakes it once the NIU took slots.  The queue is looked at
+ * again after the arming, which raises nothing for slots freed before.
+ */
+static void ipnet_tx_maybe_stop(struct niu_ipnet *ipn)
+{
+	unsigned int frags = arctic_ipnet_frags(ipn->dev->mtu);
+
+	if (ipnet_tx_room(ipn, frags))
+		return;
+	netif_stop_queue(ipn->dev);
+	ipnet_count(ipn, IPNET_TX_QUEUE_FULL, 1);
+	writel(R_USER_IRQ_ARM_TX_MASK, ipnet_user_reg(ipn, A_USER_IRQ_ARM));
+	/* The arming must reach the device before the slots are read. */
+	mb();
+	if (ipnet_tx_room(ipn, frags))
+		netif_start_queue(ipn->dev);
+}
+
+/* Write one fragment into the next LoTx slot; the header goes last. */
+static void ipnet_tx_fragment(struct niu_ipnet *ipn, struct sk_buff *skb,
+			      unsigned int node, unsigned int frag)
+{
+	struct arctic_mpi_slot *slot = ipnet_slot(ipn->ep->tx_region,
+						  ARCTIC_LO_TX_OFFSET,
+						  ipn->tx_head);
+	unsigned int bytes = arctic_ipnet_frag_bytes(skb->len, frag);
+	unsigned int at = frag * ARCTIC_IPNET_CHUNK;
+	unsigned int words = arctic_ipnet_payload_words(bytes);
+	u32 word = arctic_ipnet_word(skb->len, ipn->tx_seq[node], frag);
+	u32 header;
+
+	slot->command[0] = (__force u32)cpu_to_le32(word);
+	slot->command[1] = 0;
+	/* A short last fragment's tail words are sent as they are. */
+	skb_copy_bits(skb, at, &slot->command[1], min(bytes, 4u));
+	if (bytes > 4)
+		skb_copy_bits(skb, at + 4, slot->payload, bytes - 4);
+	header = ARCTIC_MPI_VALID |
+		 ARCTIC_FIELD_PREP(MPI_HEADER, DEST, node) |
+		 ARCTIC_FIELD_PREP(MPI_HEADER, ENDPOINT,
+				   ipn->niu->user_endpoints) |
+		 ARCTIC_FIELD_PREP(MPI_HEADER, TYPE, ARCTIC_IPNET_TYPE) |
+		 ARCTIC_FIELD_PREP(MPI_HEADER, MODE, ARCTIC_MODE_MPI) |
+		 ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, words);
+	/* The NIU must see the body before the valid header. */
+	dma_wmb();
+	WRITE_ONCE(slot->header, (__force u32)cpu_to_le32(header));
+	ipn->tx_head = (ipn->tx_head + 1) % ARCTIC_N;
+}
+
+static netdev_tx_t niu_ipnet_xmit(struct sk_buff *skb, struct net_device *dev)
+{
+	struct niu_ipnet *ipn = netdev_priv(dev);
+	unsigned int frags, frag;
+	int node;
+
+	node = ipnet_dest_node(dev, skb);
+	if (node == IPNET_NOT_UNICAST) {
+		ipnet_count(ipn, IPNET_TX_NOT_UNICAST, 1);
+		goto drop;
+	}
+	/* The stack never gives more than the MTU; a bad frame is dropped. */
+	if (node < 0 || (u32)node >= ipn->niu->num_nodes || skb->len == 0 ||
+	    skb->len > ARCTIC_IPNET_MAX_MTU) {
+		ipnet_count(ipn, IPNET_TX_NO_NODE, 1);
+		goto drop;
+	}
+	frags = arctic_ipnet_frags(skb->len);
+	if (!ipnet_tx_room(ipn, frags)) {
+		/* Only after an MTU change: the queue stops for the largest. */
+		ipnet_tx_maybe_stop(ipn);
+		return NETDEV_TX_BUSY;
+	}
+	for (frag = 0; frag < frags; frag++)
+		ipnet_tx_fragment(ipn, skb, node, frag);
+	ipn->tx_seq[node]++;
+	u64_stats_update_begin(&ipn->tx_syncp);
+	ipn->stats[IPNET_TX_PACKETS]++;
+	ipn->stats[IPNET_TX_BYTES] += skb->len;
+	ipn->stats[IPNET_TX_MESSAGES] += frags;
+	u64_stats_update_end(&ipn->tx_syncp);
+	dev_consume_skb_any(skb);
+	ipnet_tx_maybe_stop(ipn);
+	if (!netdev_xmit_more() || netif_queue_stopped(dev)) {
+		/* The slots before the doorbell. */
+		wmb();
+		writel(R_USER_DOORBELL_LO_TX_MASK,
+		       ipnet_user_reg(ipn, A_USER_DOORBELL));
+	}
+	return NETDEV_TX_OK;
+
+drop:
+	dev_kfree_skb_any(skb);
+	return NETDEV_TX_OK;
+}
+
+/*
+ * The transmit vector: the NIU took a LoTx slot.  It fires once, at the
+ * first slot taken after the arming: until the largest packet fits, arm
+ * it again (and look again, for a slot taken before the arming).
+ */
+static void niu_ipnet_tx_irq(struct niu_ipnet *ipn)
+{
+	unsigned int frags = arctic_ipnet_frags(ipn->dev->mtu);
+
+	if (!netif_queue_stopped(ipn->dev))
+		return;
+	if (!ipnet_tx_room(ipn, frags)) {
+		writel(R_USER_IRQ_ARM_TX_MASK,
+		       ipnet_user_reg(ipn, A_USER_IRQ_ARM));
+		/* As in ipnet_tx_maybe_stop(). */
+		mb();
+		if (!ipnet_tx_room(ipn, frags))
+			return;
+	}
+	netif_wake_queue(ipn->dev);
+}
+
+/* ---- receive ---- */
+
+/* A notice from our own NIU (MODE 1) in HiRx: count it. */
+static void ipnet_rx_notice(struct niu_ipnet *ipn,
+			    const struct arctic_mpi_slot *slot)
+{
+	u32 why = le32_to_cpu((__force __le32)READ_ONCE(slot->command[1]));
+
+	if (why == ARCTIC_NOTICE_PEER_DEAD) {
+		ipnet_count(ipn, IPNET_TX_PEER_DEAD, 1);
+		net_warn_ratelimited("%s: node %u stopped answering; packets to it were dropped\n",
+				     ipn->dev->name,
+				     le32_to_cpu((__force __le32)
+						 READ_ONCE(slot->command[0])));
+	} else {
+		ipnet_count(ipn, IPNET_TX_NIU_NOTICES, 1);
+	}
+}
+
+static void ipnet_rx_abandon(struct niu_ipnet *ipn, unsigned int src)
+{
+	if (!ipn->rx_skb[src])
+		return;
+	dev_kfree_skb_any(ipn->rx_skb[src]);
+	ipn->rx_skb[src] = NULL;
+}
+
+static void ipnet_rx_deliver(struct niu_ipnet *ipn, unsigned int src)
+{
+	struct sk_buff *skb = ipn->rx_skb[src];
+
+	ipn->rx_skb[src] = NULL;
+	switch (skb->data[0] >> 4) {
+	case 4:
+		skb->protocol = htons(ETH_P_IP);
+		break;
+	case 6:
+		skb->protocol = htons(ETH_P_IPV6);
+		break;
+	default:
+		ipnet_count(ipn, IPNET_RX_NOT_IP, 1);
+		dev_kfree_skb_any(skb);
+		return;
+	}
+	u64_stats_update_begin(&ipn->rx_syncp);
+	ipn->stats[IPNET_RX_PACKETS]++;
+	ipn->stats[IPNET_RX_BYTES] += skb->len;
+	u64_stats_update_end(&ipn->rx_syncp);
+	skb_reset_network_header(skb);
+	skb->pkt_type = PACKET_HOST;
+	napi_gro_receive(&ipn->napi, skb);
+}
+
+/* One message from LoRx or HiRx (@header read, the body not yet). */
+static void ipnet_rx_message(struct niu_ipnet *ipn, u32 header,
+			     const struct arctic_mpi_slot *slot)
+{
+	static const enum niu_ipnet_stat why[] = {
+		[ARCTIC_IPNET_TOO_LONG] = IPNET_RX_TOO_LONG,
+		[ARCTIC_IPNET_BAD_SIZE] = IPNET_RX_BAD_SIZE,
+		[ARCTIC_IPNET_UNEXPECTED] = IPNET_RX_UNEXPECTED,
+	};
+	unsigned int src = ARCTIC_FIELD_GET(MPI_HEADER, DEST, header);
+	unsigned int words = ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, header);
+	unsigned int offset = 0, bytes = 0;
+	enum arctic_ipnet_verdict verdict;
+	bool abandoned;
+	u32 word;
+
+	if (ARCTIC_FIELD_GET(MPI_HEADER, MODE, header) == ARCTIC_MODE_DMA) {
+		ipnet_rx_notice(ipn, slot);
+		return;
+	}
+	ipnet_count(ipn, IPNET_RX_MESSAGES, 1);
+	if (ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header) != ARCTIC_IPNET_TYPE) {
+		ipnet_count(ipn, IPNET_RX_BAD_TYPE, 1);
+		return;
+	}
+	word = le32_to_cpu((__force __le32)READ_ONCE(slot->command[0]));
+	verdict = arctic_ipnet_rx_step(&ipn->rx[src], word, words,
+				       ARCTIC_IPNET_MAX_MTU, &abandoned,
+				       &offset, &bytes);
+	if (abandoned || (verdict != ARCTIC_IPNET_MORE &&
+			  verdict != ARCTIC_IPNET_DONE)) {
+		if (ipn->rx_skb[src])
+			ipnet_count(ipn, IPNET_RX_INCOMPLETE, 1);
+		ipnet_rx_abandon(ipn, src);
+	}
+	if (verdict != ARCTIC_IPNET_MORE && verdict != ARCTIC_IPNET_DONE) {
+		ipnet_count(ipn, why[verdict], 1);
+		return;
+	}
+	if (offset == 0) {
+		ipn->rx_skb[src] = napi_alloc_skb(&ipn->napi,
+						  ipn->rx[src].len);
+		if (!ipn->rx_skb[src]) {
+			ipn->rx[src].active = false;
+			ipnet_count(ipn, IPNET_RX_NOMEM, 1);
+			return;
+		}
+	}
+	if (!ipn->rx_skb[src])
+		return;		/* the first fragment found no memory */
+	memcpy(skb_put(ipn->rx_skb[src], min(bytes, 4u)), &slot->command[1],
+	       min(bytes, 4u));
+	if (bytes > 4)
+		memcpy(skb_put(ipn->rx_skb[src], bytes - 4), slot->payload,
+		       bytes - 4);
+	if (verdict == ARCTIC_IPNET_DONE)
+		ipnet_rx_deliver(ipn, src);
+}
+
+/*
+ * Take the next message of receive queue @q, as libniu does (seed 002
+ * §3.2.2 with the LAP check): false if there is none.
+ */
+static bool ipnet_rx_take(struct niu_ipnet *ipn, unsigned int q)
+{
+	static const unsigned int offset[] = {
+		[ARCTIC_RXQ_HI] = ARCTIC_HI_RX_OFFSET,
+		[ARCTIC_RXQ_LO] = ARCTIC_LO_RX_OFFSET,
+	};
+	struct arctic_mpi_slot *slot = ipnet_slot(ipn->ep->rx_region,
+						  offset[q], ipn->rx_tail[q]);
+	u32 header = le32_to_cpu((__force __le32)READ_ONCE(slot->header));
+
+	if (!(header & ARCTIC_MPI_VALID))
+		return false;
+	if (ARCTIC_FIELD_GET(MPI_HEADER, LAP, header) != ipn->rx_lap[q]) {
+		/* A header of the last lap, back after we cleared it. */
+		cmpxchg(&slot->header, (__force u32)cpu_to_le32(header), 0);
+		ipnet_count(ipn, IPNET_RX_STALE_HEADERS, 1);
+		return false;
+	}
+	dma_rmb();
+	if (!netif_running(ipn->dev) && !ARCTIC_FIELD_GET(MPI_HEADER, MODE,
+							  header))
+		ipnet_count(ipn, IPNET_RX_DOWN, 1);
+	else
+		ipnet_rx_message(ipn, header, slot);
+	/* The body is read before the slot is given back. */
+	dma_mb();
+	WRITE_ONCE(slot->header, 0);
+	if (++ipn->rx_tail[q] == ARCTIC_N) {
+		ipn->rx_tail[q] = 0;
+		ipn->rx_lap[q] ^= 1;
+	}
+	return true;
+}
+
+static bool ipnet_rx_pending(struct niu_ipnet *ipn)
+{
+	unsigned int q;
+
+	for (q = 0; q < ARCTIC_NUM_RX_QUEUES; q++)
+		if (niu_slot_valid(ipnet_slot(ipn->ep->rx_region,
+					      q == ARCTIC_RXQ_HI ?
+					      ARCTIC_HI_RX_OFFSET :
+					      ARCTIC_LO_RX_OFFSET, 0),
+				   ipn->rx_tail[q]))
+			return true;
+	return false;
+}
+
+/*
+ * NAPI runs from probe to remove, also while the interface is down, so
+ * that packets sent to a node whose niuN is down are dropped here rather
+ * than left to fill LoRx, which would hold up the low-priority stream of
+ * user programs from the same sender.
+ */
+static int niu_ipnet_poll(struct napi_struct *napi, int budget)
+{
+	struct niu_ipnet *ipn = container_of(napi, struct niu_ipnet, napi);
+	int done = 0;
+
+	while (done < budget && ipnet_rx_take(ipn, ARCTIC_RXQ_HI))
+		done++;
+	while (done < budget && ipnet_rx_take(ipn, ARCTIC_RXQ_LO))
+		done++;
+	if (done < budget && napi_complete_done(napi, done)) {
+		writel(R_USER_IRQ_ARM_RX_MASK,
+		       ipnet_user_reg(ipn, A_USER_IRQ_ARM));
+		/* The arming must reach the device before the queues are read. */
+		mb();
+		if (ipnet_rx_pending(ipn))
+			napi_schedule(napi);
+	}
+	return done;
+}
+
+/* ---- link, device operations, ethtool ---- */
+
+/*
+ * Carrier follows the link to the switch (and is off in raw mode, when
+ * the NIU's datapaths are off); routes that probe could not load are
+ * loaded once the link is up.  Checked every second.
+ */
+static void niu_ipnet_link_work(struct work_struct *work)
+{
+	struct niu_ipnet *ipn = container_of(to_delayed_work(work),
+					     struct niu_ipnet, link_work);
+	struct arctic_niu *niu = ipn->niu;
+	bool up = niu_link_up(niu);
+
+	if (up && !READ_ONCE(niu->routes_loaded)) {
+		mutex_lock(&niu->lock);
+		if (!niu->raw_mode)
+			niu_ensure_routes(niu);
+		mutex_unlock(&niu->lock);
+	}
+	up = up && READ_ONCE(niu->routes_loaded) && !READ_ONCE(niu->raw_mode);
+	if (up && !netif_carrier_ok(ipn->dev))
+		netif_carrier_on(ipn->dev);
+	else if (!up && netif_carrier_ok(ipn->dev))
+		netif_carrier_off(ipn->dev);
+	schedule_delayed_work(&ipn->link_work, HZ);
+}
+
+static int niu_ipnet_open(struct net_device *dev)
+{
+	netif_start_queue(dev);
+	return 0;
+}
+
+static int niu_ipnet_stop(struct net_device *dev)
+{
+	netif_stop_queue(dev);
+	return 0;
+}
+
+static void niu_ipnet_get_stats64(struct net_device *dev,
+				  struct rtnl_link_stats64 *stats)
+{
+	struct niu_ipnet *ipn = netdev_priv(dev);
+	u64 s[IPNET_NUM_STATS];
+
+	ipnet_read_stats(ipn, s);
+	stats->rx_packets = s[IPNET_RX_PACKETS];
+	stats->rx_bytes = s[IPNET_RX_BYTES];
+	stats->tx_packets = s[IPNET_TX_PACKETS];
+	stats->tx_bytes = s[IPNET_TX_BYTES];
+	stats->rx_length_errors = s[IPNET_RX_TOO_LONG] + s[IPNET_RX_BAD_SIZE];
+	stats->rx_frame_errors = s[IPNET_RX_UNEXPECTED] +
+				 s[IPNET_RX_INCOMPLETE] + s[IPNET_RX_BAD_TYPE] +
+				 s[IPNET_RX_NOT_IP];
+	stats->rx_errors = stats->rx_length_errors + stats->rx_frame_errors;
+	stats->rx_dropped = s[IPNET_RX_NOMEM] + s[IPNET_RX_DOWN];
+	stats->tx_dropped = s[IPNET_TX_NO_NODE] + s[IPNET_TX_NOT_UNICAST];
+	stats->tx_errors = s[IPNET_TX_PEER_DEAD];
+	stats->tx_carrier_errors = s[IPNET_TX_PEER_DEAD];
+}
+
+static const struct net_device_ops niu_ipnet_ops = {
+	.ndo_open = niu_ipnet_open,
+	.ndo_stop = niu_ipnet_stop,
+	.ndo_start_xmit = niu_ipnet_xmit,
+	.ndo_get_stats64 = niu_ipnet_get_stats64,
+};
+
+static void niu_ipnet_get_drvinfo(struct net_device *dev,
+				  struct ethtool_drvinfo *info)
+{
+	struct niu_ipnet *ipn = netdev_priv(dev);
+
+	strscpy(info->driver, DRV_NAME, sizeof(info->driver));
+	strscpy(info->bus_info, pci_name(ipn->niu->pdev),
+		sizeof(info->bus_info));
+}
+
+static int niu_ipnet_get_sset_count(struct net_device *dev, int sset)
+{
+	return sset == ETH_SS_STATS ? IPNET_ETHTOOL_STATS : -EOPNOTSUPP;
+}
+
+static void niu_ipnet_get_strings(struct net_device *dev, u32 sset, u8 *data)
+{
+	unsigned int i;
+
+	if (sset != ETH_SS_STATS)
+		return;
+	for (i = 0; i < IPNET_NUM_STATS; i++)
+		ethtool_sprintf(&data, "%s", niu_ipnet_stat_names[i]);
+	for (i = 0; i < ARCTIC_NUM_COUNTERS; i++)
+		ethtool_sprintf(&data, "niu_%s", arctic_counter_name(i));
+	ethtool_sprintf(&data, "node_id");
+}
+
+static void niu_ipnet_get_ethtool_stats(struct net_device *dev,
+					struct ethtool_stats *stats, u64 *data)
+{
+	struct niu_ipnet *ipn = netdev_priv(dev);
+	unsigned int i;
+
+	ipnet_read_stats(ipn, data);
+	data += IPNET_NUM_STATS;
+	for (i = 0; i < ARCTIC_NUM_COUNTERS; i++)
+		*data++ = niu_read(ipn->niu, ARCTIC_COUNTER_OFFSET(i));
+	*data = ipn->niu->node_id;
+}
+
+static const struct ethtool_ops niu_ipnet_ethtool_ops = {
+	.get_drvinfo = niu_ipnet_get_drvinfo,
+	.get_link = ethtool_op_get_link,
+	.get_sset_count = niu_ipnet_get_sset_count,
+	.get_strings = niu_ipnet_get_strings,
+	.get_ethtool_stats = niu_ipnet_get_ethtool_stats,
+};
+
+/* No link-layer header, no ARP, no broadcast: see the section's comment. */
+static void niu_ipnet_setup(struct net_device *dev)
+{
+	dev->netdev_ops = &niu_ipnet_ops;
+	dev->ethtool_ops = &niu_ipnet_ethtool_ops;
+	dev->type = ARPHRD_NONE;
+	dev->hard_header_len = 0;
+	dev->addr_len = 0;
+	dev->mtu = ARCTIC_IPNET_DEFAULT_MTU;
+	dev->min_mtu = IPV4_MIN_MTU;
+	dev->max_mtu = ARCTIC_IPNET_MAX_MTU;
+	dev->flags = IFF_NOARP;
+	/*
+	 * A queue discipline holds what waits while LoTx is full (without
+	 * a length the kernel would take niuN for a device that never
+	 * queues, and drop those packets).
+	 */
+	dev->tx_queue_len = DEFAULT_TX_QUEUE_LEN;
+	/* The route's next hop names the node: keep it until transmit. */
+	netif_keep_dst(dev);
+}
+
+/* Interrupts of the kernel's endpoint, MSI-X or INTx. */
+static void niu_ipnet_irq(struct arctic_niu *niu, bool rx, bool tx)
+{
+	struct niu_ipnet *ipn = READ_ONCE(niu->ipnet);
+
+	if (!ipn)
+		return;
+	if (rx)
+		napi_schedule(&ipn->napi);
+	if (tx)
+		niu_ipnet_tx_irq(ipn);
+}
+
+static irqreturn_t niu_ipnet_rx_vector(int irq, void *data)
+{
+	niu_ipnet_irq(data, true, false);
+	return IRQ_HANDLED;
+}
+
+static irqreturn_t niu_ipnet_tx_vector(int irq, void *data)
+{
+	niu_ipnet_irq(data, false, true);
+	return IRQ_HANDLED;
+}
+
+/* Register niuN on the endpoint after the users' (probe's last step). */
+static int niu_ipnet_create(struct arctic_niu *niu)
+{
+	unsigned int e = niu->user_endpoints;
+	struct net_device *dev;
+	struct niu_ipnet *ipn;
+	int ret;
+
+	if (e == niu->num_endpoints)
+		return 0;	/* ipnet=0, or a single endpoint */
+	dev = alloc_netdev(sizeof(*ipn), "niu%d", NET_NAME_ENUM,
+			   niu_ipnet_setup);
+	if (!dev)
+		return -ENOMEM;
+	SET_NETDEV_DEV(dev, &niu->pdev->dev);
+	ipn = netdev_priv(dev);
+	ipn->niu = niu;
+	ipn->dev = dev;
+	ipn->ep = &niu->ep[e];
+	ipn->user_page = niu->user + e * ARCTIC_USER_PAGE_SIZE;
+	u64_stats_init(&ipn->rx_syncp);
+	u64_stats_init(&ipn->tx_syncp);
+	INIT_DELAYED_WORK(&ipn->link_work, niu_ipnet_link_work);
+	netif_napi_add(dev, &ipn->napi, niu_ipnet_poll);
+	netif_carrier_off(dev);
+	ret = register_netdev(dev);
+	if (ret) {
+		netif_napi_del(&ipn->napi);
+		free_netdev(dev);
+		return ret;
+	}
+	napi_enable(&ipn->napi);
+	WRITE_ONCE(niu->ipnet, ipn);
+	/* Whatever came before the interrupts were ours. */
+	napi_schedule(&ipn->napi);
+	niu_ipnet_link_work(&ipn->link_work.work);
+	return 0;
+}
+
+static void niu_ipnet_destroy(struct arctic_niu *niu)
+{
+	struct niu_ipnet *ipn = niu->ipnet;
+	unsigned int src;
+
+	if (!ipn)
+		return;
+	unregister_netdev(ipn->dev);
+	cancel_delayed_work_sync(&ipn->link_work);
+	WRITE_ONCE(niu->ipnet, NULL);
+	if (niu->pdev->msix_enabled) {
+		synchronize_irq(pci_irq_vector(niu->pdev, ARCTIC_MSIX_RX +
+					       niu->user_endpoints));
+		synchronize_irq(pci_irq_vector(niu->pdev, ARCTIC_MSIX_TX +
+					       niu->user_endpoints));
+	} else {
+		synchronize_irq(pci_irq_vector(niu->pdev, 0));
+	}
+	napi_disable(&ipn->napi);
+	netif_napi_del(&ipn->napi);
+	for (src = 0; src < ARCTIC_S; src++)
+		ipnet_rx_abandon(ipn, src);
+	free_netdev(ipn->dev);
+}
+
 /*
  * The INTx line lands here: take the causes, clear them (the line follows
  * IRQ_STATUS), and wake whoever sleeps in poll() on those endpoints.
@@ -1106,9 +1876,12 @@ static irqreturn_t arctic_niu_irq(int irq, void *data)
 	if (!status)
 		return IRQ_NONE;	/* a shared INTx line, not ours */
 	niu_write(niu, A_NIU_IRQ_STATUS, status);
-	for (e = 0; e < niu->num_endpoints; e++)
+	for (e = 0; e < niu->user_endpoints; e++)
 		if (status & BIT(R_NIU_IRQ_RX_SHIFT + e))
 			wake_up_interruptible(&niu->ep[e].rx_wait);
+	e = niu->user_endpoints;
+	niu_ipnet_irq(niu, status & BIT(R_NIU_IRQ_RX_SHIFT + e),
+		      status & BIT(R_NIU_IRQ_TX_SHIFT + e));
 	return IRQ_HANDLED;
 }
 
@@ -1172,7 +1945,7 @@ static int niu_setup_irqs(struct arctic_niu *niu)
 					arctic_niu_irq, IRQF_SHARED, DRV_NAME,
 					niu);
 	}
-	for (e = 0; e < niu->num_endpoints; e++) {
+	for (e = 0; e < niu->user_endpoints; e++) {
 		ret = devm_request_irq(&pdev->dev,
 				       pci_irq_vector(pdev, ARCTIC_MSIX_RX + e),
 				       arctic_niu_rx_vector, 0, DRV_NAME,
@@ -1180,7 +1953,17 @@ static int niu_setup_irqs(struct arctic_niu *niu)
 		if (ret)
 			return ret;
 	}
-	return 0;
+	if (e == niu->num_endpoints)
+		return 0;
+	/* The kernel's endpoint: niuN's receive and transmit. */
+	ret = devm_request_irq(&pdev->dev,
+			       pci_irq_vector(pdev, ARCTIC_MSIX_RX + e),
+			       niu_ipnet_rx_vector, 0, DRV_NAME, niu);
+	if (ret)
+		return ret;
+	return devm_request_irq(&pdev->dev,
+				pci_irq_vector(pdev, ARCTIC_MSIX_TX + e),
+				niu_ipnet_tx_vector, 0, DRV_NAME, niu);
 }
 
 static const struct file_operations arctic_niu_fops = {
@@ -1393,6 +2176,10 @@ static int niu_identify(struct arctic_niu *niu)
 		dev_err(dev, "device has no endpoints\n");
 		return -ENODEV;
 	}
+	/* The last endpoint carries niuN's packets, if there are two. */
+	niu->user_endpoints = niu->num_endpoints;
+	if (ipnet && niu->num_endpoints > 1)
+		niu->user_endpoints--;
 	return 0;
 }
 
@@ -1479,6 +2266,9 @@ static int arctic_niu_probe(struct pci_dev *pdev,
 	ret = misc_register(&niu->misc);
 	if (ret)
 		goto reset_device;
+	ret = niu_ipnet_create(niu);
+	if (ret)
+		dev_warn(dev, "no network interface: %d\n", ret);
 
 	dev_info(dev, "%s: node %u of %u, %u endpoints, %s\n", niu->name,
 		 niu->node_id, niu->num_nodes, niu->num_endpoints,
@@ -1496,6 +2286,7 @@ static void arctic_niu_remove(struct pci_dev *pdev)
 	struct arctic_niu *niu = pci_get_drvdata(pdev);
 	unsigned int e;
 
+	niu_ipnet_destroy(niu);
 	misc_deregister(&niu->misc);
 	niu_reset(niu);
 	pci_clear_master(pdev);
