@@ -1160,7 +1160,7 @@ static const char niu_ipnet_stat_names[IPNET_NUM_STATS][ETH_GSTRING_LEN] = {
 	[IPNET_RX_NOMEM] = "rx_nomem",
 	[IPNET_RX_NOT_IP] = "rx_not_ip",
 	[IPNET_RX_DOWN] = "rx_while_down",
-	[IPNET_RX_BAD_TYPE] = "rx_bad_type",
+	[IPNET_RX_BAD_TYPE] = "rx_foreign",
 	[IPNET_RX_TOO_LONG] = "rx_too_long",
 	[IPNET_RX_BAD_SIZE] = "rx_bad_size",
 	[IPNET_RX_UNEXPECTED] = "rx_unexpected_fragment",
@@ -1446,7 +1446,7 @@ static void niu_ipnet_tx_irq(struct niu_ipnet *ipn)
 
 /* ---- receive ---- */
 
-/* A notice from our own NIU (MODE 1) in HiRx: count it. */
+/* A notice from our own NIU (MODE 1, in HiRx): count it. */
 static void ipnet_rx_notice(struct niu_ipnet *ipn,
 			    const struct arctic_mpi_slot *slot)
 {
@@ -1497,7 +1497,7 @@ static void ipnet_rx_deliver(struct niu_ipnet *ipn, unsigned int src)
 	napi_gro_receive(&ipn->napi, skb);
 }
 
-/* One message from LoRx or HiRx (@header read, the body not yet). */
+/* One message from LoRx (@header read, the body not yet). */
 static void ipnet_rx_message(struct niu_ipnet *ipn, u32 header,
 			     const struct arctic_mpi_slot *slot)
 {
@@ -1513,10 +1513,6 @@ static void ipnet_rx_message(struct niu_ipnet *ipn, u32 header,
 	bool abandoned;
 	u32 word;
 
-	if (ARCTIC_FIELD_GET(MPI_HEADER, MODE, header) == ARCTIC_MODE_DMA) {
-		ipnet_rx_notice(ipn, slot);
-		return;
-	}
 	ipnet_count(ipn, IPNET_RX_MESSAGES, 1);
 	if (ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header) != ARCTIC_IPNET_TYPE) {
 		ipnet_count(ipn, IPNET_RX_BAD_TYPE, 1);
@@ -1579,8 +1575,11 @@ static bool ipnet_rx_take(struct niu_ipnet *ipn, unsigned int q)
 		return false;
 	}
 	dma_rmb();
-	if (!netif_running(ipn->dev) && !ARCTIC_FIELD_GET(MPI_HEADER, MODE,
-							  header))
+	if (ARCTIC_FIELD_GET(MPI_HEADER, MODE, header) == ARCTIC_MODE_DMA)
+		ipnet_rx_notice(ipn, slot);
+	else if (q == ARCTIC_RXQ_HI)	/* packets come on LoRx only */
+		ipnet_count(ipn, IPNET_RX_BAD_TYPE, 1);
+	else if (!netif_running(ipn->dev))
 		ipnet_count(ipn, IPNET_RX_DOWN, 1);
 	else
 		ipnet_rx_message(ipn, header, slot);

@@ -143,12 +143,21 @@
 #           copy of the directory (no 9p), both runs print the same lines
 #           to the nanosecond, and what a guest writes to /host stays in
 #           it; then the same with --share given and niu-ping the image's
+#   ip-4    niu0, IP over the NIU, on 4 nodes: every node pings every
+#           node by name over IPv4 and IPv6; a ping to an address that
+#           names no node is dropped and counted; the 7 bad messages of
+#           niu-ipnet-junk on node 0's kernel endpoint each dropped and
+#           counted where they must be, and node 0 still answers
+#   tcp-faults-2  a 2 MiB file made in the guest from a fixed seed moved
+#           with busybox nc over niu0 through 1% drops, duplicates and
+#           corruption: the same sha256 at both ends, retransmissions by
+#           the NIUs, no bad TCP checksum
 # Exits 77 (skip) when QEMU or the guest image is not built.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|snapshot-2|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|snapshot-2|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2|ip-4|tcp-faults-2}
 if [ ! -r "$ARCTIC_GUEST_DIR/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_GUEST_DIR/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_GUEST_DIR; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -506,6 +515,101 @@ peer-dead-4)
     else
         echo "ok: no process of the cluster left"
     fi
+    ;;
+ip-4)
+    # niu0 (docs/guest.md, "IP over the NIU") on 4 nodes: every node pings
+    # every node by name over IPv4 and IPv6, a packet to an address that
+    # names no node is dropped and counted, and node 1 sends node 0's
+    # kernel endpoint one message of each kind niu0 must refuse
+    # (niu-ipnet-junk): each dropped and counted, and node 0 still
+    # answers afterwards.
+    share=$(mktemp -d)
+    trap 'rm -f "$out"; rm -rf "$share"' EXIT
+    cat >"$share/ip.sh" <<'SCRIPT'
+me=$(hostname)
+for k in 0 1 2 3; do
+    if ping -c 2 -W 20 "node$k" >/dev/null; then r=ok; else r=FAILED; fi
+    echo "$me ping node$k $r"
+    if ping6 -c 2 -W 20 "node$k-6" >/dev/null; then r=ok; else r=FAILED; fi
+    echo "$me ping6 node$k-6 $r"
+done
+if ping -c 2 -W 2 10.77.0.200 >/dev/null; then r=answered; else r="no answer"; fi
+echo "$me ping 10.77.0.200 $r"
+if [ "$me" = node1 ]; then
+    niu-ipnet-junk 0
+fi
+if [ "$me" = node0 ]; then
+    i=0
+    while [ $i -lt 200 ] && ! niu-ifstats | grep -q ' rx_not_ip: 1$'; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    if ping -c 2 -W 20 node1 >/dev/null; then r=ok; else r=FAILED; fi
+    echo "$me after the junk: ping node1 $r"
+fi
+niu-ifstats | sed "s/^ */$me /"
+for f in rx_errors rx_length_errors rx_frame_errors; do
+    echo "$me $f=$(cat /sys/class/net/niu0/statistics/$f)"
+done
+# tx_dropped also counts IPv6's multicast (router solicitations, MLD),
+# which niu0 never sends: there is no broadcast on the fat tree.
+multicast=$(niu-ifstats | sed -n 's/^ *tx_not_unicast: //p')
+echo "$me tx_dropped=$(cat /sys/class/net/niu0/statistics/tx_dropped) of which not unicast $multicast"
+SCRIPT
+    run_cluster -n 4 --share "$share" -- "sh /host/ip.sh"
+    expect "every node pings every node over IPv4" '^\[node ([0-3])\] node\1 ping node[0-3] ok$' 16
+    expect "and over IPv6" '^\[node ([0-3])\] node\1 ping6 node[0-3]-6 ok$' 16
+    expect "an address that names no node gets no answer" '^\[node ([0-3])\] node\1 ping 10.77.0.200 no answer$' 4
+    expect "its 2 packets dropped and counted on every node" '^\[node ([0-3])\] node\1 tx_no_node: 2$' 4
+    expect "and in the interface's tx_dropped, beside IPv6's multicast" '^\[node ([0-3])\] node\1 tx_dropped=(2 of which not unicast 0|3 of which not unicast 1|4 of which not unicast 2|5 of which not unicast 3|6 of which not unicast 4)$' 4
+    expect "node 1 sent its 7 bad messages" '^\[node 1\] niu-ipnet-junk: 7 messages to node 0 endpoint 7, 0 refused$'
+    expect "another TYPE, or on HiRx: dropped, counted" '^\[node 0\] node0 rx_foreign: 2$'
+    expect "a frame too long: dropped, counted" '^\[node 0\] node0 rx_too_long: 1$'
+    expect "a payload length that does not fit" '^\[node 0\] node0 rx_bad_size: 1$'
+    expect "a fragment of nothing" '^\[node 0\] node0 rx_unexpected_fragment: 1$'
+    expect "a packet cut short" '^\[node 0\] node0 rx_incomplete: 1$'
+    expect "a packet that is not IP" '^\[node 0\] node0 rx_not_ip: 1$'
+    expect "in ip -s link's counters too" '^\[node 0\] node0 rx_errors=7$|^\[node 0\] node0 rx_length_errors=2$|^\[node 0\] node0 rx_frame_errors=5$' 3
+    expect "no other node saw an error" '^\[node [123]\] node[123] rx_errors=0$' 3
+    expect "node 0 still answers" '^\[node 0\] node0 after the junk: ping node1 ok$'
+    expect "all nodes ok" '^node [0-3]: ok$' 4
+    ;;
+tcp-faults-2)
+    # A 2 MiB file, made in the guest from a fixed seed, moved with TCP
+    # (busybox nc) over niu0 through 1% drops, duplicates and corruption
+    # in the switch: the same sha256 at both ends, the NIUs resent what
+    # was lost, and TCP saw no bad checksum (the NIU repaired it all).
+    share=$(mktemp -d)
+    trap 'rm -f "$out"; rm -rf "$share"' EXIT
+    cat >"$share/tcp.sh" <<'SCRIPT'
+me=$(hostname)
+if [ "$me" = node0 ]; then
+    awk 'BEGIN { srand(51); for (i = 0; i < 131072; i++)
+        printf "%08x%08x", int(rand() * 4294967296), int(rand() * 4294967296) }' >/tmp/file
+    sleep 1
+    nc node1 5000 </tmp/file
+else
+    nc -l -p 5000 >/tmp/file
+fi
+echo "$me file $(wc -c </tmp/file) bytes sha256 $(sha256sum </tmp/file | cut -d' ' -f1)"
+# The second Tcp: line holds the values; InCsumErrors is the last.
+echo "$me tcp-csum-errors=$(grep '^Tcp:' /proc/net/snmp | tail -n 1 | cut -d' ' -f16)"
+niu-ifstats | grep -E ' (niu_retransmits|niu_duplicates|rx_packets|tx_packets|rx_errors):' | sed "s/^ */$me /"
+SCRIPT
+    run_cluster -n 2 -f '*:drop=0.01,dup=0.01,corrupt=0.01' --share "$share" -- "sh /host/tcp.sh"
+    expect "the file has its 2 MiB at both ends" '^\[node ([01])\] node\1 file 2097152 bytes sha256 [0-9a-f]{64}$' 2
+    sums=$(sed -n 's/^\[node [01]\] node[01] file 2097152 bytes sha256 //p' "$out" | sort -u)
+    if [ -n "$sums" ] && [ "$(echo "$sums" | wc -l)" = 1 ]; then
+        echo "ok: the same sha256 at both ends ($sums)"
+    else
+        echo "FAIL: the sha256 differs between the ends: $sums"
+        failures=$((failures + 1))
+    fi
+    expect "TCP saw no bad checksum on either node" '^\[node ([01])\] node\1 tcp-csum-errors=0$' 2
+    expect "the NIUs resent what the switch lost" '^\[node [01]\] node[01] niu_retransmits: [1-9][0-9]*$' 2
+    expect "the switch dropped packets" '^drops: fault=[1-9][0-9]*'
+    expect "and duplicated and corrupted others" '^faults: duplicated=[1-9][0-9]* corrupted=[1-9][0-9]*'
+    expect "both nodes ok" '^node [01]: ok$' 2
     ;;
 soak-4)
     run_cluster -n 4 -f '*:drop=0.01,dup=0.01,corrupt=0.01,delay=0.01' -- \
