@@ -148,6 +148,10 @@
 #           names no node is dropped and counted; the 7 bad messages of
 #           niu-ipnet-junk on node 0's kernel endpoint each dropped and
 #           counted where they must be, and node 0 still answers
+#   ip-down-3  niu0 to a node whose QEMU is killed while two others ping
+#           it (3 s peer timeout): no answer and no hang, each NIU's
+#           giving up counted in niu0's tx_peer_dead and tx_errors, and
+#           the survivors still ping each other
 #   tcp-faults-2  a 2 MiB file made in the guest from a fixed seed moved
 #           with busybox nc over niu0 through 1% drops, duplicates and
 #           corruption: the same sha256 at both ends, retransmissions by
@@ -157,7 +161,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|snapshot-2|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2|ip-4|tcp-faults-2}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|snapshot-2|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2|ip-4|ip-down-3|tcp-faults-2}
 if [ ! -r "$ARCTIC_GUEST_DIR/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_GUEST_DIR/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_GUEST_DIR; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -573,6 +577,50 @@ SCRIPT
     expect "no other node saw an error" '^\[node [123]\] node[123] rx_errors=0$' 3
     expect "node 0 still answers" '^\[node 0\] node0 after the junk: ping node1 ok$'
     expect "all nodes ok" '^node [0-3]: ok$' 4
+    ;;
+ip-down-3)
+    # niu0 to a node that dies: node 2's QEMU is killed while nodes 0
+    # and 1 ping it (3 s peer timeout).  Pings to it then get no answer,
+    # never a hang: each NIU gives up on node 2, drops what it held for
+    # it and says so in niu0's tx_peer_dead (and tx_errors); the two
+    # survivors still ping each other afterwards.
+    share=$(mktemp -d)
+    trap 'rm -f "$out"; rm -rf "$share"' EXIT
+    cat >"$share/down.sh" <<'SCRIPT'
+me=$(hostname)
+if [ "$me" = node2 ]; then
+    sleep 120
+    exit 0
+fi
+other=node1
+[ "$me" = node1 ] && other=node0
+i=0
+while [ $i -lt 1000 ] && ping -c 1 -W 2 node2 >/dev/null; do
+    i=$((i + 1))
+done
+echo "$me node2 answered $i pings, then stopped"
+ping -c 3 -W 1 node2 >/dev/null || echo "$me node2 gives no answer"
+i=0
+while [ $i -lt 200 ] && niu-ifstats | grep -q ' tx_peer_dead: 0$'; do
+    sleep 0.1
+    i=$((i + 1))
+done
+niu-ifstats | grep -E ' (tx_peer_dead|niu_peer_dropped):' | sed "s/^ */$me /"
+echo "$me tx_errors=$(cat /sys/class/net/niu0/statistics/tx_errors)"
+if ping -c 2 -W 10 $other >/dev/null; then r=ok; else r=FAILED; fi
+echo "$me then ping $other $r"
+SCRIPT
+    run_cluster_expecting 124 -t 170 -n 3 -P 3000 -K 2:3 --share "$share" -- \
+        "sh /host/down.sh"
+    expect "node 2 was killed mid-run" "^==> killing node 2's QEMU after [0-9]+s, when the switch had taken [0-9]+ packets"
+    expect "it answered pings until then" '^\[node ([01])\] node\1 node2 answered [1-9][0-9]* pings, then stopped$' 2
+    expect "then none, and no hang" '^\[node ([01])\] node\1 node2 gives no answer$' 2
+    expect "each NIU gave up on it, in niu0's counters" '^\[node ([01])\] node\1 tx_peer_dead: [1-9][0-9]*$' 2
+    expect "and in tx_errors" '^\[node ([01])\] node\1 tx_errors=[1-9][0-9]*$' 2
+    expect "what it held for node 2 was dropped" '^\[node ([01])\] node\1 niu_peer_dropped: [1-9][0-9]*$' 2
+    expect "the survivors still reach each other" '^\[node 0\] node0 then ping node1 ok$|^\[node 1\] node1 then ping node0 ok$' 2
+    expect "both survivors ok" '^node [01]: ok$' 2
+    expect "the killed node did not finish" '^node 2: FAILED \(status 124\)$'
     ;;
 tcp-faults-2)
     # A 2 MiB file, made in the guest from a fixed seed, moved with TCP
