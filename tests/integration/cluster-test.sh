@@ -245,6 +245,18 @@ run_cluster() {
     fi
 }
 
+# Write stdin to file $1 of a temporary directory, $share, for the
+# guests' /host (niu-cluster --share "$share"), removed at exit: a script
+# of the case's, which niu-cluster's check of PROGRAM's commands does not
+# read.
+guest_script() {
+    if [ -z "${share:-}" ]; then
+        share=$(mktemp -d)
+        trap 'rm -f "$out"; rm -rf "$share"' EXIT
+    fi
+    cat >"$share/$1"
+}
+
 # With more nodes than cores the launcher has the NIUs yield after empty
 # busy polls, except on a chardev link, which cannot be polled.
 yields=", empty polls yield the core"
@@ -527,9 +539,7 @@ ip-4)
     # kernel endpoint one message of each kind niu0 must refuse
     # (niu-ipnet-junk): each dropped and counted, and node 0 still
     # answers afterwards.
-    share=$(mktemp -d)
-    trap 'rm -f "$out"; rm -rf "$share"' EXIT
-    cat >"$share/ip.sh" <<'SCRIPT'
+    guest_script ip.sh <<'SCRIPT'
 me=$(hostname)
 for k in 0 1 2 3; do
     if ping -c 2 -W 20 "node$k" >/dev/null; then r=ok; else r=FAILED; fi
@@ -584,9 +594,7 @@ ip-down-3)
     # never a hang: each NIU gives up on node 2, drops what it held for
     # it and says so in niu0's tx_peer_dead (and tx_errors); the two
     # survivors still ping each other afterwards.
-    share=$(mktemp -d)
-    trap 'rm -f "$out"; rm -rf "$share"' EXIT
-    cat >"$share/down.sh" <<'SCRIPT'
+    guest_script down.sh <<'SCRIPT'
 me=$(hostname)
 if [ "$me" = node2 ]; then
     sleep 120
@@ -627,9 +635,7 @@ tcp-faults-2)
     # (busybox nc) over niu0 through 1% drops, duplicates and corruption
     # in the switch: the same sha256 at both ends, the NIUs resent what
     # was lost, and TCP saw no bad checksum (the NIU repaired it all).
-    share=$(mktemp -d)
-    trap 'rm -f "$out"; rm -rf "$share"' EXIT
-    cat >"$share/tcp.sh" <<'SCRIPT'
+    guest_script tcp.sh <<'SCRIPT'
 me=$(hostname)
 if [ "$me" = node0 ]; then
     awk 'BEGIN { srand(51); for (i = 0; i < 131072; i++)
