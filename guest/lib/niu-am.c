@@ -24,13 +24,22 @@ int niu_am_register(struct niu_endpoint *ep, uint32_t type,
 	return 0;
 }
 
+/*
+ * Our endpoint, in the header and in command[0], was checked once, at
+ * open (niu_lib_endpoint_set()); the header's fixed part was made there.
+ */
 int niu_am_request(struct niu_endpoint *ep, uint32_t dest, uint32_t type,
 		   const uint32_t *args, unsigned int nargs)
 {
-	if (type >= NIU_TYPE_LIBRARY_MIN)
+	if (type >= NIU_TYPE_LIBRARY_MIN || dest >= ARCTIC_S ||
+	    nargs > NIU_MAX_PAYLOAD || niu_lib_no_payload(args, nargs))
 		return -EINVAL;
-	return niu_lib_send_any_type(ep, NIU_LO, dest, ep->endpoint, type,
-			     ep->endpoint, 0, args, nargs);
+	niu_lib_send_slot(ep, NIU_LO, ep->am_request_header |
+			  ARCTIC_FIELD_PREP(MPI_HEADER, DEST, dest) |
+			  ARCTIC_FIELD_PREP(MPI_HEADER, TYPE, type) |
+			  ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, nargs),
+			  ep->endpoint, 0, args, nargs);
+	return 0;
 }
 
 int niu_am_reply(struct niu_endpoint *ep, const struct niu_msg *to,
@@ -130,12 +139,13 @@ static void am_run(struct niu_endpoint *ep, const struct niu_msg *msg)
 }
 
 /*
- * Handlers may stash (a blocked reply), so one at a time.  The messages
- * kept aside come first, then the queue's; niu_lib_take_user() takes a
- * program's message with no per-message check of what only library
- * messages and notices need (niu_lib_take_slot()).
+ * niu_am_poll() with something kept aside at either priority.  Handlers
+ * may stash (a blocked reply), so one at a time.  The messages kept aside
+ * come first, then the queue's; niu_lib_take_user() takes a program's
+ * message with no per-message check of what only library messages and
+ * notices need (niu_lib_take_slot()).
  */
-int niu_am_poll(struct niu_endpoint *ep)
+static __attribute__((noinline)) int am_poll_stashed(struct niu_endpoint *ep)
 {
 	struct niu_msg msg;
 	int ran = 0, p;
@@ -162,5 +172,64 @@ int niu_am_poll(struct niu_endpoint *ep)
 			}
 		}
 	}
+	return ran;
+}
+
+/*
+ * The common poll of @prio's queue: while its tail holds a program's
+ * message (of this lap, MPI mode, LENGTH at most 20: one compare, see
+ * niu_lib_rx_length()) whose type has a handler (the table has 128
+ * entries and NULL for the library's types, so the type indexes it with
+ * no range check), take it from its slot and run the handler.  Returns
+ * false once the queue is empty, true when the rest of the poll is
+ * am_poll_stashed()'s: another kind of message at the tail, or one that
+ * a handler kept aside (a blocked reply), which comes before what
+ * follows in the queue.  The caller found both stashes empty before the
+ * first message, so only a handler can have filled them: they are looked
+ * at again after one has run, before the next message (and, at HI, when
+ * the queue is empty: LO's first message comes next).  am_depth counts
+ * the handler running, which is where a send can come back into a poll
+ * (niu_lib_wait_tx_slot()).
+ */
+NIU_INLINE bool am_poll_queue(struct niu_endpoint *ep, enum niu_priority prio,
+			      int *ran)
+{
+	volatile struct arctic_mpi_slot *slot;
+	niu_am_handler handler;
+	uint32_t header, length;
+	struct niu_msg msg;
+
+	slot = &ep->rx[prio][ep->rx_tail[prio]];
+	header = slot->header;
+	if (!(header & ARCTIC_MPI_VALID))
+		return false;
+	for (;;) {
+		length = niu_lib_rx_length(ep, prio, header);
+		handler = ep->am_handlers[ARCTIC_FIELD_GET(MPI_HEADER, TYPE,
+							   header)];
+		if (length > NIU_MAX_PAYLOAD || !handler)
+			return true;
+		niu_lib_copy_slot(ep, prio, slot, header, ARCTIC_MODE_MPI,
+				  length, ep->endpoint, &msg);
+		ep->am_depth++;
+		handler(ep, &msg);
+		ep->am_depth--;
+		(*ran)++;
+		slot = &ep->rx[prio][ep->rx_tail[prio]];
+		header = slot->header;
+		if (!(header & ARCTIC_MPI_VALID))
+			return prio == NIU_HI && niu_lib_stashed(ep);
+		if (niu_lib_stashed(ep))
+			return true;
+	}
+}
+
+int niu_am_poll(struct niu_endpoint *ep)
+{
+	int ran = 0;
+
+	if (niu_lib_stashed(ep) || am_poll_queue(ep, NIU_HI, &ran) ||
+	    am_poll_queue(ep, NIU_LO, &ran))
+		return ran + am_poll_stashed(ep);
 	return ran;
 }

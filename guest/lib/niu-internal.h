@@ -39,7 +39,9 @@ enum {
  * Copy @n words between a slot and the program's memory: up to
  * NIU_COPY_LOOP_MAX words one 32-bit move each, unrolled (a loop's
  * counting cost more than the moves for one word), more by the C
- * library's memcpy (a handful of wide moves).  The queues are ordinary
+ * library's memcpy (a handful of wide moves).  One word, an active
+ * message's usual argument, is tested for first: a compare, where the
+ * switch's jump table takes five instructions.  The queues are ordinary
  * (coherent) memory, and the fences around every copy order it against
  * the header's store or load.
  */
@@ -52,6 +54,10 @@ NIU_INLINE void niu_lib_copy_words(volatile uint32_t *to,
 				   const volatile uint32_t *from,
 				   unsigned int n)
 {
+	if (n == 1) {
+		to[0] = from[0];
+		return;
+	}
 	switch (n) {
 	case 4:
 		to[3] = from[3];
@@ -232,6 +238,16 @@ NIU_INLINE void niu_lib_send_slot(struct niu_endpoint *ep,
 }
 
 /*
+ * A payload pointer missing for @length words: NULL is tested first, so
+ * the common send (a pointer) pays one test, not two.
+ */
+NIU_INLINE bool niu_lib_no_payload(const uint32_t *payload,
+				   unsigned int length)
+{
+	return __builtin_expect(!payload, 0) && length;
+}
+
+/*
  * Check a send's arguments (a bad one is -EINVAL, nothing sent), make its
  * header and send it.  The callers check the type's range: user types
  * for niu_send() and the active messages, any for the library.
@@ -247,7 +263,7 @@ NIU_INLINE int niu_lib_send_any_type(struct niu_endpoint *ep,
 
 	if ((unsigned int)prio >= NIU_NUM_PRIORITIES || dest >= ARCTIC_S ||
 	    dest_endpoint >= ARCTIC_ENDPOINTS || type > NIU_MAX_TYPE ||
-	    length > NIU_MAX_PAYLOAD || (length && !payload))
+	    length > NIU_MAX_PAYLOAD || niu_lib_no_payload(payload, length))
 		return -EINVAL;
 	header = niu_lib_header(dest, dest_endpoint, type,	/* step 3 */
 				ARCTIC_MODE_MPI, length);
@@ -260,15 +276,16 @@ NIU_INLINE int niu_lib_send_any_type(struct niu_endpoint *ep,
 
 /*
  * Seed 002 section 3.2.2 steps 2-6 for the slot at @prio's tail, whose
- * @header is valid and of this lap, with its @mode and @length (at most
- * 20) taken out: copy the message out, give the slot back to the NIU,
- * move the tail.
+ * @header is valid and of this lap, with its @mode, @length (at most 20)
+ * and the @endpoint it was sent to taken out: copy the message out, give
+ * the slot back to the NIU, move the tail.
  */
 NIU_INLINE void niu_lib_copy_slot(struct niu_endpoint *ep,
 				  enum niu_priority prio,
 				  volatile struct arctic_mpi_slot *slot,
 				  uint32_t header, uint32_t mode,
-				  uint32_t length, struct niu_msg *msg)
+				  uint32_t length, uint32_t endpoint,
+				  struct niu_msg *msg)
 {
 	uint32_t tail = ep->rx_tail[prio] + 1;
 
@@ -277,7 +294,7 @@ NIU_INLINE void niu_lib_copy_slot(struct niu_endpoint *ep,
 	msg->mode = mode;
 	msg->length = length;
 	msg->source = ARCTIC_FIELD_GET(MPI_HEADER, DEST, header);
-	msg->endpoint = ARCTIC_FIELD_GET(MPI_HEADER, ENDPOINT, header);
+	msg->endpoint = endpoint;
 	msg->command[0] = slot->command[0];			/* step 4 */
 	msg->command[1] = slot->command[1];
 	niu_lib_copy_words(msg->payload, slot->payload, length);
@@ -286,19 +303,57 @@ NIU_INLINE void niu_lib_copy_slot(struct niu_endpoint *ep,
 	if (tail == ARCTIC_N) {					/* step 6 */
 		tail = 0;
 		ep->rx_lap[prio] ^= 1;
+		ep->rx_lap_header[prio] ^= R_MPI_HEADER_LAP_MASK;
 	}
 	ep->rx_tail[prio] = tail;
 }
 
+/*
+ * Our endpoint's number, checked once (the driver's word for it), and what
+ * the sends and receives derive from it once, not per message: the fixed
+ * part of an active-message request's header.  Returns 0 or -EPROTO.
+ */
+static inline int niu_lib_endpoint_set(struct niu_endpoint *ep,
+				       uint32_t endpoint)
+{
+	if (endpoint >= ARCTIC_ENDPOINTS)
+		return -EPROTO;
+	ep->endpoint = endpoint;
+	ep->am_request_header = niu_lib_header(0, endpoint, 0,
+					       ARCTIC_MODE_MPI, 0);
+	return 0;
+}
+
 /* What niu_lib_take_user() found at the tail of a receive queue. */
 enum niu_slot { NIU_SLOT_EMPTY, NIU_SLOT_TAKEN, NIU_SLOT_OTHER };
+
+_Static_assert(R_MPI_HEADER_LENGTH_SHIFT == 0 &&
+	       (uint32_t)R_MPI_HEADER_LENGTH_MASK > (uint32_t)NIU_MAX_PAYLOAD,
+	       "a header's LENGTH is its low bits, wide enough for 20");
+
+/*
+ * Of a valid @header at @prio's tail: its LENGTH when it is a message
+ * (MODE MPI) of this lap; else a value above NIU_MAX_PAYLOAD, as for a
+ * LENGTH the NIU never writes (past 20), so one compare refuses all
+ * three: the LAP and MODE bits, cleared in a header that has what we
+ * expect, lie above LENGTH.
+ */
+NIU_INLINE uint32_t niu_lib_rx_length(struct niu_endpoint *ep,
+				      enum niu_priority prio, uint32_t header)
+{
+	return (header ^ ep->rx_lap_header[prio]) &
+	       (R_MPI_HEADER_LAP_MASK | R_MPI_HEADER_MODE_MASK |
+		R_MPI_HEADER_LENGTH_MASK);
+}
 
 /*
  * The common receive: when @prio's next slot holds a program's message
  * of this lap (valid, MPI mode, a user type, a length the NIU writes),
  * take it into @msg.  Anything else (a header of the last lap, a notice,
  * a library message) is NIU_SLOT_OTHER, left for niu_lib_take_slot(),
- * whose checks thus cost nothing per message of a program.
+ * whose checks thus cost nothing per message of a program.  The
+ * message's ENDPOINT is ours: the NIU puts a message in the queues of the
+ * endpoint it names.
  */
 NIU_INLINE enum niu_slot niu_lib_take_user(struct niu_endpoint *ep,
 					   enum niu_priority prio,
@@ -310,15 +365,19 @@ NIU_INLINE enum niu_slot niu_lib_take_user(struct niu_endpoint *ep,
 
 	if (!(header & ARCTIC_MPI_VALID))			/* step 1 */
 		return NIU_SLOT_EMPTY;
-	length = ARCTIC_FIELD_GET(MPI_HEADER, LENGTH, header);
-	if ((header ^ ARCTIC_FIELD_PREP(MPI_HEADER, LAP, ep->rx_lap[prio])) &
-	    (R_MPI_HEADER_LAP_MASK | R_MPI_HEADER_MODE_MASK) ||
-	    ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header) >= NIU_TYPE_LIBRARY_MIN ||
-	    length > NIU_MAX_PAYLOAD)
+	length = niu_lib_rx_length(ep, prio, header);
+	if (length > NIU_MAX_PAYLOAD ||
+	    ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header) >= NIU_TYPE_LIBRARY_MIN)
 		return NIU_SLOT_OTHER;
 	niu_lib_copy_slot(ep, prio, slot, header, ARCTIC_MODE_MPI, length,
-			  msg);
+			  ep->endpoint, msg);
 	return NIU_SLOT_TAKEN;
+}
+
+/* Anything kept aside, at either priority: one load and one OR. */
+NIU_INLINE bool niu_lib_stashed(const struct niu_endpoint *ep)
+{
+	return ep->stash[NIU_HI].count | ep->stash[NIU_LO].count;
 }
 
 int niu_lib_take_slot(struct niu_endpoint *ep, enum niu_priority prio,

@@ -251,7 +251,11 @@ int niu_open(struct niu_endpoint *ep, const char *path)
 		goto fail_errno;
 	ep->node = node.node_id;
 	ep->num_nodes = node.num_nodes;
-	ep->endpoint = info.endpoint;
+	err = niu_lib_endpoint_set(ep, info.endpoint);
+	if (err) {
+		niu_close(ep);
+		return err;
+	}
 	ep->idle_sleep_us = idle_sleep_from_env(getenv("NIU_IDLE_SLEEP_US"));
 	niu_set_probes(ep, true);
 	ep->probe_every_ns = NIU_PROBE_EVERY_MS * 1000000ull;
@@ -587,7 +591,7 @@ int niu_lib_take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		length = NIU_MAX_PAYLOAD;
 	niu_lib_copy_slot(ep, prio, slot, header,		/* 2-6 */
 			  ARCTIC_FIELD_GET(MPI_HEADER, MODE, header), length,
-			  msg);
+			  ARCTIC_FIELD_GET(MPI_HEADER, ENDPOINT, header), msg);
 	niu_lib_time_taken(ep);
 	node = peer_down_in(header, msg->command[0], msg->command[1],
 			    &from_niu);

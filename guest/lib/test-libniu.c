@@ -98,7 +98,8 @@ static void fake_endpoint(struct niu_endpoint *ep, uint32_t node,
 	ep->fd = -1;
 	ep->node = node;
 	ep->num_nodes = nodes;
-	ep->endpoint = 3;
+	if (niu_lib_endpoint_set(ep, 3))
+		abort();
 	ep->queues = calloc(1, NIU_QUEUES_VIEW_SIZE);
 	assert(ep->queues);
 	ep->doorbell = &doorbell_word;
