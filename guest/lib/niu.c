@@ -289,6 +289,7 @@ int niu_open(struct niu_endpoint *ep, const char *path)
 		ep->rx[p] = (volatile struct arctic_mpi_slot *)
 			((char *)ep->queues + queue_view_offset[1][p]);
 	}
+	niu_lib_queues_set(ep);
 	err = niu_lib_stashes_ready(ep);
 	if (err) {
 		niu_close(ep);
@@ -569,7 +570,7 @@ int niu_peer_down(struct niu_endpoint *ep)
 int niu_lib_take_slot(struct niu_endpoint *ep, enum niu_priority prio,
 		      struct niu_msg *msg)
 {
-	volatile struct arctic_mpi_slot *slot = &ep->rx[prio][ep->rx_tail[prio]];
+	volatile struct arctic_mpi_slot *slot = ep->rx_next[prio];
 	uint32_t header = slot->header, length;
 	bool from_niu;
 	int64_t node;

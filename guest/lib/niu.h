@@ -165,7 +165,11 @@ struct niu_endpoint {
 	uint32_t dma_tx_head;		/* next DMATx slot we fill */
 	void *dma_window;		/* NULL until niu_dma_window() */
 	uint32_t tx_head[NIU_NUM_PRIORITIES];	/* next slot we fill */
+	volatile uint32_t *tx_last[NIU_NUM_PRIORITIES];	/* the header of
+					 * the slot before it (the doorbell) */
 	uint32_t rx_tail[NIU_NUM_PRIORITIES];	/* next slot we read */
+	volatile struct arctic_mpi_slot *rx_next[NIU_NUM_PRIORITIES];
+					/* the same slot, its address */
 	uint32_t rx_lap[NIU_NUM_PRIORITIES];	/* its lap's parity (0, 1) */
 	uint32_t rx_lap_header[NIU_NUM_PRIORITIES];	/* the same as a slot
 					 * header's LAP field, for the

@@ -110,6 +110,7 @@ static void fake_endpoint(struct niu_endpoint *ep, uint32_t node,
 		ep->rx[p] = (void *)((char *)ep->queues +
 				     queue_view_offset[1][p]);
 	}
+	niu_lib_queues_set(ep);
 }
 
 /*
