@@ -232,8 +232,9 @@ int niu_try_recv(struct niu_endpoint *ep, enum niu_priority prio,
 		 struct niu_msg *msg);
 
 /*
- * Wait for the next user message of @prio.  Returns 0, or -EHOSTDOWN once
- * a node has stopped answering (niu_peer_down()).
+ * Wait for the next user message of @prio.  Returns 0, -EINVAL for a
+ * @prio that is neither NIU_HI nor NIU_LO, or -EHOSTDOWN once a node has
+ * stopped answering (niu_peer_down()).
  */
 int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
 	     struct niu_msg *msg);
