@@ -178,8 +178,8 @@ struct niu_endpoint {
 					 * part of a request's header that
 					 * never changes, made at open */
 	uint64_t doorbells_skipped;	/* sends whose doorbell the NIU did
-					 * not need (ring_doorbell() in
-					 * niu.c) */
+					 * not need
+					 * (niu_lib_ring_doorbell()) */
 	uint64_t stale_headers;		/* valid headers of a past lap found
 					 * and cleared again (docs/guest.md,
 					 * Known problems); normally 0 */
