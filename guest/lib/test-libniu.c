@@ -716,6 +716,12 @@ static void note_handler(struct niu_endpoint *ep, const struct niu_msg *msg)
 	noted_count++;
 }
 
+/* A handler whose reply waited: what arrived meanwhile was kept aside. */
+static void keeping_handler(struct niu_endpoint *ep, const struct niu_msg *msg)
+{
+	niu_lib_keep_incoming(ep);
+}
+
 /*
  * The common receive (niu_lib_take_user()) takes a program's message
  * straight from its slot, every field as the general path gives it, and
@@ -784,6 +790,17 @@ static void test_common_path(void)
 	CHECK(msg.length == 2 && msg.payload[1] == 0x89);
 	CHECK(niu_try_recv(&ep, NIU_LO, &msg) == 1 && msg.type == 9);
 	CHECK(niu_try_recv(&ep, NIU_LO, &msg) == 0);
+
+	/* What a handler kept aside runs in the same poll, HI first. */
+	CHECK(niu_am_register(&ep, 5, keeping_handler) == 0);
+	noted_count = 0;
+	deliver(&ep, NIU_HI, &head, 1, 5, 0, 0, 0);
+	deliver(&ep, NIU_HI, &head, 2, 4, 0xbb, 0, 1);
+	deliver(&ep, NIU_LO, &lo_head, 3, 4, 0xcc, 0, 1);
+	CHECK(niu_am_poll(&ep) == 3 && noted_count == 2);
+	CHECK(noted.source == 3 && noted.payload[0] == 0xcc);
+	CHECK(ep.stash[NIU_HI].count == 0 && ep.stash[NIU_LO].count == 0);
+	CHECK(ep.am_depth == 0 && niu_am_poll(&ep) == 0);
 }
 
 /* A slot with MODE 1 (a notice, or a failed transfer's notification)
