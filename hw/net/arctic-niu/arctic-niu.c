@@ -39,7 +39,7 @@
 
 static bool niu_tx_off(ArcticNiuState *s)
 {
-    return !s->q.tx_enabled && !niu_tx_draining(s);
+    return !s->q.tx_enabled && !niu_tx_draining(&s->q);
 }
 
 /* The endpoint a control register belongs to, for ERROR_INFO. */
@@ -368,7 +368,7 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
         val = niu_test_dma_read(&s->test_dma, addr);
         break;
     case A_NIU_TX_CTRL:
-        val = niu_ctrl_read_value(s, s->q.tx_enabled, niu_tx_draining(s));
+        val = niu_ctrl_read_value(s, s->q.tx_enabled, niu_tx_draining(&s->q));
         break;
     case A_NIU_RX_CTRL:
         val = niu_ctrl_read_value(s, s->q.rx_enabled, false);
@@ -429,7 +429,7 @@ static void niu_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
         if (s->q.tx_enabled != enable) {
             s->q.tx_enabled = enable;
             trace_arctic_niu_tx_ctrl(s->node_id, enable);
-            niu_tx_enable_changed(s);
+            niu_tx_enable_changed(&s->q);
         }
     } else {
         if (s->q.rx_enabled != enable) {
@@ -506,7 +506,7 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
         }
         break;
     case A_NIU_DOORBELL_ALL:
-        niu_tx_doorbell(s, MAKE_64BIT_MASK(0, ARCTIC_ENDPOINTS));
+        niu_tx_doorbell(&s->q, MAKE_64BIT_MASK(0, ARCTIC_ENDPOINTS));
         break;
     case A_NIU_IRQ_STATUS:
         niu_irq_ack(&s->status, val);
@@ -649,7 +649,7 @@ static void niu_user_write(void *opaque, hwaddr addr, uint64_t val,
          * A doorbell is a hint: any value is accepted and a spurious
          * ring costs one pass over the queues.
          */
-        niu_tx_doorbell(s, 1u << epn);
+        niu_tx_doorbell(&s->q, 1u << epn);
         return;
     }
     if (epn == 0) {
@@ -667,7 +667,7 @@ static void niu_user_write(void *opaque, hwaddr addr, uint64_t val,
              * no more slots for a held pass to wait for.
              */
             niu_link_poll_end(&s->link);
-            niu_tx_release_held(s);
+            niu_tx_release_held(&s->q);
         }
         if (FIELD_EX32(val, USER_IRQ_ARM, TX)) {
             niu_irq_arm(&s->status, 1u << (R_NIU_IRQ_TX_SHIFT + epn));
@@ -859,7 +859,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_u64(v, "tx-credits-low", s->link.tx_credits[ARCTIC_PRIORITY_LOW],
               &err);
     visit_str(v, "tx", s->q.tx_enabled ? "on" :
-                       niu_tx_draining(s) ? "draining" : "off", &err);
+                       niu_tx_draining(&s->q) ? "draining" : "off", &err);
     visit_str(v, "rx", s->q.rx_enabled ? "on" : s->q.rx_raw ? "raw" : "off",
               &err);
     visit_u64(v, "tx-pending", niu_e2e_pending(&s->e2e), &err);
@@ -938,7 +938,7 @@ void niu_full_reset(ArcticNiuState *s)
     niu_test_dma_reset(&s->test_dma);
     memset(s->q.route_table, 0, sizeof(s->q.route_table));
     memset(s->q.ep, 0, sizeof(s->q.ep));
-    niu_tx_reset(s);
+    niu_tx_reset(&s->q);
     niu_rx_reset(&s->q);
     niu_e2e_reset(&s->e2e);
     niu_raw_reset(&s->q);
@@ -1386,7 +1386,7 @@ static void niu_on_link_packet(NiuLink *link, uint8_t prio,
 
 static void niu_on_link_ready(NiuLink *link)
 {
-    niu_tx_resume(link_owner(link));
+    niu_tx_resume(&link_owner(link)->q);
 }
 
 static void niu_on_link_deferred(NiuLink *link)
@@ -1396,12 +1396,12 @@ static void niu_on_link_deferred(NiuLink *link)
 
 static void niu_on_link_wake(NiuLink *link)
 {
-    niu_tx_wake(link_owner(link));
+    niu_tx_wake(&link_owner(link)->q);
 }
 
 static void niu_on_link_posted(NiuLink *link)
 {
-    niu_tx_posted(link_owner(link));
+    niu_tx_posted(&link_owner(link)->q);
 }
 
 /*
@@ -1607,13 +1607,17 @@ static bool niu_link_wait_timed(ArcticNiuState *s, Error **errp)
  */
 static void niu_on_irq_raised(void *opaque)
 {
-    niu_tx_unpark(opaque);
+    ArcticNiuState *s = opaque;
+
+    niu_tx_unpark(&s->q);
 }
 
 /* Timed mode's reports go to the transmit side of the queue engine. */
 static void niu_on_time_resume(void *opaque)
 {
-    niu_tx_resume(opaque);
+    ArcticNiuState *s = opaque;
+
+    niu_tx_resume(&s->q);
 }
 
 static void niu_on_time_started(void *opaque)
@@ -1622,6 +1626,18 @@ static void niu_on_time_started(void *opaque)
 
     niu_tx_kick(&s->q);
 }
+
+/* The queue engine asks whether migration froze the device. */
+static bool niu_on_queues_frozen(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+
+    return s->frozen;
+}
+
+static const NiuQueuesOps arctic_niu_queues_ops = {
+    .frozen = niu_on_queues_frozen,
+};
 
 static const NiuTimeOps arctic_niu_time_ops = {
     .resume = niu_on_time_resume,
@@ -1737,8 +1753,9 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
                     niu_time_on(&s->time), s->time.irq_ns, niu_on_irq_raised,
                     s);
     niu_dma_init(&s->dma, pdev, &s->lock, s->node_id);
-    niu_queues_init(&s->q, s->node_id, &s->dma, &s->status);
-    niu_tx_init(s);
+    niu_queues_init(&s->q, s->node_id, &s->lock, &s->dma, &s->status,
+                    &s->e2e, &s->link, &arctic_niu_queues_ops, s);
+    niu_tx_init(&s->q, &DEVICE(s)->mem_reentrancy_guard);
     niu_e2e_init(&s->e2e, s->node_id, niu_time_on(&s->time), &s->link, &s->lock,
                  &arctic_niu_e2e_ops);
     niu_full_reset(s);
@@ -1759,7 +1776,7 @@ static void niu_exit(PCIDevice *pdev)
 
     niu_link_cleanup(&s->link);
     niu_time_cleanup(&s->time);
-    niu_tx_cleanup(s);
+    niu_tx_cleanup(&s->q);
     niu_e2e_cleanup(&s->e2e);
     niu_dma_cleanup(&s->dma);
     niu_test_dma_cleanup(&s->test_dma);
