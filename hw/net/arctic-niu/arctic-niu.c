@@ -440,17 +440,9 @@ static void niu_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
     }
 }
 
-static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
-                              unsigned size)
+/* A control register the guest may only read: writing it is an error. */
+static bool niu_control_read_only(hwaddr addr)
 {
-    ArcticNiuState *s = opaque;
-    QEMU_LOCK_GUARD(&s->lock);
-    uint32_t val = val64;
-    bool ok = true;
-    bool read_only = false;
-
-    trace_arctic_niu_control_write(s->node_id, addr, val);
-
     switch (addr) {
     case A_NIU_ID:
     case A_NIU_VERSION:
@@ -465,15 +457,82 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
     case A_NIU_TIME_STATUS:
     case A_NIU_TIME_NOW_LO:
     case A_NIU_TIME_NOW_HI:
-        read_only = true;
-        break;
-    case A_NIU_TIME_CTRL:
-        if (val & ~R_NIU_TIME_CTRL_START_MASK) {
-            niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
-                      "reserved bits set in TIME_CTRL 0x%x", val);
-        } else if (FIELD_EX32(val, NIU_TIME_CTRL, START)) {
-            niu_time_start(&s->time);
+        return true;
+    default:
+        return addr >= A_NIU_COUNTER_BASE &&
+               addr < ARCTIC_COUNTER_OFFSET(ARCTIC_NUM_COUNTERS);
+    }
+}
+
+/* TIME_CTRL: START starts the cluster's clock (timed mode). */
+static void niu_time_ctrl_write(ArcticNiuState *s, uint32_t val)
+{
+    if (val & ~R_NIU_TIME_CTRL_START_MASK) {
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
+                  "reserved bits set in TIME_CTRL 0x%x", val);
+    } else if (FIELD_EX32(val, NIU_TIME_CTRL, START)) {
+        niu_time_start(&s->time);
+    }
+}
+
+/* VMASK: written only while both datapaths are off. */
+static void niu_vmask_write(ArcticNiuState *s, uint32_t val)
+{
+    if (!niu_check_off(s, niu_tx_off(s) && !s->q.rx_enabled, A_NIU_VMASK)) {
+        return;
+    }
+    if (val & ~R_NIU_VMASK_MASK_MASK) {
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_VMASK,
+                  "VMASK 0x%x has bits outside its mask", val);
+    } else {
+        s->q.vmask = val;
+    }
+}
+
+/*
+ * A write to the register arrays of niu_array_read() but the counters
+ * (read-only): the route table and the endpoints' blocks.  *@ok false for
+ * an address in neither.
+ */
+static void niu_array_write(ArcticNiuState *s, hwaddr addr, uint32_t val,
+                            bool *ok)
+{
+    if (addr >= A_NIU_ROUTE_TABLE &&
+        addr < A_NIU_ROUTE_TABLE + ARCTIC_ROUTE_TABLE_SIZE) {
+        unsigned i = (addr - A_NIU_ROUTE_TABLE) / 4;
+
+        if (niu_check_off(s, niu_tx_off(s), addr)) {
+            s->q.route_table[i / ARCTIC_S][i % ARCTIC_S] = val;
         }
+    } else if (addr >= ARCTIC_EP_BLOCK_BASE &&
+               addr < ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0)) {
+        unsigned epn = (addr - ARCTIC_EP_BLOCK_BASE) / ARCTIC_EP_BLOCK_STRIDE;
+
+        niu_ep_write(s, epn, addr, (addr - ARCTIC_EP_BLOCK_BASE) %
+                     ARCTIC_EP_BLOCK_STRIDE, val, ok);
+    } else {
+        *ok = false;
+    }
+}
+
+static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
+                              unsigned size)
+{
+    ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
+    uint32_t val = val64;
+    bool ok = true;
+
+    trace_arctic_niu_control_write(s->node_id, addr, val);
+
+    if (niu_control_read_only(addr)) {
+        niu_error(&s->status, ARCTIC_ERR_RO_WRITE, 0, 0, addr,
+                  "write to read-only register 0x%" HWADDR_PRIx, addr);
+        return;
+    }
+    switch (addr) {
+    case A_NIU_TIME_CTRL:
+        niu_time_ctrl_write(s, val);
         break;
     case A_NIU_ERROR_CAUSE:
         niu_error_ack(&s->status, val);
@@ -495,15 +554,7 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
         niu_ctrl_write(s, false, val);
         break;
     case A_NIU_VMASK:
-        if (niu_check_off(s, niu_tx_off(s) && !s->q.rx_enabled, addr)) {
-            if (val & ~R_NIU_VMASK_MASK_MASK) {
-                niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
-                          "VMASK 0x%x has bits outside its mask",
-                          val);
-            } else {
-                s->q.vmask = val;
-            }
-        }
+        niu_vmask_write(s, val);
         break;
     case A_NIU_DOORBELL_ALL:
         niu_tx_doorbell(&s->q, MAKE_64BIT_MASK(0, ARCTIC_ENDPOINTS));
@@ -518,31 +569,10 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
         }
         break;
     default:
-        if (addr >= A_NIU_COUNTER_BASE &&
-            addr < ARCTIC_COUNTER_OFFSET(ARCTIC_NUM_COUNTERS)) {
-            read_only = true;
-        } else if (addr >= A_NIU_ROUTE_TABLE &&
-                   addr < A_NIU_ROUTE_TABLE + ARCTIC_ROUTE_TABLE_SIZE) {
-            unsigned i = (addr - A_NIU_ROUTE_TABLE) / 4;
-            if (niu_check_off(s, niu_tx_off(s), addr)) {
-                s->q.route_table[i / ARCTIC_S][i % ARCTIC_S] = val;
-            }
-        } else if (addr >= ARCTIC_EP_BLOCK_BASE &&
-                   addr < ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0)) {
-            unsigned epn = (addr - ARCTIC_EP_BLOCK_BASE) /
-                           ARCTIC_EP_BLOCK_STRIDE;
-            niu_ep_write(s, epn, addr, (addr - ARCTIC_EP_BLOCK_BASE) %
-                         ARCTIC_EP_BLOCK_STRIDE, val, &ok);
-        } else {
-            ok = false;
-        }
+        niu_array_write(s, addr, val, &ok);
         break;
     }
-    if (read_only) {
-        niu_error(&s->status, ARCTIC_ERR_RO_WRITE, 0, 0, addr,
-                  "write to read-only register 0x%" HWADDR_PRIx,
-                  addr);
-    } else if (!ok) {
+    if (!ok) {
         niu_error(&s->status, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr,
                   "write to unassigned control register 0x%"
                   HWADDR_PRIx, addr);
@@ -814,46 +844,113 @@ static const char *const niu_time_state_names[] = {
     [NIU_TIME_BROKEN] = "broken",
 };
 
+/* The link's session, transport and counters. */
+static void niu_visit_link(ArcticNiuState *s, Visitor *v, Error **errp)
+{
+    NiuLink *l = &s->link;
+
+    visit_str(v, "link", niu_link_state_name(l->state), errp);
+    visit_str(v, "link-transport", niu_link_transport_name(l), errp);
+    visit_bool(v, "link-rings", l->rings, errp);
+    visit_u64(v, "link-switch-kicks", stat64_get(&l->switch_kicks), errp);
+    visit_u64(v, "link-kick-yields", stat64_get(&l->kick_yields), errp);
+    visit_u64(v, "link-poll-yields", stat64_get(&s->poll_yields), errp);
+    visit_u64(v, "link-cpu-kicks", stat64_get(&l->cpu_kicks), errp);
+    visit_bool(v, "link-direct", l->direct, errp);
+    visit_u64(v, "link-direct-sent", stat64_get(&l->direct_sent), errp);
+    visit_u64(v, "link-direct-received", stat64_get(&l->direct_received),
+              errp);
+    visit_u64(v, "link-direct-full", stat64_get(&l->direct_full), errp);
+    visit_u64(v, "link-direct-refused", stat64_get(&l->direct_refused),
+              errp);
+    visit_u64(v, "link-up-count", l->up_count, errp);
+}
+
+/* Timed mode's clock and counters. */
+static void niu_visit_time(ArcticNiuState *s, Visitor *v, Error **errp)
+{
+    NiuTime *t = &s->time;
+
+    visit_str(v, "time", niu_time_state_names[t->state], errp);
+    visit_u64(v, "time-now-ns", niu_time_now(t), errp);
+    visit_u64(v, "time-granted-ns", t->granted, errp);
+    visit_u64(v, "time-syncs", t->syncs, errp);
+    visit_u64(v, "time-sync-wait-us", t->sync_wait_ns / SCALE_US, errp);
+    visit_u64(v, "time-packets-out", t->packets_out, errp);
+    visit_u64(v, "time-packets-in", t->packets_in, errp);
+    visit_u64(v, "time-inbox", t->inbox_count, errp);
+}
+
+/* The counters, by name: "counters", a struct. */
+static void niu_visit_counters(ArcticNiuState *s, Visitor *v, Error **errp)
+{
+    unsigned c;
+
+    if (*errp || !visit_start_struct(v, "counters", NULL, 0, errp)) {
+        return;
+    }
+    for (c = 0; c < ARCTIC_NUM_COUNTERS; c++) {
+        /* QOM's names take dashes where sysfs takes underscores. */
+        g_autofree char *key = g_strdelimit(
+            g_strdup(arctic_counter_name(c)), "_", '-');
+
+        visit_u64(v, key, s->status.counters[c], errp);
+    }
+    visit_end(v, false, errp);
+}
+
+/* Every endpoint's registers: "endpoints", a list. */
+static void niu_visit_endpoints(ArcticNiuState *s, Visitor *v, Error **errp)
+{
+    unsigned e;
+
+    if (*errp || !visit_start_list(v, "endpoints", NULL, 0, errp)) {
+        return;
+    }
+    for (e = 0; e < ARCTIC_ENDPOINTS && !*errp; e++) {
+        ArcticEndpoint *ep = &s->q.ep[e];
+
+        if (!visit_start_struct(v, NULL, NULL, 0, errp)) {
+            break;
+        }
+        visit_u64(v, "index", e, errp);
+        visit_str(v, "served", (e & s->q.vmask) == e ? "yes" : "no", errp);
+        visit_u64(v, "tx-qbase", ep->tx_qbase, errp);
+        visit_u64(v, "rx-qbase", ep->rx_qbase, errp);
+        visit_u64(v, "hi-tx-tl", ep->tx_tail[ARCTIC_TXQ_HI], errp);
+        visit_u64(v, "lo-tx-tl", ep->tx_tail[ARCTIC_TXQ_LO], errp);
+        visit_u64(v, "dma-tx-tl", ep->tx_tail[ARCTIC_TXQ_DMA], errp);
+        visit_u64(v, "hi-rx-hd", ep->rx_head[ARCTIC_RXQ_HI], errp);
+        visit_u64(v, "lo-rx-hd", ep->rx_head[ARCTIC_RXQ_LO], errp);
+        visit_u64(v, "job", ep->job, errp);
+        visit_u64(v, "dma-base-phy", ep->dma.base_phy, errp);
+        visit_u64(v, "dma-base-vir", ep->dma.base_vir, errp);
+        visit_u64(v, "dma-range-mask", ep->dma.range_mask, errp);
+        visit_u64(v, "hi-tx-dma-packets-sent", ep->dma_progress[0], errp);
+        visit_u64(v, "dma-tx-dma-packets-sent", ep->dma_progress[1], errp);
+        visit_end(v, false, errp);
+    }
+    visit_end(v, true, errp);
+}
+
 static void niu_get_state(Object *obj, Visitor *v, const char *name,
                           void *opaque, Error **errp)
 {
     ArcticNiuState *s = ARCTIC_NIU(obj);
     QEMU_LOCK_GUARD(&s->lock);
     Error *err = NULL;
-    unsigned c, e;
 
     if (!visit_start_struct(v, name, NULL, 0, errp)) {
         return;
     }
     visit_u64(v, "node-id", s->node_id, &err);
     visit_u64(v, "num-nodes", s->link.num_nodes, &err);
-    visit_str(v, "link", niu_link_state_name(s->link.state), &err);
-    visit_str(v, "link-transport", niu_link_transport_name(&s->link), &err);
-    visit_bool(v, "link-rings", s->link.rings, &err);
-    visit_u64(v, "link-switch-kicks", stat64_get(&s->link.switch_kicks), &err);
-    visit_u64(v, "link-kick-yields", stat64_get(&s->link.kick_yields), &err);
-    visit_u64(v, "link-poll-yields", stat64_get(&s->poll_yields), &err);
-    visit_u64(v, "link-cpu-kicks", stat64_get(&s->link.cpu_kicks), &err);
-    visit_bool(v, "link-direct", s->link.direct, &err);
-    visit_u64(v, "link-direct-sent", stat64_get(&s->link.direct_sent), &err);
-    visit_u64(v, "link-direct-received",
-              stat64_get(&s->link.direct_received), &err);
-    visit_u64(v, "link-direct-full", stat64_get(&s->link.direct_full), &err);
-    visit_u64(v, "link-direct-refused", stat64_get(&s->link.direct_refused),
-              &err);
-    visit_u64(v, "link-up-count", s->link.up_count, &err);
+    niu_visit_link(s, v, &err);
     /* docs/device-internals.md §8 */
     visit_str(v, "migration", s->restore_failed ? "load-failed" :
                               s->frozen ? "frozen" : "running", &err);
     visit_str(v, "migration-frozen-by", s->frozen ? s->frozen_by : "", &err);
-    visit_str(v, "time", niu_time_state_names[s->time.state], &err);
-    visit_u64(v, "time-now-ns", niu_time_now(&s->time), &err);
-    visit_u64(v, "time-granted-ns", s->time.granted, &err);
-    visit_u64(v, "time-syncs", s->time.syncs, &err);
-    visit_u64(v, "time-sync-wait-us", s->time.sync_wait_ns / SCALE_US, &err);
-    visit_u64(v, "time-packets-out", s->time.packets_out, &err);
-    visit_u64(v, "time-packets-in", s->time.packets_in, &err);
-    visit_u64(v, "time-inbox", s->time.inbox_count, &err);
+    niu_visit_time(s, v, &err);
     visit_u64(v, "tx-credits-high", s->link.tx_credits[ARCTIC_PRIORITY_HIGH],
               &err);
     visit_u64(v, "tx-credits-low", s->link.tx_credits[ARCTIC_PRIORITY_LOW],
@@ -871,16 +968,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
               &err);
     visit_u64(v, "error-info", s->status.error_info, &err);
     visit_u64(v, "irq-status", s->status.irq_status, &err);
-    if (!err && visit_start_struct(v, "counters", NULL, 0, &err)) {
-        for (c = 0; c < ARCTIC_NUM_COUNTERS; c++) {
-            /* QOM's names take dashes where sysfs takes underscores. */
-            g_autofree char *key = g_strdelimit(
-                g_strdup(arctic_counter_name(c)), "_", '-');
-
-            visit_u64(v, key, s->status.counters[c], &err);
-        }
-        visit_end(v, false, &err);
-    }
+    niu_visit_counters(s, v, &err);
     visit_u64(v, "e2e-lines-busy-high",
               s->e2e.lines_busy[ARCTIC_PRIORITY_HIGH], &err);
     visit_u64(v, "e2e-lines-busy-low",
@@ -888,32 +976,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_u64(v, "e2e-controls-owed", s->e2e.ctrl_count, &err);
     visit_int(v, "e2e-retry-due-ns", niu_e2e_retry_due_ns(&s->e2e), &err);
     niu_visit_streams(s, v, &err);
-    if (!err && visit_start_list(v, "endpoints", NULL, 0, &err)) {
-        for (e = 0; e < ARCTIC_ENDPOINTS && !err; e++) {
-            ArcticEndpoint *ep = &s->q.ep[e];
-
-            if (!visit_start_struct(v, NULL, NULL, 0, &err)) {
-                break;
-            }
-            visit_u64(v, "index", e, &err);
-            visit_str(v, "served", (e & s->q.vmask) == e ? "yes" : "no", &err);
-            visit_u64(v, "tx-qbase", ep->tx_qbase, &err);
-            visit_u64(v, "rx-qbase", ep->rx_qbase, &err);
-            visit_u64(v, "hi-tx-tl", ep->tx_tail[ARCTIC_TXQ_HI], &err);
-            visit_u64(v, "lo-tx-tl", ep->tx_tail[ARCTIC_TXQ_LO], &err);
-            visit_u64(v, "dma-tx-tl", ep->tx_tail[ARCTIC_TXQ_DMA], &err);
-            visit_u64(v, "hi-rx-hd", ep->rx_head[ARCTIC_RXQ_HI], &err);
-            visit_u64(v, "lo-rx-hd", ep->rx_head[ARCTIC_RXQ_LO], &err);
-            visit_u64(v, "job", ep->job, &err);
-            visit_u64(v, "dma-base-phy", ep->dma.base_phy, &err);
-            visit_u64(v, "dma-base-vir", ep->dma.base_vir, &err);
-            visit_u64(v, "dma-range-mask", ep->dma.range_mask, &err);
-            visit_u64(v, "hi-tx-dma-packets-sent", ep->dma_progress[0], &err);
-            visit_u64(v, "dma-tx-dma-packets-sent", ep->dma_progress[1], &err);
-            visit_end(v, false, &err);
-        }
-        visit_end(v, true, &err);
-    }
+    niu_visit_endpoints(s, v, &err);
     visit_end(v, false, &err);
     error_propagate(errp, err);
 }
