@@ -749,6 +749,63 @@ static ssize_t thread_take_input(NiuLinkThread *t, uint8_t *buf,
 }
 
 /*
+ * Before the device lock, what one wake-up found to read, under rx_lock
+ * (*@reading once taken; also for @direct_ready's deliveries).  With the
+ * rings on (@rings) the socket brings only the frames that hand out the
+ * direct rings (*@control), else input.  Returns as thread_take_input().
+ */
+static ssize_t thread_serve_read(NiuLinkThread *t, bool rings,
+                                 bool socket_ready, bool ring_ready,
+                                 bool direct_ready, uint8_t *buf,
+                                 bool *reading, bool *control,
+                                 const char **broken)
+{
+    ssize_t n = 0;
+
+    if (socket_ready && rings) {
+        /*
+         * Held while the rings may be freed: a timed vCPU sleeps on them.
+         * The socket brings the direct rings, its end, or what it must
+         * not carry.
+         */
+        qemu_mutex_lock(&t->rx_lock);
+        *reading = true;
+        n = direct_control_read(t, broken);
+        *control = n > 0;
+    } else if (socket_ready || ring_ready) {
+        qemu_mutex_lock(&t->rx_lock);
+        *reading = true;
+        n = thread_take_input(t, buf, broken);
+    }
+    if (direct_ready && !*reading) {
+        qemu_mutex_lock(&t->rx_lock);
+        *reading = true;
+    }
+    return n;
+}
+
+/*
+ * Take the device lock.  What the thread read (@n bytes) waits with it: a
+ * vCPU in one of the NIU's registers whose host thread is not scheduled
+ * holds the NIU's input, and its credits.  (The clock is read again only
+ * while the event is on; @since is when the thread woke.)
+ */
+static void thread_lock(NiuLinkThread *t, int64_t since, ssize_t n)
+{
+    qemu_rec_mutex_lock(t->link->lock);
+    if (trace_event_get_state_backends(
+            TRACE_ARCTIC_NIU_LINK_THREAD_LOCK_WAIT)) {
+        int64_t waited = get_clock() - since;
+
+        if (waited > NIU_LINK_THREAD_SLOW_LOCK_NS) {
+            trace_arctic_niu_link_thread_lock_wait(t->link->node_id,
+                                                   waited / SCALE_US,
+                                                   MAX(n, 0));
+        }
+    }
+}
+
+/*
  * What one wake-up found, handed to the session under one hold of the
  * device lock: posted work, room to write, a batch of input (or the
  * end of the connection), a deferral run out.  Input is read before the
@@ -764,27 +821,10 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool socket_ready,
     bool reading = false, rings = qatomic_read(&t->rings_on);
     bool control = false;
     const char *broken = NULL;
-    ssize_t n = 0;
+    ssize_t n;
 
-    if (socket_ready && rings) {
-        /*
-         * Held while the rings may be freed: a timed vCPU sleeps on them.
-         * The socket brings the direct rings, its end, or what it must
-         * not carry.
-         */
-        qemu_mutex_lock(&t->rx_lock);
-        reading = true;
-        n = direct_control_read(t, &broken);
-        control = n > 0;
-    } else if (socket_ready || ring_ready) {
-        qemu_mutex_lock(&t->rx_lock);
-        reading = true;
-        n = thread_take_input(t, buf, &broken);
-    }
-    if (direct_ready && !reading) {
-        qemu_mutex_lock(&t->rx_lock);
-        reading = true;
-    }
+    n = thread_serve_read(t, rings, socket_ready, ring_ready, direct_ready,
+                          buf, &reading, &control, &broken);
     if (writable) {
         qatomic_set(&t->want_out, false);
     }
@@ -794,23 +834,7 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool socket_ready,
         }
         return;
     }
-    qemu_rec_mutex_lock(t->link->lock);
-    /*
-     * What it read waits with the thread: a vCPU in one of the NIU's
-     * registers whose host thread is not scheduled holds the NIU's input,
-     * and its credits.  (The clock is read again only while the event is
-     * on.)
-     */
-    if (trace_event_get_state_backends(
-            TRACE_ARCTIC_NIU_LINK_THREAD_LOCK_WAIT)) {
-        int64_t waited = get_clock() - now;
-
-        if (waited > NIU_LINK_THREAD_SLOW_LOCK_NS) {
-            trace_arctic_niu_link_thread_lock_wait(t->link->node_id,
-                                                   waited / SCALE_US,
-                                                   MAX(n, 0));
-        }
-    }
+    thread_lock(t, now, n);
     if (posted && t->fd >= 0) {
         niu_link_posted_due(t->link);
     }
