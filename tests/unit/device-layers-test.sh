@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # The device's layers (docs/device-internals.md §1): each calls only the ones
 # below it, measured as scripts/xref-count measures it.  The link
-# (niu-link*.c), guest-memory access (niu-dma.c) and the interrupts,
+# (niu-link*.c; the socket transport's rings, niu-link-rings.c, call only
+# the direct rings, never back into its thread), guest-memory access (niu-dma.c) and the interrupts,
 # errors and counters (niu-status.c, which asks the link only whether it
 # runs on the link thread) are leaves; the test DMA engine (niu-test-dma.c)
 # calls only DMA and status; timed mode (niu-time.c) only the link, the
@@ -40,7 +41,8 @@ only() {
 only niu-e2e.c niu-link.c
 only niu-link.c
 only niu-link-chr.c niu-link.c
-only niu-link-thread.c niu-link.c niu-link-direct.c
+only niu-link-thread.c niu-link.c niu-link-direct.c niu-link-rings.c
+only niu-link-rings.c niu-link-direct.c niu-link-thread.h
 only niu-link-direct.c niu-link.c
 only niu-dma.c
 only niu-status.c niu-link-thread.c

@@ -42,8 +42,9 @@
  *   niu-link*.c   the link to arctic-switch (niu-link.h; niu_link_*): the
  *                 session (framing, handshake, credits) and its two
  *                 transports, a chardev or a socket served by a link
- *                 thread; settings in link_cfg; it reports upward only
- *                 through NiuLinkOps
+ *                 thread (niu-link-thread.c, its rings in
+ *                 niu-link-rings.c); settings in link_cfg; it reports
+ *                 upward only through NiuLinkOps
  * docs/device-internals.md says the same for reviewers, with the threads
  * and the lock.
  * The hardware contract (registers, slots, packet, link) is in
