@@ -60,6 +60,111 @@ static int connect_control(const char *path)
     return fd;
 }
 
+/*
+ * The request line for "COMMAND KEY=VALUE..." (argv[1] on), or NULL after
+ * saying which argument is not KEY=VALUE.
+ */
+static char *build_request(int argc, char **argv)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) request = NULL;
+    int i;
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "command");
+    json_builder_add_string_value(b, argv[1]);
+    for (i = 2; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        g_autofree char *key = NULL;
+
+        if (!eq || eq == argv[i]) {
+            g_printerr("arctic-ctl: \"%s\" is not KEY=VALUE\n", argv[i]);
+            return NULL;
+        }
+        key = g_strndup(argv[i], eq - argv[i]);
+        json_builder_set_member_name(b, key);
+        add_value(b, eq + 1);
+    }
+    json_builder_end_object(b);
+    request = json_builder_get_root(b);
+    json_generator_set_root(gen, request);
+    return json_generator_to_data(gen, NULL);
+}
+
+/*
+ * Send @line to the switch's control socket at @path and read its reply
+ * up to the end of its first line (or until the switch closes); NULL
+ * after saying why not.
+ */
+static GString *exchange(const char *path, const char *line)
+{
+    GString *reply;
+    int fd = connect_control(path);
+
+    if (fd < 0) {
+        return NULL;
+    }
+    if (send(fd, line, strlen(line), MSG_NOSIGNAL) < 0 ||
+        send(fd, "\n", 1, MSG_NOSIGNAL) < 0) {
+        g_printerr("arctic-ctl: cannot send: %s\n", g_strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    reply = g_string_new(NULL);
+    for (;;) {
+        char buf[4096];
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break;
+        }
+        g_string_append_len(reply, buf, n);
+        if (memchr(buf, '\n', n)) {
+            break;
+        }
+    }
+    close(fd);
+    return reply;
+}
+
+/*
+ * Print the switch's reply (pretty JSON, or one line if @raw) or its
+ * error; the exit status: 0 if it said ok.
+ */
+static int print_reply(const GString *reply, gboolean raw)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(JsonGenerator) out = json_generator_new();
+    g_autoptr(GError) err = NULL;
+    g_autofree char *text = NULL;
+    JsonNode *root;
+    JsonObject *obj;
+
+    if (!json_parser_load_from_data(parser, reply->str, reply->len, &err) ||
+        !(root = json_parser_get_root(parser)) ||
+        !JSON_NODE_HOLDS_OBJECT(root)) {
+        g_printerr("arctic-ctl: bad reply from the switch: %s\n",
+                   err ? err->message : reply->str);
+        return 1;
+    }
+    obj = json_node_get_object(root);
+    if (!json_object_get_boolean_member_with_default(obj, "ok", FALSE)) {
+        g_printerr("arctic-ctl: %s\n",
+                   json_object_get_string_member_with_default(obj, "error",
+                                                              "failed"));
+        return 1;
+    }
+    json_generator_set_root(out, root);
+    json_generator_set_pretty(out, !raw);
+    text = json_generator_to_data(out, NULL);
+    g_print("%s\n", text);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     g_autofree char *socket_path = NULL;
@@ -75,15 +180,8 @@ int main(int argc, char **argv)
         g_option_context_new("COMMAND [KEY=VALUE...] - query and steer "
                              "arctic-switch");
     g_autoptr(GError) err = NULL;
-    g_autoptr(JsonBuilder) b = json_builder_new();
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonParser) parser = json_parser_new();
-    g_autoptr(JsonNode) request = NULL;
     g_autofree char *line = NULL;
-    GString *reply = g_string_new(NULL);
-    JsonNode *root;
-    JsonObject *obj;
-    int fd, i, status;
+    g_autoptr(GString) reply = NULL;
 
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_set_description(context,
@@ -105,75 +203,13 @@ int main(int argc, char **argv)
                    "Try --help.\n");
         return 2;
     }
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "command");
-    json_builder_add_string_value(b, argv[1]);
-    for (i = 2; i < argc; i++) {
-        const char *eq = strchr(argv[i], '=');
-        g_autofree char *key = NULL;
-
-        if (!eq || eq == argv[i]) {
-            g_printerr("arctic-ctl: \"%s\" is not KEY=VALUE\n", argv[i]);
-            return 2;
-        }
-        key = g_strndup(argv[i], eq - argv[i]);
-        json_builder_set_member_name(b, key);
-        add_value(b, eq + 1);
+    line = build_request(argc, argv);
+    if (!line) {
+        return 2;
     }
-    json_builder_end_object(b);
-    request = json_builder_get_root(b);
-    json_generator_set_root(gen, request);
-    line = json_generator_to_data(gen, NULL);
-
-    fd = connect_control(socket_path);
-    if (fd < 0) {
+    reply = exchange(socket_path, line);
+    if (!reply) {
         return 1;
     }
-    if (send(fd, line, strlen(line), MSG_NOSIGNAL) < 0 ||
-        send(fd, "\n", 1, MSG_NOSIGNAL) < 0) {
-        g_printerr("arctic-ctl: cannot send: %s\n", g_strerror(errno));
-        return 1;
-    }
-    for (;;) {
-        char buf[4096];
-        ssize_t n = recv(fd, buf, sizeof(buf), 0);
-
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            break;
-        }
-        g_string_append_len(reply, buf, n);
-        if (memchr(buf, '\n', n)) {
-            break;
-        }
-    }
-    close(fd);
-    if (!json_parser_load_from_data(parser, reply->str, reply->len, &err) ||
-        !(root = json_parser_get_root(parser)) ||
-        !JSON_NODE_HOLDS_OBJECT(root)) {
-        g_printerr("arctic-ctl: bad reply from the switch: %s\n",
-                   err ? err->message : reply->str);
-        g_string_free(reply, TRUE);
-        return 1;
-    }
-    obj = json_node_get_object(root);
-    status = json_object_get_boolean_member_with_default(obj, "ok", FALSE)
-             ? 0 : 1;
-    if (status) {
-        g_printerr("arctic-ctl: %s\n",
-                   json_object_get_string_member_with_default(obj, "error",
-                                                              "failed"));
-    } else {
-        g_autoptr(JsonGenerator) out = json_generator_new();
-        g_autofree char *text = NULL;
-
-        json_generator_set_root(out, root);
-        json_generator_set_pretty(out, !raw);
-        text = json_generator_to_data(out, NULL);
-        g_print("%s\n", text);
-    }
-    g_string_free(reply, TRUE);
-    return status;
+    return print_reply(reply, raw);
 }

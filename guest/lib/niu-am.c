@@ -24,13 +24,23 @@ int niu_am_register(struct niu_endpoint *ep, uint32_t type,
 	return 0;
 }
 
+/*
+ * Our endpoint, in the header and in command[0], was checked once, at
+ * open (niu_lib_endpoint_set()); the header's fixed part was made there.
+ */
 int niu_am_request(struct niu_endpoint *ep, uint32_t dest, uint32_t type,
 		   const uint32_t *args, unsigned int nargs)
 {
-	if (type >= NIU_TYPE_LIBRARY_MIN)
-		return -EINVAL;
-	return niu_lib_send_any_type(ep, NIU_LO, dest, ep->endpoint, type,
-			     ep->endpoint, 0, args, nargs);
+	NIU_REFUSE_IF(type >= NIU_TYPE_LIBRARY_MIN);
+	NIU_REFUSE_IF(dest >= ARCTIC_S);
+	NIU_REFUSE_IF(nargs > NIU_MAX_PAYLOAD);
+	NIU_REFUSE_NO_PAYLOAD(args, nargs);
+	niu_lib_send_slot(ep, NIU_LO, ep->am_request_header |
+			  ARCTIC_FIELD_PREP(MPI_HEADER, DEST, dest) |
+			  ARCTIC_FIELD_PREP(MPI_HEADER, TYPE, type) |
+			  ARCTIC_FIELD_PREP(MPI_HEADER, LENGTH, nargs),
+			  ep->endpoint, 0, args, nargs);
+	return 0;
 }
 
 int niu_am_reply(struct niu_endpoint *ep, const struct niu_msg *to,
@@ -130,12 +140,13 @@ static void am_run(struct niu_endpoint *ep, const struct niu_msg *msg)
 }
 
 /*
- * Handlers may stash (a blocked reply), so one at a time.  The messages
- * kept aside come first, then the queue's; niu_lib_take_user() takes a
- * program's message with no per-message check of what only library
- * messages and notices need (niu_lib_take_slot()).
+ * niu_am_poll() with something kept aside at either priority.  Handlers
+ * may stash (a blocked reply), so one at a time.  The messages kept aside
+ * come first, then the queue's; niu_lib_take_user() takes a program's
+ * message with no per-message check of what only library messages and
+ * notices need (niu_lib_take_slot()).
  */
-int niu_am_poll(struct niu_endpoint *ep)
+static __attribute__((noinline)) int am_poll_stashed(struct niu_endpoint *ep)
 {
 	struct niu_msg msg;
 	int ran = 0, p;
@@ -163,4 +174,137 @@ int niu_am_poll(struct niu_endpoint *ep)
 		}
 	}
 	return ran;
+}
+
+/*
+ * Take the program's message at @prio's tail, whose valid @header has
+ * been read, into @msg and return its handler, when it is a message (of
+ * this lap, MPI mode, LENGTH at most 20: one compare, see
+ * niu_lib_rx_length()) whose type has one (the table has 128 entries and
+ * NULL for the library's types, so the type indexes it with no range
+ * check); else NULL, the slot left for am_poll_stashed().
+ */
+NIU_INLINE niu_am_handler am_take(struct niu_endpoint *ep,
+				  enum niu_priority prio, uint32_t header,
+				  struct niu_msg *msg)
+{
+	uint32_t length = niu_lib_rx_length(ep, prio, header);
+	niu_am_handler handler =
+		ep->am_handlers[ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header)];
+
+	if (length > NIU_MAX_PAYLOAD || !handler)
+		return NULL;
+	niu_lib_copy_slot(ep, prio, ep->rx_next[prio], header,
+			  ARCTIC_MODE_MPI, length, ep->endpoint, msg);
+	return handler;
+}
+
+/*
+ * Run a handler.  am_depth counts the handlers running: a send from one
+ * must not come back into a poll (niu_lib_wait_tx_slot()).
+ */
+NIU_INLINE void am_call(struct niu_endpoint *ep, niu_am_handler handler,
+			const struct niu_msg *msg)
+{
+	ep->am_depth++;
+	handler(ep, msg);
+	ep->am_depth--;
+}
+
+/*
+ * The rest of a poll after a handler has run, from @prio's tail with the
+ * valid @header: a handler may have kept messages aside (a blocked
+ * reply), which come before what follows in the queue, so the stashes are
+ * looked at before each message.  Returns how many handlers ran.
+ */
+static __attribute__((noinline)) int am_poll_more(struct niu_endpoint *ep,
+						  enum niu_priority prio,
+						  uint32_t header)
+{
+	niu_am_handler handler;
+	struct niu_msg msg;
+	int ran = 0;
+
+	for (;;) {
+		if (niu_lib_stashed(ep))
+			break;
+		handler = am_take(ep, prio, header, &msg);
+		if (!handler)
+			break;
+		am_call(ep, handler, &msg);
+		ran++;
+		header = ep->rx_next[prio]->header;
+		if (header & ARCTIC_MPI_VALID)
+			continue;
+		if (prio == NIU_LO)
+			return ran;
+		prio = NIU_LO;
+		header = ep->rx_next[prio]->header;
+		if (!(header & ARCTIC_MPI_VALID))
+			return ran + (niu_lib_stashed(ep) ?
+				      am_poll_stashed(ep) : 0);
+	}
+	return ran + am_poll_stashed(ep);
+}
+
+/*
+ * The common poll's first message, at @prio's tail with the valid
+ * @header, both stashes found empty (so one look, one OR), HiRx empty
+ * when @prio is LO: take it and run its handler; anything else is the
+ * general loop's.  The messages after it are am_poll_more()'s, so this
+ * keeps no count in a register and makes the frame of one message.
+ */
+NIU_INLINE int am_poll_first(struct niu_endpoint *ep, enum niu_priority prio,
+			     uint32_t header)
+{
+	niu_am_handler handler;
+	struct niu_msg msg;
+
+	handler = am_take(ep, prio, header, &msg);
+	if (!handler)
+		return am_poll_stashed(ep);
+	am_call(ep, handler, &msg);
+	header = ep->rx_next[prio]->header;
+	if (header & ARCTIC_MPI_VALID)
+		return 1 + am_poll_more(ep, prio, header);
+	if (prio == NIU_HI) {
+		header = ep->rx_next[NIU_LO]->header;
+		if (header & ARCTIC_MPI_VALID)
+			return 1 + am_poll_more(ep, NIU_LO, header);
+		if (niu_lib_stashed(ep))
+			return 1 + am_poll_stashed(ep);
+	}
+	return 1;
+}
+
+static __attribute__((noinline)) int am_poll_hi(struct niu_endpoint *ep,
+						uint32_t header)
+{
+	return am_poll_first(ep, NIU_HI, header);
+}
+
+static __attribute__((noinline)) int am_poll_lo(struct niu_endpoint *ep,
+						uint32_t header)
+{
+	return am_poll_first(ep, NIU_LO, header);
+}
+
+/*
+ * Only the looks that find nothing are here, so that a poll of empty
+ * queues saves no register and makes no frame: the functions above take
+ * what it found.
+ */
+int niu_am_poll(struct niu_endpoint *ep)
+{
+	uint32_t header;
+
+	if (niu_lib_stashed(ep))
+		return am_poll_stashed(ep);
+	header = ep->rx_next[NIU_HI]->header;
+	if (header & ARCTIC_MPI_VALID)
+		return am_poll_hi(ep, header);
+	header = ep->rx_next[NIU_LO]->header;
+	if (header & ARCTIC_MPI_VALID)
+		return am_poll_lo(ep, header);
+	return 0;
 }

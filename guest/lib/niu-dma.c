@@ -91,9 +91,9 @@ int niu_dma_send(struct niu_endpoint *ep, uint32_t dest,
 	slot->source = (uintptr_t)source;
 	for (i = 0; i < length; i++)
 		slot->payload[i] = payload[i];
-	atomic_thread_fence(memory_order_release);
-	slot->header = niu_lib_header(dest, dest_endpoint, type,
-				      ARCTIC_MODE_DMA, length);
+	niu_lib_publish(&slot->header, niu_lib_header(dest, dest_endpoint,
+						      type, ARCTIC_MODE_DMA,
+						      length));
 	ep->dma_tx_head = (ep->dma_tx_head + 1) % ARCTIC_N;
 	niu_lib_ring_doorbell(ep,
 		      &ep->dma_tx[niu_lib_slot_before_filled(ep->dma_tx_head)].header,

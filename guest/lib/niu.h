@@ -165,11 +165,21 @@ struct niu_endpoint {
 	uint32_t dma_tx_head;		/* next DMATx slot we fill */
 	void *dma_window;		/* NULL until niu_dma_window() */
 	uint32_t tx_head[NIU_NUM_PRIORITIES];	/* next slot we fill */
+	volatile uint32_t *tx_last[NIU_NUM_PRIORITIES];	/* the header of
+					 * the slot before it (the doorbell) */
 	uint32_t rx_tail[NIU_NUM_PRIORITIES];	/* next slot we read */
+	volatile struct arctic_mpi_slot *rx_next[NIU_NUM_PRIORITIES];
+					/* the same slot, its address */
 	uint32_t rx_lap[NIU_NUM_PRIORITIES];	/* its lap's parity (0, 1) */
+	uint32_t rx_lap_header[NIU_NUM_PRIORITIES];	/* the same as a slot
+					 * header's LAP field, for the
+					 * common receive's one test */
+	uint32_t am_request_header;	/* VALID, our endpoint, MODE MPI: the
+					 * part of a request's header that
+					 * never changes, made at open */
 	uint64_t doorbells_skipped;	/* sends whose doorbell the NIU did
-					 * not need (ring_doorbell() in
-					 * niu.c) */
+					 * not need
+					 * (niu_lib_ring_doorbell()) */
 	uint64_t stale_headers;		/* valid headers of a past lap found
 					 * and cleared again (docs/guest.md,
 					 * Known problems); normally 0 */
@@ -177,7 +187,9 @@ struct niu_endpoint {
 	unsigned int idle_sleep_us;	/* see niu_set_idle_sleep() */
 	uint32_t barrier_epoch;
 	uint32_t collective_epoch;	/* collectives called so far */
-	niu_am_handler am_handlers[NIU_TYPE_LIBRARY_MIN];
+	/* By message type; the library's types (120..127) stay NULL, so
+	 * the type indexes the table with no range check. */
+	niu_am_handler am_handlers[NIU_MAX_TYPE + 1];
 	unsigned int am_handler_count;	/* handlers and open segments */
 	unsigned int am_depth;		/* >0 while a handler runs */
 	struct niu_am_segment am_segments[NIU_AM_SEGMENTS];
@@ -220,8 +232,9 @@ int niu_try_recv(struct niu_endpoint *ep, enum niu_priority prio,
 		 struct niu_msg *msg);
 
 /*
- * Wait for the next user message of @prio.  Returns 0, or -EHOSTDOWN once
- * a node has stopped answering (niu_peer_down()).
+ * Wait for the next user message of @prio.  Returns 0, -EINVAL for a
+ * @prio that is neither NIU_HI nor NIU_LO, or -EHOSTDOWN once a node has
+ * stopped answering (niu_peer_down()).
  */
 int niu_recv(struct niu_endpoint *ep, enum niu_priority prio,
 	     struct niu_msg *msg);

@@ -98,7 +98,8 @@ static void fake_endpoint(struct niu_endpoint *ep, uint32_t node,
 	ep->fd = -1;
 	ep->node = node;
 	ep->num_nodes = nodes;
-	ep->endpoint = 3;
+	if (niu_lib_endpoint_set(ep, 3))
+		abort();
 	ep->queues = calloc(1, NIU_QUEUES_VIEW_SIZE);
 	assert(ep->queues);
 	ep->doorbell = &doorbell_word;
@@ -109,6 +110,7 @@ static void fake_endpoint(struct niu_endpoint *ep, uint32_t node,
 		ep->rx[p] = (void *)((char *)ep->queues +
 				     queue_view_offset[1][p]);
 	}
+	niu_lib_queues_set(ep);
 }
 
 /*
@@ -267,6 +269,23 @@ static void test_doorbell_skipped(void)
 	CHECK(ep.dma_tx_head == 1);
 	free(window);
 	free(ep.queues);
+
+	/* Across the wrap: the slot before slot 0 is slot N - 1. */
+	fake_endpoint(&ep, 1, 4);
+	ep.tx_head[NIU_HI] = ARCTIC_N - 1;
+	niu_lib_queues_set(&ep);
+	doorbell_word = 0;
+	CHECK(niu_send(&ep, NIU_HI, 2, 0, 1, 5, 0, NULL, 0) == 0);
+	CHECK(doorbell_word == R_USER_DOORBELL_HI_TX_MASK);
+	doorbell_word = 0;
+	CHECK(niu_send(&ep, NIU_HI, 2, 0, 1, 6, 0, NULL, 0) == 0);
+	CHECK(ep.tx_head[NIU_HI] == 1 && ep.tx[NIU_HI][0].command[0] == 6);
+	CHECK(doorbell_word == 0 && ep.doorbells_skipped == 1);
+	ep.tx[NIU_HI][ARCTIC_N - 1].header = 0;
+	ep.tx[NIU_HI][0].header = 0;
+	CHECK(niu_send(&ep, NIU_HI, 2, 0, 1, 7, 0, NULL, 0) == 0);
+	CHECK(doorbell_word == R_USER_DOORBELL_HI_TX_MASK);
+	free(ep.queues);
 }
 
 static void test_receive_and_stash(void)
@@ -321,6 +340,11 @@ static void test_receive_and_stash(void)
 	CHECK(ep.rx_tail[NIU_LO] == 1 && head == (R_EP_RX_HD_LAP_MASK | 1));
 	CHECK(ep.rx_lap[NIU_LO] == 1);
 	CHECK(ep.stale_headers == 0);
+
+	/* A priority that is neither is refused, the queues left alone. */
+	deliver(&ep, NIU_LO, &head, 0, 1, 7, 0, 1);
+	CHECK(niu_recv(&ep, NIU_NUM_PRIORITIES, &msg) == -EINVAL);
+	CHECK(niu_recv(&ep, NIU_LO, &msg) == 0 && msg.command[0] == 7);
 }
 
 /*
@@ -621,8 +645,26 @@ static void test_active_messages(void)
 	/* A request goes out at low priority with our endpoint. */
 	CHECK(niu_am_request(&ep, 2, 6, args, 20) == 0);
 	header = ep.tx[NIU_LO][0].header;
-	CHECK(ARCTIC_FIELD_GET(MPI_HEADER, TYPE, header) == 6);
+	CHECK(header == niu_lib_header(2, 3, 6, ARCTIC_MODE_MPI, 20));
 	CHECK(ep.tx[NIU_LO][0].command[0] == 3);
+	CHECK(ep.tx[NIU_LO][0].command[1] == 0);
+	CHECK(ep.tx[NIU_LO][0].payload[19] == 0x5000 + 19);
+	/* Bad arguments are refused and leave the queue alone. */
+	CHECK(niu_am_request(&ep, 256, 6, args, 1) == -EINVAL);
+	CHECK(niu_am_request(&ep, 2, NIU_TYPE_LIBRARY_MIN, args, 1) ==
+	      -EINVAL);
+	CHECK(niu_am_request(&ep, 2, 6, args, 21) == -EINVAL);
+	CHECK(niu_am_request(&ep, 2, 6, NULL, 1) == -EINVAL);
+	CHECK(ep.tx_head[NIU_LO] == 1);
+	CHECK(niu_am_request(&ep, 2, 6, NULL, 0) == 0);
+	CHECK(ep.tx[NIU_LO][1].header ==
+	      niu_lib_header(2, 3, 6, ARCTIC_MODE_MPI, 0));
+	ep.tx[NIU_LO][1].header = 0;
+	ep.tx_head[NIU_LO] = 1;
+	niu_lib_queues_set(&ep);
+	/* An endpoint number the NIU does not have is refused at open. */
+	CHECK(niu_lib_endpoint_set(&ep, ARCTIC_ENDPOINTS) == -EPROTO);
+	CHECK(ep.endpoint == 3);
 
 	/* A request from node 2 runs the handler; its reply goes at high. */
 	deliver_words(&ep, NIU_LO, &head, 2, 6, 5, 0, args, 20);
@@ -672,6 +714,12 @@ static void note_handler(struct niu_endpoint *ep, const struct niu_msg *msg)
 {
 	noted = *msg;
 	noted_count++;
+}
+
+/* A handler whose reply waited: what arrived meanwhile was kept aside. */
+static void keeping_handler(struct niu_endpoint *ep, const struct niu_msg *msg)
+{
+	niu_lib_keep_incoming(ep);
 }
 
 /*
@@ -742,6 +790,17 @@ static void test_common_path(void)
 	CHECK(msg.length == 2 && msg.payload[1] == 0x89);
 	CHECK(niu_try_recv(&ep, NIU_LO, &msg) == 1 && msg.type == 9);
 	CHECK(niu_try_recv(&ep, NIU_LO, &msg) == 0);
+
+	/* What a handler kept aside runs in the same poll, HI first. */
+	CHECK(niu_am_register(&ep, 5, keeping_handler) == 0);
+	noted_count = 0;
+	deliver(&ep, NIU_HI, &head, 1, 5, 0, 0, 0);
+	deliver(&ep, NIU_HI, &head, 2, 4, 0xbb, 0, 1);
+	deliver(&ep, NIU_LO, &lo_head, 3, 4, 0xcc, 0, 1);
+	CHECK(niu_am_poll(&ep) == 3 && noted_count == 2);
+	CHECK(noted.source == 3 && noted.payload[0] == 0xcc);
+	CHECK(ep.stash[NIU_HI].count == 0 && ep.stash[NIU_LO].count == 0);
+	CHECK(ep.am_depth == 0 && niu_am_poll(&ep) == 0);
 }
 
 /* A slot with MODE 1 (a notice, or a failed transfer's notification)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -723,6 +724,117 @@ static int run_ctl(const char *ctl, const char *command, const char *arg,
     return code;
 }
 
+/* A switch's control socket that answers one request with @reply. */
+typedef struct FakeControl {
+    int fd;
+    const char *reply;
+    char request[512];
+} FakeControl;
+
+static gpointer fake_control_serve(gpointer opaque)
+{
+    FakeControl *f = opaque;
+    size_t got = 0;
+    ssize_t n;
+    int c = accept(f->fd, NULL, NULL);
+
+    g_assert_cmpint(c, >=, 0);
+    while (got < sizeof(f->request) - 1 &&
+           (n = read(c, f->request + got,
+                     sizeof(f->request) - 1 - got)) > 0) {
+        got += n;
+        if (memchr(f->request, '\n', got)) {
+            break;
+        }
+    }
+    g_assert_cmpint(write(c, f->reply, strlen(f->reply)), ==,
+                    strlen(f->reply));
+    close(c);
+    return NULL;
+}
+
+/*
+ * arctic-ctl -s @path @args... against a FakeControl at @path answering
+ * @reply: its exit code, output and request.
+ */
+static int fake_ctl(const char *path, const char *reply, char **args,
+                    char **out, char **err, char *request, size_t size)
+{
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    FakeControl f = { .reply = reply };
+    char *argv[10] = { (char *)g_getenv("ARCTIC_CTL"), (char *)"-s",
+                       (char *)path };
+    GError *error = NULL;
+    GThread *thread;
+    int status, code, i;
+
+    for (i = 0; args[i]; i++) {
+        g_assert_cmpint(3 + i, <, G_N_ELEMENTS(argv) - 1);
+        argv[3 + i] = args[i];
+    }
+    g_strlcpy(addr.sun_path, path, sizeof(addr.sun_path));
+    f.fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    g_assert_cmpint(f.fd, >=, 0);
+    g_assert_cmpint(bind(f.fd, (struct sockaddr *)&addr, sizeof(addr)), ==, 0);
+    g_assert_cmpint(listen(f.fd, 1), ==, 0);
+    thread = g_thread_new("fake-control", fake_control_serve, &f);
+    g_clear_pointer(out, g_free);
+    g_clear_pointer(err, g_free);
+    run_switch(argv, &status, out, err);
+    g_thread_join(thread);
+    close(f.fd);
+    g_unlink(path);
+    g_strlcpy(request, f.request, size);
+    g_spawn_check_wait_status(status, &error);
+    code = error ? error->code : 0;
+    g_clear_error(&error);
+    return code;
+}
+
+/*
+ * arctic-ctl itself: KEY=VALUE arguments become one JSON request line
+ * (numbers, booleans, strings); the reply is printed pretty, or on one
+ * line with --raw; exit 0 for ok, 1 for the switch's error, a reply that
+ * is not a JSON object or no switch at the socket, 2 for a bad argument.
+ */
+static void test_ctl_client(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("arctic-ctl-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "c", NULL);
+    g_autofree char *out = NULL, *err = NULL;
+    char request[512];
+    char *set[] = { (char *)"set-faults", (char *)"port=2",
+                    (char *)"drop=0.5", (char *)"all=true",
+                    (char *)"priority=low", NULL };
+    char *raw[] = { (char *)"--raw", (char *)"info", NULL };
+    char *info[] = { (char *)"info", NULL };
+
+    g_assert_nonnull(g_getenv("ARCTIC_CTL"));
+    g_assert_cmpint(fake_ctl(path, "{\"ok\": true, \"ports\": 4}\n", set,
+                             &out, &err, request, sizeof(request)), ==, 0);
+    g_assert_cmpstr(request, ==,
+                    "{\"command\":\"set-faults\",\"port\":2,\"drop\":0.5,"
+                    "\"all\":true,\"priority\":\"low\"}\n");
+    g_assert_nonnull(strstr(out, "\"ports\" : 4"));
+    g_assert_cmpint(fake_ctl(path, "{\"ok\": true, \"ports\": 4}\n", raw,
+                             &out, &err, request, sizeof(request)), ==, 0);
+    g_assert_cmpstr(out, ==, "{\"ok\":true,\"ports\":4}\n");
+    g_assert_cmpint(fake_ctl(path, "{\"ok\": false, \"error\": \"no\"}\n",
+                             info, &out, &err, request, sizeof(request)),
+                    ==, 1);
+    g_assert_cmpstr(err, ==, "arctic-ctl: no\n");
+    g_assert_cmpint(fake_ctl(path, "[1]\n", info, &out, &err, request,
+                             sizeof(request)), ==, 1);
+    g_assert_nonnull(strstr(err, "bad reply from the switch"));
+    g_assert_cmpstr(out, ==, "");
+
+    g_assert_cmpint(run_ctl(path, "info", "junk", &out, &err), ==, 2);
+    g_assert_nonnull(strstr(err, "\"junk\" is not KEY=VALUE"));
+    g_assert_cmpint(run_ctl(path, "info", NULL, &out, &err), ==, 1);
+    g_assert_nonnull(strstr(err, "cannot connect to"));
+    g_rmdir(dir);
+}
+
 /*
  * arctic-switch --pcap-dir DIR: arctic-ctl pcap-start path=NAME captures
  * into DIR/NAME; a path is refused (exit 1, the reason on stderr) and
@@ -800,5 +912,6 @@ int main(int argc, char **argv)
     g_test_add_func("/switch/control/clients-bounded",
                     test_control_clients_bounded);
     g_test_add_func("/switch/daemon/pcap-dir", test_daemon_pcap_dir);
+    g_test_add_func("/switch/control/ctl-client", test_ctl_client);
     return g_test_run();
 }

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # The device's layers (docs/device-internals.md §1): each calls only the ones
 # below it, measured as scripts/xref-count measures it.  The link
-# (niu-link*.c), guest-memory access (niu-dma.c) and the interrupts,
+# (niu-link*.c; the socket transport's rings, niu-link-rings.c, call only
+# the direct rings, never back into its thread), guest-memory access (niu-dma.c) and the interrupts,
 # errors and counters (niu-status.c, which asks the link only whether it
 # runs on the link thread) are leaves; the test DMA engine (niu-test-dma.c)
 # calls only DMA and status; timed mode (niu-time.c) only the link, the
@@ -11,8 +12,9 @@
 # knows the link and nothing above it, not even the device's state
 # (arctic-niu.h).  No two files call each other but inside the queue
 # engine (niu-tx.c, niu-rx.c, niu-raw.c), whose state is NiuQueues
-# (niu-queues.h), not flat in the device's; its receive side and raw mode
-# work on that alone, without arctic-niu.h.
+# (niu-queues.h), not flat in the device's; the engine works on that
+# alone, without arctic-niu.h: what it needs of the device (is it frozen
+# for migration?) it asks through NiuQueuesOps.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dev=$root/hw/net/arctic-niu
@@ -39,7 +41,8 @@ only() {
 only niu-e2e.c niu-link.c
 only niu-link.c
 only niu-link-chr.c niu-link.c
-only niu-link-thread.c niu-link.c niu-link-direct.c
+only niu-link-thread.c niu-link.c niu-link-direct.c niu-link-rings.c
+only niu-link-rings.c niu-link-direct.c niu-link-thread.h
 only niu-link-direct.c niu-link.c
 only niu-dma.c
 only niu-status.c niu-link-thread.c
@@ -66,11 +69,20 @@ say $? "no two files call each other outside the queue engine (found:${mutual:- 
 say $? "the queue engine's state is its own (NiuQueues, niu-queues.h), not flat in ArcticNiuState"
 only niu-raw.c niu-status.c niu-tx.c
 only niu-rx.c niu-dma.c niu-dma.h niu-status.c niu-raw.c niu-tx.c
+only niu-tx.c niu-dma.c niu-dma.h niu-status.c niu-e2e.c niu-link.c niu-raw.c \
+    niu-rx.c
+
+# The queue engine and timed mode reach the device's other parts through
+# the pointers and ops their init was given, never the device itself.
+whole=$(grep -l 'ArcticNiuState' "$dev"/niu-tx.c "$dev"/niu-rx.c "$dev"/niu-raw.c \
+        "$dev"/niu-time.c "$dev"/niu-queues.h "$dev"/niu-time.h 2>/dev/null)
+[ -z "$whole" ]
+say $? "the queue engine and timed mode never name ArcticNiuState${whole:+: $whole}"
 
 inc=$(grep -l '#include "arctic-niu.h"' "$dev"/niu-e2e.[ch] "$dev"/niu-link*.[ch] \
       "$dev"/niu-dma.[ch] "$dev"/niu-status.[ch] "$dev"/niu-test-dma.[ch] \
-      "$dev"/niu-time.[ch] "$dev"/niu-queues.h "$dev"/niu-rx.c \
-      "$dev"/niu-raw.c 2>/dev/null)
+      "$dev"/niu-time.[ch] "$dev"/niu-queues.h "$dev"/niu-tx.c \
+      "$dev"/niu-rx.c "$dev"/niu-raw.c 2>/dev/null)
 [ -z "$inc" ]
-say $? "the protocol, the link, DMA, status, the test DMA engine, timed mode, the queue engine's receive side and raw mode do not include arctic-niu.h${inc:+: $inc}"
+say $? "the protocol, the link, DMA, status, the test DMA engine, timed mode and the queue engine do not include arctic-niu.h${inc:+: $inc}"
 exit "$fail"

@@ -48,6 +48,38 @@ net-tcp-bw: PASS
 """
 
 
+def ip_part(iface, rtts_ms, mbit, mpi8_us, mpi1m, wrong=False):
+    """What guest/mpi/niu-bench-ip prints for one interface."""
+    peer = "10.77.0.2" if iface == "niu0" else "10.0.0.2"
+    ping = "\n".join("64 bytes from %s: seq=%d ttl=64 time=%.3f ms"
+                     % (peer, i, t) for i, t in enumerate(rtts_ms))
+    sizes = [0] + [1 << k for k in range(21)]
+    mpi = "\n".join("%10d %12.1f %12.1f %12.1f %12.2f"
+                    % (b, mpi8_us if b == 8 else 99.0, 1.5 * mpi8_us,
+                       3 * mpi8_us, mpi1m if b == 1 << 20 else 1.0)
+                    for b in sizes)
+    return f"""niu-bench: ip over {iface}
+PING {peer} ({peer}): 56 data bytes
+{ping}
+
+--- {peer} ping statistics ---
+Connecting to host {peer}, port 5201
+[  5] local 10.77.0.1 port 40000 connected to {peer} port 5201
+[ ID] Interval           Transfer     Bitrate         Retr  Cwnd
+[  5]   0.00-1.00   sec  1.00 MBytes  8.00 Mbits/sec    0   10.0 KBytes
+- - - - - - - - - - - - - - - - - - - - - - - - -
+[ ID] Interval           Transfer     Bitrate         Retr
+[  5]   0.00-3.00   sec  3.00 MBytes  {mbit:.2f} Mbits/sec    0             sender
+[  5]   0.00-3.02   sec  2.90 MBytes  {mbit:.2f} Mbits/sec                  receiver
+
+iperf Done.
+mpi-pingpong: 200 iterations per size (fewer above 4 KiB), rank 0 <-> rank 1
+     bytes    median_us      mean_us       p99_us         MB/s
+{mpi}
+mpi-pingpong: {"FAILED" if wrong else "every byte right"} ({1 if wrong else 0} wrong messages)
+"""
+
+
 NODE1_ROUND = """niu-ping: node 1 of 2, echoing, 200 round trips per size, high priority
 niu-bw: node 1: 0 wrong: PASS
 net-udp-ping: server echoed 1401 datagrams
@@ -183,6 +215,58 @@ class ReportTest(unittest.TestCase):
         self.assertIn("3 round(s)", p.stdout)
         with open(os.path.join(self.d, "table.txt")) as f:
             self.assertEqual(f.read(), p.stdout)
+
+    def test_ip_rows_over_niu0_and_eth0(self):
+        # Round r: ICMP over niu0 100 us and over eth0 400 us, so the
+        # ratio is 0.25 every round; TCP 80 against 40 Mbit/s (2.0); MPI
+        # 8-byte round trips 50 against 200 us; 1 MiB 5 against 10 MB/s.
+        write_run(self.d, ROUNDS)
+        with open(os.path.join(self.d, "node0.log")) as f:
+            text = f.read()
+        parts = text.split("niu-bench: round ")
+        extra = (ip_part("niu0", [0.1, 0.1, 0.2, 0.1, 5.0], 80.0, 50.0, 5.0)
+                 + ip_part("eth0", [0.4, 0.5, 0.4, 0.3, 0.4], 40.0, 200.0,
+                           10.0))
+        with open(os.path.join(self.d, "node0.log"), "w") as f:
+            f.write(parts[0] + "".join("niu-bench: round " + p + extra
+                                       for p in parts[1:]))
+        p, res = run(self.d, "--rounds", "3")
+        self.assertEqual(p.returncode, 0, p.stderr + p.stdout)
+        s = res["summary"]
+        self.assertAlmostEqual(s["ip_icmp_niu"], 100.0)
+        self.assertAlmostEqual(s["ip_icmp_mean_niu"], 1100.0)
+        self.assertAlmostEqual(s["ip_icmp_p99_niu"], 5000.0)
+        self.assertAlmostEqual(s["ip_icmp_virtio"], 400.0)
+        self.assertAlmostEqual(s["ip_tcp_niu"], 10.0)      # MB/s
+        self.assertAlmostEqual(s["ip_mpi_rtt_niu"], 50.0)
+        self.assertAlmostEqual(s["ip_mpi_bw_virtio"], 10.0)
+        r = res["ratios"]
+        self.assertAlmostEqual(r["icmp_rtt_niu0_over_eth0"], 0.25)
+        self.assertAlmostEqual(r["tcp_niu0_over_eth0"], 2.0)
+        self.assertAlmostEqual(r["mpi_rtt_niu0_over_eth0"], 0.25)
+        self.assertAlmostEqual(r["mpi_bw_niu0_over_eth0"], 0.5)
+        self.assertTrue(res["checks"]["mpi-pingpong niu0"])
+        self.assertIn("IP: ICMP round trip", p.stdout)
+        self.assertIn("IP: TCP, iperf3 (MB/s)", p.stdout)
+        # The UDP table before the IP part is still net-udp-ping's, not
+        # mpi-pingpong's (both say "bytes median_us").
+        self.assertEqual(s["udp_rtt_4byte_us"], 1200.0)
+
+    def test_ip_wrong_mpi_byte_fails_the_run(self):
+        write_run(self.d, ROUNDS[:1], markers=False)
+        with open(os.path.join(self.d, "node0.log"), "a") as f:
+            f.write(ip_part("niu0", [0.1], 8.0, 50.0, 5.0, wrong=True))
+            f.write(ip_part("eth0", [0.4], 8.0, 50.0, 5.0))
+        p, res = run(self.d)
+        self.assertEqual(p.returncode, 1)
+        self.assertFalse(res["checks"]["mpi-pingpong niu0"])
+
+    def test_ip_part_missing_an_interface_is_incomplete(self):
+        write_run(self.d, ROUNDS[:1], markers=False)
+        with open(os.path.join(self.d, "node0.log"), "a") as f:
+            f.write(ip_part("niu0", [0.1], 8.0, 50.0, 5.0))
+        p, res = run(self.d)
+        self.assertEqual(p.returncode, 1)
 
     def test_plot_data_are_per_size_medians(self):
         write_run(self.d, ROUNDS)

@@ -39,7 +39,7 @@
 
 static bool niu_tx_off(ArcticNiuState *s)
 {
-    return !s->q.tx_enabled && !niu_tx_draining(s);
+    return !s->q.tx_enabled && !niu_tx_draining(&s->q);
 }
 
 /* The endpoint a control register belongs to, for ERROR_INFO. */
@@ -368,7 +368,7 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
         val = niu_test_dma_read(&s->test_dma, addr);
         break;
     case A_NIU_TX_CTRL:
-        val = niu_ctrl_read_value(s, s->q.tx_enabled, niu_tx_draining(s));
+        val = niu_ctrl_read_value(s, s->q.tx_enabled, niu_tx_draining(&s->q));
         break;
     case A_NIU_RX_CTRL:
         val = niu_ctrl_read_value(s, s->q.rx_enabled, false);
@@ -429,7 +429,7 @@ static void niu_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
         if (s->q.tx_enabled != enable) {
             s->q.tx_enabled = enable;
             trace_arctic_niu_tx_ctrl(s->node_id, enable);
-            niu_tx_enable_changed(s);
+            niu_tx_enable_changed(&s->q);
         }
     } else {
         if (s->q.rx_enabled != enable) {
@@ -440,17 +440,9 @@ static void niu_ctrl_write(ArcticNiuState *s, bool tx, uint32_t value)
     }
 }
 
-static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
-                              unsigned size)
+/* A control register the guest may only read: writing it is an error. */
+static bool niu_control_read_only(hwaddr addr)
 {
-    ArcticNiuState *s = opaque;
-    QEMU_LOCK_GUARD(&s->lock);
-    uint32_t val = val64;
-    bool ok = true;
-    bool read_only = false;
-
-    trace_arctic_niu_control_write(s->node_id, addr, val);
-
     switch (addr) {
     case A_NIU_ID:
     case A_NIU_VERSION:
@@ -465,15 +457,82 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
     case A_NIU_TIME_STATUS:
     case A_NIU_TIME_NOW_LO:
     case A_NIU_TIME_NOW_HI:
-        read_only = true;
-        break;
-    case A_NIU_TIME_CTRL:
-        if (val & ~R_NIU_TIME_CTRL_START_MASK) {
-            niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
-                      "reserved bits set in TIME_CTRL 0x%x", val);
-        } else if (FIELD_EX32(val, NIU_TIME_CTRL, START)) {
-            niu_time_start(&s->time);
+        return true;
+    default:
+        return addr >= A_NIU_COUNTER_BASE &&
+               addr < ARCTIC_COUNTER_OFFSET(ARCTIC_NUM_COUNTERS);
+    }
+}
+
+/* TIME_CTRL: START starts the cluster's clock (timed mode). */
+static void niu_time_ctrl_write(ArcticNiuState *s, uint32_t val)
+{
+    if (val & ~R_NIU_TIME_CTRL_START_MASK) {
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
+                  "reserved bits set in TIME_CTRL 0x%x", val);
+    } else if (FIELD_EX32(val, NIU_TIME_CTRL, START)) {
+        niu_time_start(&s->time);
+    }
+}
+
+/* VMASK: written only while both datapaths are off. */
+static void niu_vmask_write(ArcticNiuState *s, uint32_t val)
+{
+    if (!niu_check_off(s, niu_tx_off(s) && !s->q.rx_enabled, A_NIU_VMASK)) {
+        return;
+    }
+    if (val & ~R_NIU_VMASK_MASK_MASK) {
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_VMASK,
+                  "VMASK 0x%x has bits outside its mask", val);
+    } else {
+        s->q.vmask = val;
+    }
+}
+
+/*
+ * A write to the register arrays of niu_array_read() but the counters
+ * (read-only): the route table and the endpoints' blocks.  *@ok false for
+ * an address in neither.
+ */
+static void niu_array_write(ArcticNiuState *s, hwaddr addr, uint32_t val,
+                            bool *ok)
+{
+    if (addr >= A_NIU_ROUTE_TABLE &&
+        addr < A_NIU_ROUTE_TABLE + ARCTIC_ROUTE_TABLE_SIZE) {
+        unsigned i = (addr - A_NIU_ROUTE_TABLE) / 4;
+
+        if (niu_check_off(s, niu_tx_off(s), addr)) {
+            s->q.route_table[i / ARCTIC_S][i % ARCTIC_S] = val;
         }
+    } else if (addr >= ARCTIC_EP_BLOCK_BASE &&
+               addr < ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0)) {
+        unsigned epn = (addr - ARCTIC_EP_BLOCK_BASE) / ARCTIC_EP_BLOCK_STRIDE;
+
+        niu_ep_write(s, epn, addr, (addr - ARCTIC_EP_BLOCK_BASE) %
+                     ARCTIC_EP_BLOCK_STRIDE, val, ok);
+    } else {
+        *ok = false;
+    }
+}
+
+static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
+                              unsigned size)
+{
+    ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
+    uint32_t val = val64;
+    bool ok = true;
+
+    trace_arctic_niu_control_write(s->node_id, addr, val);
+
+    if (niu_control_read_only(addr)) {
+        niu_error(&s->status, ARCTIC_ERR_RO_WRITE, 0, 0, addr,
+                  "write to read-only register 0x%" HWADDR_PRIx, addr);
+        return;
+    }
+    switch (addr) {
+    case A_NIU_TIME_CTRL:
+        niu_time_ctrl_write(s, val);
         break;
     case A_NIU_ERROR_CAUSE:
         niu_error_ack(&s->status, val);
@@ -495,18 +554,10 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
         niu_ctrl_write(s, false, val);
         break;
     case A_NIU_VMASK:
-        if (niu_check_off(s, niu_tx_off(s) && !s->q.rx_enabled, addr)) {
-            if (val & ~R_NIU_VMASK_MASK_MASK) {
-                niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, addr,
-                          "VMASK 0x%x has bits outside its mask",
-                          val);
-            } else {
-                s->q.vmask = val;
-            }
-        }
+        niu_vmask_write(s, val);
         break;
     case A_NIU_DOORBELL_ALL:
-        niu_tx_doorbell(s, MAKE_64BIT_MASK(0, ARCTIC_ENDPOINTS));
+        niu_tx_doorbell(&s->q, MAKE_64BIT_MASK(0, ARCTIC_ENDPOINTS));
         break;
     case A_NIU_IRQ_STATUS:
         niu_irq_ack(&s->status, val);
@@ -518,31 +569,10 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
         }
         break;
     default:
-        if (addr >= A_NIU_COUNTER_BASE &&
-            addr < ARCTIC_COUNTER_OFFSET(ARCTIC_NUM_COUNTERS)) {
-            read_only = true;
-        } else if (addr >= A_NIU_ROUTE_TABLE &&
-                   addr < A_NIU_ROUTE_TABLE + ARCTIC_ROUTE_TABLE_SIZE) {
-            unsigned i = (addr - A_NIU_ROUTE_TABLE) / 4;
-            if (niu_check_off(s, niu_tx_off(s), addr)) {
-                s->q.route_table[i / ARCTIC_S][i % ARCTIC_S] = val;
-            }
-        } else if (addr >= ARCTIC_EP_BLOCK_BASE &&
-                   addr < ARCTIC_EP_OFFSET(ARCTIC_ENDPOINTS, 0)) {
-            unsigned epn = (addr - ARCTIC_EP_BLOCK_BASE) /
-                           ARCTIC_EP_BLOCK_STRIDE;
-            niu_ep_write(s, epn, addr, (addr - ARCTIC_EP_BLOCK_BASE) %
-                         ARCTIC_EP_BLOCK_STRIDE, val, &ok);
-        } else {
-            ok = false;
-        }
+        niu_array_write(s, addr, val, &ok);
         break;
     }
-    if (read_only) {
-        niu_error(&s->status, ARCTIC_ERR_RO_WRITE, 0, 0, addr,
-                  "write to read-only register 0x%" HWADDR_PRIx,
-                  addr);
-    } else if (!ok) {
+    if (!ok) {
         niu_error(&s->status, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr,
                   "write to unassigned control register 0x%"
                   HWADDR_PRIx, addr);
@@ -649,7 +679,7 @@ static void niu_user_write(void *opaque, hwaddr addr, uint64_t val,
          * A doorbell is a hint: any value is accepted and a spurious
          * ring costs one pass over the queues.
          */
-        niu_tx_doorbell(s, 1u << epn);
+        niu_tx_doorbell(&s->q, 1u << epn);
         return;
     }
     if (epn == 0) {
@@ -667,7 +697,7 @@ static void niu_user_write(void *opaque, hwaddr addr, uint64_t val,
              * no more slots for a held pass to wait for.
              */
             niu_link_poll_end(&s->link);
-            niu_tx_release_held(s);
+            niu_tx_release_held(&s->q);
         }
         if (FIELD_EX32(val, USER_IRQ_ARM, TX)) {
             niu_irq_arm(&s->status, 1u << (R_NIU_IRQ_TX_SHIFT + epn));
@@ -814,52 +844,119 @@ static const char *const niu_time_state_names[] = {
     [NIU_TIME_BROKEN] = "broken",
 };
 
+/* The link's session, transport and counters. */
+static void niu_visit_link(ArcticNiuState *s, Visitor *v, Error **errp)
+{
+    NiuLink *l = &s->link;
+
+    visit_str(v, "link", niu_link_state_name(l->state), errp);
+    visit_str(v, "link-transport", niu_link_transport_name(l), errp);
+    visit_bool(v, "link-rings", l->rings, errp);
+    visit_u64(v, "link-switch-kicks", stat64_get(&l->switch_kicks), errp);
+    visit_u64(v, "link-kick-yields", stat64_get(&l->kick_yields), errp);
+    visit_u64(v, "link-poll-yields", stat64_get(&s->poll_yields), errp);
+    visit_u64(v, "link-cpu-kicks", stat64_get(&l->cpu_kicks), errp);
+    visit_bool(v, "link-direct", l->direct, errp);
+    visit_u64(v, "link-direct-sent", stat64_get(&l->direct_sent), errp);
+    visit_u64(v, "link-direct-received", stat64_get(&l->direct_received),
+              errp);
+    visit_u64(v, "link-direct-full", stat64_get(&l->direct_full), errp);
+    visit_u64(v, "link-direct-refused", stat64_get(&l->direct_refused),
+              errp);
+    visit_u64(v, "link-up-count", l->up_count, errp);
+}
+
+/* Timed mode's clock and counters. */
+static void niu_visit_time(ArcticNiuState *s, Visitor *v, Error **errp)
+{
+    NiuTime *t = &s->time;
+
+    visit_str(v, "time", niu_time_state_names[t->state], errp);
+    visit_u64(v, "time-now-ns", niu_time_now(t), errp);
+    visit_u64(v, "time-granted-ns", t->granted, errp);
+    visit_u64(v, "time-syncs", t->syncs, errp);
+    visit_u64(v, "time-sync-wait-us", t->sync_wait_ns / SCALE_US, errp);
+    visit_u64(v, "time-packets-out", t->packets_out, errp);
+    visit_u64(v, "time-packets-in", t->packets_in, errp);
+    visit_u64(v, "time-inbox", t->inbox_count, errp);
+}
+
+/* The counters, by name: "counters", a struct. */
+static void niu_visit_counters(ArcticNiuState *s, Visitor *v, Error **errp)
+{
+    unsigned c;
+
+    if (*errp || !visit_start_struct(v, "counters", NULL, 0, errp)) {
+        return;
+    }
+    for (c = 0; c < ARCTIC_NUM_COUNTERS; c++) {
+        /* QOM's names take dashes where sysfs takes underscores. */
+        g_autofree char *key = g_strdelimit(
+            g_strdup(arctic_counter_name(c)), "_", '-');
+
+        visit_u64(v, key, s->status.counters[c], errp);
+    }
+    visit_end(v, false, errp);
+}
+
+/* Every endpoint's registers: "endpoints", a list. */
+static void niu_visit_endpoints(ArcticNiuState *s, Visitor *v, Error **errp)
+{
+    unsigned e;
+
+    if (*errp || !visit_start_list(v, "endpoints", NULL, 0, errp)) {
+        return;
+    }
+    for (e = 0; e < ARCTIC_ENDPOINTS && !*errp; e++) {
+        ArcticEndpoint *ep = &s->q.ep[e];
+
+        if (!visit_start_struct(v, NULL, NULL, 0, errp)) {
+            break;
+        }
+        visit_u64(v, "index", e, errp);
+        visit_str(v, "served", (e & s->q.vmask) == e ? "yes" : "no", errp);
+        visit_u64(v, "tx-qbase", ep->tx_qbase, errp);
+        visit_u64(v, "rx-qbase", ep->rx_qbase, errp);
+        visit_u64(v, "hi-tx-tl", ep->tx_tail[ARCTIC_TXQ_HI], errp);
+        visit_u64(v, "lo-tx-tl", ep->tx_tail[ARCTIC_TXQ_LO], errp);
+        visit_u64(v, "dma-tx-tl", ep->tx_tail[ARCTIC_TXQ_DMA], errp);
+        visit_u64(v, "hi-rx-hd", ep->rx_head[ARCTIC_RXQ_HI], errp);
+        visit_u64(v, "lo-rx-hd", ep->rx_head[ARCTIC_RXQ_LO], errp);
+        visit_u64(v, "job", ep->job, errp);
+        visit_u64(v, "dma-base-phy", ep->dma.base_phy, errp);
+        visit_u64(v, "dma-base-vir", ep->dma.base_vir, errp);
+        visit_u64(v, "dma-range-mask", ep->dma.range_mask, errp);
+        visit_u64(v, "hi-tx-dma-packets-sent", ep->dma_progress[0], errp);
+        visit_u64(v, "dma-tx-dma-packets-sent", ep->dma_progress[1], errp);
+        visit_end(v, false, errp);
+    }
+    visit_end(v, true, errp);
+}
+
 static void niu_get_state(Object *obj, Visitor *v, const char *name,
                           void *opaque, Error **errp)
 {
     ArcticNiuState *s = ARCTIC_NIU(obj);
     QEMU_LOCK_GUARD(&s->lock);
     Error *err = NULL;
-    unsigned c, e;
 
     if (!visit_start_struct(v, name, NULL, 0, errp)) {
         return;
     }
     visit_u64(v, "node-id", s->node_id, &err);
     visit_u64(v, "num-nodes", s->link.num_nodes, &err);
-    visit_str(v, "link", niu_link_state_name(s->link.state), &err);
-    visit_str(v, "link-transport", niu_link_transport_name(&s->link), &err);
-    visit_bool(v, "link-rings", s->link.rings, &err);
-    visit_u64(v, "link-switch-kicks", stat64_get(&s->link.switch_kicks), &err);
-    visit_u64(v, "link-kick-yields", stat64_get(&s->link.kick_yields), &err);
-    visit_u64(v, "link-poll-yields", stat64_get(&s->poll_yields), &err);
-    visit_u64(v, "link-cpu-kicks", stat64_get(&s->link.cpu_kicks), &err);
-    visit_bool(v, "link-direct", s->link.direct, &err);
-    visit_u64(v, "link-direct-sent", stat64_get(&s->link.direct_sent), &err);
-    visit_u64(v, "link-direct-received",
-              stat64_get(&s->link.direct_received), &err);
-    visit_u64(v, "link-direct-full", stat64_get(&s->link.direct_full), &err);
-    visit_u64(v, "link-direct-refused", stat64_get(&s->link.direct_refused),
-              &err);
-    visit_u64(v, "link-up-count", s->link.up_count, &err);
+    niu_visit_link(s, v, &err);
     /* docs/device-internals.md §8 */
     visit_str(v, "migration", s->restore_failed ? "load-failed" :
                               s->frozen ? "frozen" : "running", &err);
     visit_str(v, "migration-frozen-by", s->frozen ? s->frozen_by : "", &err);
-    visit_str(v, "time", niu_time_state_names[s->time.state], &err);
-    visit_u64(v, "time-now-ns", niu_time_now(&s->time), &err);
-    visit_u64(v, "time-granted-ns", s->time.granted, &err);
-    visit_u64(v, "time-syncs", s->time.syncs, &err);
-    visit_u64(v, "time-sync-wait-us", s->time.sync_wait_ns / SCALE_US, &err);
-    visit_u64(v, "time-packets-out", s->time.packets_out, &err);
-    visit_u64(v, "time-packets-in", s->time.packets_in, &err);
-    visit_u64(v, "time-inbox", s->time.inbox_count, &err);
+    niu_visit_time(s, v, &err);
     visit_u64(v, "tx-credits-high", s->link.tx_credits[ARCTIC_PRIORITY_HIGH],
               &err);
     visit_u64(v, "tx-credits-low", s->link.tx_credits[ARCTIC_PRIORITY_LOW],
               &err);
     visit_str(v, "tx", s->q.tx_enabled ? "on" :
-                       niu_tx_draining(s) ? "draining" : "off", &err);
+                       niu_tx_draining(&s->q) ? "draining" : "off", &err);
     visit_str(v, "rx", s->q.rx_enabled ? "on" : s->q.rx_raw ? "raw" : "off",
               &err);
     visit_u64(v, "tx-pending", niu_e2e_pending(&s->e2e), &err);
@@ -871,16 +968,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
               &err);
     visit_u64(v, "error-info", s->status.error_info, &err);
     visit_u64(v, "irq-status", s->status.irq_status, &err);
-    if (!err && visit_start_struct(v, "counters", NULL, 0, &err)) {
-        for (c = 0; c < ARCTIC_NUM_COUNTERS; c++) {
-            /* QOM's names take dashes where sysfs takes underscores. */
-            g_autofree char *key = g_strdelimit(
-                g_strdup(arctic_counter_name(c)), "_", '-');
-
-            visit_u64(v, key, s->status.counters[c], &err);
-        }
-        visit_end(v, false, &err);
-    }
+    niu_visit_counters(s, v, &err);
     visit_u64(v, "e2e-lines-busy-high",
               s->e2e.lines_busy[ARCTIC_PRIORITY_HIGH], &err);
     visit_u64(v, "e2e-lines-busy-low",
@@ -888,32 +976,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
     visit_u64(v, "e2e-controls-owed", s->e2e.ctrl_count, &err);
     visit_int(v, "e2e-retry-due-ns", niu_e2e_retry_due_ns(&s->e2e), &err);
     niu_visit_streams(s, v, &err);
-    if (!err && visit_start_list(v, "endpoints", NULL, 0, &err)) {
-        for (e = 0; e < ARCTIC_ENDPOINTS && !err; e++) {
-            ArcticEndpoint *ep = &s->q.ep[e];
-
-            if (!visit_start_struct(v, NULL, NULL, 0, &err)) {
-                break;
-            }
-            visit_u64(v, "index", e, &err);
-            visit_str(v, "served", (e & s->q.vmask) == e ? "yes" : "no", &err);
-            visit_u64(v, "tx-qbase", ep->tx_qbase, &err);
-            visit_u64(v, "rx-qbase", ep->rx_qbase, &err);
-            visit_u64(v, "hi-tx-tl", ep->tx_tail[ARCTIC_TXQ_HI], &err);
-            visit_u64(v, "lo-tx-tl", ep->tx_tail[ARCTIC_TXQ_LO], &err);
-            visit_u64(v, "dma-tx-tl", ep->tx_tail[ARCTIC_TXQ_DMA], &err);
-            visit_u64(v, "hi-rx-hd", ep->rx_head[ARCTIC_RXQ_HI], &err);
-            visit_u64(v, "lo-rx-hd", ep->rx_head[ARCTIC_RXQ_LO], &err);
-            visit_u64(v, "job", ep->job, &err);
-            visit_u64(v, "dma-base-phy", ep->dma.base_phy, &err);
-            visit_u64(v, "dma-base-vir", ep->dma.base_vir, &err);
-            visit_u64(v, "dma-range-mask", ep->dma.range_mask, &err);
-            visit_u64(v, "hi-tx-dma-packets-sent", ep->dma_progress[0], &err);
-            visit_u64(v, "dma-tx-dma-packets-sent", ep->dma_progress[1], &err);
-            visit_end(v, false, &err);
-        }
-        visit_end(v, true, &err);
-    }
+    niu_visit_endpoints(s, v, &err);
     visit_end(v, false, &err);
     error_propagate(errp, err);
 }
@@ -938,7 +1001,7 @@ void niu_full_reset(ArcticNiuState *s)
     niu_test_dma_reset(&s->test_dma);
     memset(s->q.route_table, 0, sizeof(s->q.route_table));
     memset(s->q.ep, 0, sizeof(s->q.ep));
-    niu_tx_reset(s);
+    niu_tx_reset(&s->q);
     niu_rx_reset(&s->q);
     niu_e2e_reset(&s->e2e);
     niu_raw_reset(&s->q);
@@ -1386,7 +1449,7 @@ static void niu_on_link_packet(NiuLink *link, uint8_t prio,
 
 static void niu_on_link_ready(NiuLink *link)
 {
-    niu_tx_resume(link_owner(link));
+    niu_tx_resume(&link_owner(link)->q);
 }
 
 static void niu_on_link_deferred(NiuLink *link)
@@ -1396,12 +1459,12 @@ static void niu_on_link_deferred(NiuLink *link)
 
 static void niu_on_link_wake(NiuLink *link)
 {
-    niu_tx_wake(link_owner(link));
+    niu_tx_wake(&link_owner(link)->q);
 }
 
 static void niu_on_link_posted(NiuLink *link)
 {
-    niu_tx_posted(link_owner(link));
+    niu_tx_posted(&link_owner(link)->q);
 }
 
 /*
@@ -1607,13 +1670,17 @@ static bool niu_link_wait_timed(ArcticNiuState *s, Error **errp)
  */
 static void niu_on_irq_raised(void *opaque)
 {
-    niu_tx_unpark(opaque);
+    ArcticNiuState *s = opaque;
+
+    niu_tx_unpark(&s->q);
 }
 
 /* Timed mode's reports go to the transmit side of the queue engine. */
 static void niu_on_time_resume(void *opaque)
 {
-    niu_tx_resume(opaque);
+    ArcticNiuState *s = opaque;
+
+    niu_tx_resume(&s->q);
 }
 
 static void niu_on_time_started(void *opaque)
@@ -1622,6 +1689,18 @@ static void niu_on_time_started(void *opaque)
 
     niu_tx_kick(&s->q);
 }
+
+/* The queue engine asks whether migration froze the device. */
+static bool niu_on_queues_frozen(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+
+    return s->frozen;
+}
+
+static const NiuQueuesOps arctic_niu_queues_ops = {
+    .frozen = niu_on_queues_frozen,
+};
 
 static const NiuTimeOps arctic_niu_time_ops = {
     .resume = niu_on_time_resume,
@@ -1737,8 +1816,9 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
                     niu_time_on(&s->time), s->time.irq_ns, niu_on_irq_raised,
                     s);
     niu_dma_init(&s->dma, pdev, &s->lock, s->node_id);
-    niu_queues_init(&s->q, s->node_id, &s->dma, &s->status);
-    niu_tx_init(s);
+    niu_queues_init(&s->q, s->node_id, &s->lock, &s->dma, &s->status,
+                    &s->e2e, &s->link, &arctic_niu_queues_ops, s);
+    niu_tx_init(&s->q, &DEVICE(s)->mem_reentrancy_guard);
     niu_e2e_init(&s->e2e, s->node_id, niu_time_on(&s->time), &s->link, &s->lock,
                  &arctic_niu_e2e_ops);
     niu_full_reset(s);
@@ -1759,7 +1839,7 @@ static void niu_exit(PCIDevice *pdev)
 
     niu_link_cleanup(&s->link);
     niu_time_cleanup(&s->time);
-    niu_tx_cleanup(s);
+    niu_tx_cleanup(&s->q);
     niu_e2e_cleanup(&s->e2e);
     niu_dma_cleanup(&s->dma);
     niu_test_dma_cleanup(&s->test_dma);

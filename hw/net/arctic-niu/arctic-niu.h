@@ -9,8 +9,8 @@
  *                 niu_on_e2e_*) to the ones that act on it
  *   the queue engine, the only code that reads or writes guest memory
  *   (through niu-dma.c), with its registers in NiuQueues (niu-queues.h),
- *   ArcticNiuState.q; niu-rx.c and niu-raw.c work on it alone, niu-tx.c
- *   still on the whole device:
+ *   ArcticNiuState.q; its three files work on it alone, and ask the
+ *   device only whether it is frozen (NiuQueuesOps):
  *   niu-tx.c      MPFSM and DMAFSM (seed 002 §6.2.1-6.2.2; niu_tx_*):
  *                 polls the Tx queues, builds packets and hands them to
  *                 the end-to-end protocol
@@ -42,8 +42,9 @@
  *   niu-link*.c   the link to arctic-switch (niu-link.h; niu_link_*): the
  *                 session (framing, handshake, credits) and its two
  *                 transports, a chardev or a socket served by a link
- *                 thread; settings in link_cfg; it reports upward only
- *                 through NiuLinkOps
+ *                 thread (niu-link-thread.c, its rings in
+ *                 niu-link-rings.c); settings in link_cfg; it reports
+ *                 upward only through NiuLinkOps
  * docs/device-internals.md says the same for reviewers, with the threads
  * and the lock.
  * The hardware contract (registers, slots, packet, link) is in
@@ -150,18 +151,5 @@ struct ArcticNiuState {
 
 /* arctic-niu.c */
 void niu_full_reset(ArcticNiuState *s);
-
-/* niu-tx.c */
-void niu_tx_init(ArcticNiuState *s);
-void niu_tx_reset(ArcticNiuState *s);
-void niu_tx_unpark(ArcticNiuState *s);
-void niu_tx_doorbell(ArcticNiuState *s, uint32_t endpoints);
-void niu_tx_enable_changed(ArcticNiuState *s);
-bool niu_tx_draining(ArcticNiuState *s);
-void niu_tx_resume(ArcticNiuState *s);
-void niu_tx_posted(ArcticNiuState *s);
-void niu_tx_wake(ArcticNiuState *s);
-void niu_tx_release_held(ArcticNiuState *s);
-void niu_tx_cleanup(ArcticNiuState *s);
 
 #endif /* HW_NET_ARCTIC_NIU_H */

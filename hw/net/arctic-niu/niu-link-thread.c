@@ -19,9 +19,10 @@
  * does it ask the link thread to wait for room.
  *
  * On a UNIX socket the NIU offers the switch shared-memory rings with its
- * HELLO (link-rings=on, the default; arctic/link-ring.h): a sealed memfd
- * and one end of a socket pair, the link's wake-up socket, go with the
- * first write (SCM_RIGHTS).  A switch that takes them says so in its
+ * HELLO (link-rings=on, the default; arctic/link-ring.h; niu-link-rings.c,
+ * which also takes the direct rings the socket hands out later): a sealed
+ * memfd and one end of a socket pair, the link's wake-up socket, go with
+ * the first write (SCM_RIGHTS).  A switch that takes them says so in its
  * WELCOME, and from then on every frame goes through the rings: a send is
  * a copy into the ring, and a kick of the switch (one byte, sent with
  * MSG_DONTWAIT) only if the switch said it sleeps; a busy-polling vCPU
@@ -42,27 +43,18 @@
  */
 
 #include "qemu/osdep.h"
-#include <sched.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include "qemu/error-report.h"
-#include "qemu/event_notifier.h"
-#include "qemu/futex.h"
 #include "qemu/main-loop.h"
-#include "qemu/memfd.h"
 #include "qemu/rcu.h"
-#include "qemu/thread.h"
 #include "qemu/sockets.h"
 #include "qapi/error.h"
-#include "qapi/qapi-types-sockets.h"
-#include "io/channel-socket.h"
 #include "trace.h"
 
 #include <sys/un.h>
 
-#include "niu-link.h"         /* before arctic/: QEMU's registerfields */
-#include "niu-link-direct.h"
-#include "arctic/link-ring.h"
+#include "niu-link-thread.h"
 
 enum {
     /*
@@ -72,116 +64,12 @@ enum {
     NIU_LINK_THREAD_READ = 16 * 1024,
 };
 
-/*
- * Descriptors the socket may bring at once once the rings carry the link:
- * one per DIRECT_RING frame (link 1.5); more is a protocol error.
- */
-enum { NIU_LINK_CONTROL_FDS = 16, NIU_LINK_CONTROL_READ = 512 };
-
 /* The futex words one sleep of the thread waits on at most. */
 enum { NIU_LINK_WAITERS = 128 };
 
 /* A wait for the device lock longer than this is traced (..._lock_wait). */
 #define NIU_LINK_THREAD_SLOW_LOCK_NS (10 * SCALE_MS)
 
-/* The shared-memory rings offered with one connection's HELLO. */
-typedef struct NiuRings {
-    void *area;
-    size_t size;
-    int area_fd;                /* -1 once it went with the HELLO */
-    /*
-     * The link's wake-up socket pair: we kick the switch's loop thread
-     * through @wake_fd (the switch kicks us through the area: see
-     * NiuLinkThread.kick_word); @offer_fd, the switch's end, goes with
-     * the HELLO (-1 after).
-     */
-    int wake_fd;
-    int offer_fd;
-    struct arctic_ring out;     /* ARCTIC_RING_TO_SWITCH, under the lock */
-    struct arctic_ring in;      /* ARCTIC_RING_TO_NIU, under rx_lock */
-    /*
-     * The WELCOME said CPU_WAKE (and x-link-cpu-wake=on): the switch's
-     * thread of our CPU is kicked through the area's counter for it
-     * (arctic/link-ring.h).
-     */
-    bool cpu_wake;
-} NiuRings;
-
-struct NiuLinkThread {
-    NiuLink *link;
-    QemuThread thread;
-    char *path;             /* as given, for traces */
-    SocketAddress *addr;    /* the switch's: UNIX, or tcp:HOST:PORT */
-    uint32_t reconnect_ms;
-    EventNotifier wake;
-    /*
-     * The connection, set and closed under the device lock only: @sioc
-     * owns it (connect, descriptor passing, close); the data path reads
-     * and writes @fd, its socket, with one call each.
-     */
-    QIOChannelSocket *sioc;
-    int fd;
-    bool quit;              /* atomic: the device is going away */
-    bool want_out;          /* atomic: the session waits for room */
-    bool hold_input;        /* atomic: the session takes no input now */
-    /*
-     * Atomic: the device's state is saved or loaded (niu_link_pause()):
-     * nothing is read, not even the socket's end, until it resumes.
-     */
-    bool paused;
-    int64_t deadline;       /* atomic: CLOCK_MONOTONIC ns of a deferral */
-    bool posted;            /* atomic: niu_link_post() work is waiting */
-    /*
-     * Held from a recv() until its bytes are in the session, so that the
-     * thread and a busy-polling vCPU never take the stream out of order;
-     * taken before the device lock, or tried under it
-     * (thread_poll_input()).
-     */
-    QemuMutex rx_lock;
-    uint8_t *poll_buf;      /* thread_poll_input()'s, under rx_lock */
-    /*
-     * After a vCPU busy-polled the link, the thread leaves the input to
-     * it this long (ns, x-link-busy-poll-ns), instead of being woken for
-     * every packet only to find the socket read.
-     */
-    uint64_t busy_poll_ns;
-    int64_t polled_until;   /* atomic: a vCPU busy-polls until then */
-    bool connect_failed;    /* the last attempt failed (for traces) */
-    bool rings_wanted;      /* link-rings=on, and a UNIX socket */
-    NiuRings *rings;        /* offered with this connection's HELLO */
-    bool rings_offer;       /* the next write carries the offer */
-    bool rings_on;          /* atomic: the WELCOME took the rings */
-    bool kick_yield;        /* x-link-kick-yield: see rings_kick_switch() */
-    bool cpu_wake;          /* x-link-cpu-wake: take per-CPU wake-ups */
-    bool in_poll;           /* under the lock: a busy poll hands input up */
-    /*
-     * With the rings on, the thread sleeps on futexes (futex_waitv): this
-     * word, which the device's other threads raise to kick it, and the
-     * switch's kick counter in the area (arctic/link-ring.h); without,
-     * in poll(), on @wake and the socket.
-     */
-    uint32_t kick_word;
-    bool fd_shut;           /* atomic: the device dropped the link */
-    /*
-     * Atomic: a timed link is up (link 1.4): the device's vCPU reads the
-     * input at instants of virtual time (thread_read_input(),
-     * thread_wait_input()); the thread watches only the socket's end.
-     */
-    bool timed_reader;
-    int64_t socket_looked;  /* with the rings: when the socket was */
-    bool rings_asleep;      /* the thread sleeps on the futexes now */
-    /*
-     * Link 1.5: the direct rings of this connection (its WELCOME said
-     * DIRECT), and the frames the switch sends on the socket to hand
-     * them out, with their descriptors, under rx_lock.
-     */
-    NiuDirectRings *direct;
-    struct arctic_frame_reader control;
-    uint8_t control_buf[NIU_LINK_CONTROL_READ];
-    size_t control_len;
-    int control_fds[NIU_LINK_CONTROL_FDS];
-    unsigned n_control_fds;
-};
 
 /* With the rings on, the socket has said the link's end (or bytes). */
 static bool thread_socket_readable(NiuLinkThread *t)
@@ -189,16 +77,6 @@ static bool thread_socket_readable(NiuLinkThread *t)
     GPollFD pfd = { .fd = t->fd, .events = G_IO_IN };
 
     return qemu_poll_ns(&pfd, 1, 0) > 0;
-}
-
-static void thread_kick(NiuLinkThread *t)
-{
-    if (qatomic_read(&t->rings_on)) {
-        qatomic_inc(&t->kick_word);
-        qemu_futex_wake(&t->kick_word, INT_MAX);
-    } else {
-        event_notifier_set(&t->wake);
-    }
 }
 
 /*
@@ -289,346 +167,6 @@ static QIOChannelSocket *thread_connect(NiuLinkThread *t, Error **errp)
     return sioc;
 }
 
-/* --- descriptors and wake-up sockets --------------------------------- */
-
-/* A kick: one byte, never blocking whatever the switch did to its end. */
-static void link_kick(int fd)
-{
-    static const char byte = 1;
-
-    if (send(fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-        /* EAGAIN: a kick waits to be read already; EPIPE: the link ends. */
-    }
-}
-
-/* --- shared-memory rings ---------------------------------------------- */
-
-/*
- * Under the device lock, as the WELCOME is taken: kick the switch's
- * per-CPU threads if it says it runs them and we want to.
- */
-static void rings_adopt_cpu_wake(NiuLinkThread *t, bool offered)
-{
-    NiuRings *r = t->rings;
-
-    r->cpu_wake = offered && t->cpu_wake;
-    if (offered) {
-        trace_arctic_niu_link_cpu_wake(t->link->node_id,
-                                       r->cpu_wake ? "taken"
-                                                   : "x-link-cpu-wake=off");
-    }
-}
-
-static void rings_free(NiuRings *r)
-{
-    if (!r) {
-        return;
-    }
-    qemu_memfd_free(r->area, r->size, r->area_fd);
-    close(r->wake_fd);
-    if (r->offer_fd >= 0) {
-        close(r->offer_fd);
-    }
-    g_free(r);
-}
-
-/*
- * Under the device lock, in the thread, for a new connection: the area and
- * the eventfds to offer with the HELLO.  NULL if they cannot be made; the
- * link then stays on its socket.
- */
-static NiuRings *rings_new(NiuLinkThread *t)
-{
-    NiuRings *r = g_new0(NiuRings, 1);
-    Error *err = NULL;
-    int pair[2];
-    int ret;
-
-    r->size = arctic_ring_area_size(ARCTIC_RING_DATA_SIZE);
-    r->area = qemu_memfd_alloc("arctic-niu-link", r->size,
-                               F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL,
-                               &r->area_fd, &err);
-    if (!r->area) {
-        ret = -ENOMEM;
-        error_free(err);
-        goto fail_area;
-    }
-    ret = qemu_socketpair(AF_UNIX, SOCK_STREAM, 0, pair);
-    if (ret < 0) {
-        ret = -errno;
-        goto fail_wake;
-    }
-    r->wake_fd = pair[0];
-    r->offer_fd = pair[1];
-    arctic_ring_area_init(r->area, ARCTIC_RING_DATA_SIZE);
-    arctic_ring_attach(&r->out, r->area, ARCTIC_RING_DATA_SIZE,
-                       ARCTIC_RING_TO_SWITCH);
-    arctic_ring_attach(&r->in, r->area, ARCTIC_RING_DATA_SIZE,
-                       ARCTIC_RING_TO_NIU);
-    trace_arctic_niu_link_rings_offer(t->link->node_id, 0);
-    return r;
-
-fail_wake:
-    qemu_memfd_free(r->area, r->size, r->area_fd);
-fail_area:
-    trace_arctic_niu_link_rings_offer(t->link->node_id, -ret);
-    g_free(r);
-    return NULL;
-}
-
-/*
- * What a call of the socket's QIOChannel returned (@n, @err): the bytes,
- * or -1 with errno EAGAIN (it would block) or EPIPE (an error, traced).
- */
-static ssize_t channel_done(NiuLinkThread *t, ssize_t n, Error *err)
-{
-    if (n == QIO_CHANNEL_ERR_BLOCK) {
-        errno = EAGAIN;
-        return -1;
-    }
-    if (n < 0) {
-        trace_arctic_niu_link_thread_error(t->link->node_id,
-                                           error_get_pretty(err));
-        error_free(err);
-        errno = EPIPE;
-        return -1;
-    }
-    return n;
-}
-
-/*
- * Send @buf with the rings' descriptors attached; they go with the first
- * byte that leaves.
- */
-static ssize_t rings_send_offer(NiuLinkThread *t, const uint8_t *buf,
-                                size_t len)
-{
-    NiuRings *r = t->rings;
-    int fds[ARCTIC_RING_FDS] = {
-        [ARCTIC_RING_FD_AREA] = r->area_fd,
-        [ARCTIC_RING_FD_WAKE] = r->offer_fd,
-    };
-    struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-    Error *err = NULL;
-    ssize_t n;
-
-    /* SCM_RIGHTS, by QIOChannelSocket; never blocks (non-blocking). */
-    n = qio_channel_writev_full(QIO_CHANNEL(t->sioc), &iov, 1, fds,
-                                ARCTIC_RING_FDS, 0, &err);
-    n = channel_done(t, n, err);
-    if (n > 0) {
-        t->rings_offer = false;
-        /*
-         * The switch has its own copies: the mapping keeps our memory,
-         * and its end of the wake-up socket is its alone.
-         */
-        close(r->area_fd);
-        r->area_fd = -1;
-        close(r->offer_fd);
-        r->offer_fd = -1;
-    }
-    return n;
-}
-
-/*
- * Kick the switch, which said in a ring that it sleeps.  When the kick
- * comes from input that a vCPU's busy poll hands up (the poll took acks
- * and sent what they freed, or delivered and acked), that vCPU then gives
- * its CPU away at once (x-link-kick-yield): the switch is on the path of
- * every packet, and on a host whose cores the spinning vCPUs hold, a
- * woken switch otherwise waits for the scheduler to preempt one of them
- * (docs/datapath.md §3.6).  Not otherwise: the yield is not
- * directed, and a vCPU that computes would hand its slice to another
- * guest's vCPU rather than to the switch (more nodes than cores); after a
- * doorbell, a switch woken late lets the messages that follow gather into
- * one batch (a prompt one feeds MPI's slow mode, §10); and the link
- * thread sleeps once its work is done anyway.
- */
-static void rings_kick_switch(NiuLinkThread *t)
-{
-    NiuRings *r = t->rings;
-    int cpu = r->cpu_wake ? sched_getcpu() : -1;
-
-    /*
-     * The switch's thread of this CPU, woken here: no IPI.  A FUTEX_WAKE
-     * cannot block, whatever the switch does (link 1.3); all waiters are
-     * woken, so that none can take the wake-up from the switch's thread.
-     */
-    if (cpu >= 0 && cpu < ARCTIC_CPU_WAKE_MAX) {
-        struct arctic_ring_area *area = r->area;
-
-        qatomic_inc(&area->kicks.cpu[cpu]);
-        qemu_futex_wake(&area->kicks.cpu[cpu], INT_MAX);
-        stat64_add(&t->link->cpu_kicks, 1);
-    } else {
-        link_kick(r->wake_fd);
-    }
-    stat64_add(&t->link->switch_kicks, 1);
-    /* The link thread reads its ring without the lock: not in_poll's. */
-    if (t->kick_yield && !qemu_thread_is_self(&t->thread) && t->in_poll) {
-        sched_yield();
-        stat64_add(&t->link->kick_yields, 1);
-    }
-}
-
-/* Under the device lock: the session's frames into the switch's ring. */
-static size_t rings_write(NiuLinkThread *t, const uint8_t *buf, size_t len)
-{
-    NiuRings *r = t->rings;
-    size_t n = arctic_ring_write(&r->out, buf, len);
-
-    if (n == ARCTIC_RING_BROKEN) {
-        /* The thread sees the end and closes; what was sent is re-sent. */
-        trace_arctic_niu_link_rings_broken(t->link->node_id,
-                                           "the switch's tail");
-        shutdown(t->fd, SHUT_RDWR);
-        qatomic_set(&t->fd_shut, true);
-        thread_kick(t);
-        return len;
-    }
-    if (n && arctic_ring_wake_consumer(&r->out)) {
-        rings_kick_switch(t);
-    }
-    if (n < len) {
-        /*
-         * Full: the switch kicks our eventfd once it has read (and the
-         * thread then retries), unless room came meanwhile.
-         */
-        qatomic_set(&t->want_out, true);
-        if (!arctic_ring_producer_wait(&r->out, 1)) {
-            thread_kick(t);
-        }
-    }
-    return n;
-}
-
-/*
- * Under rx_lock: up to @max bytes of the switch's ring into @buf; kicks
- * the switch if it waits for room.  ARCTIC_RING_BROKEN if its head is
- * impossible.
- */
-static size_t rings_read(NiuLinkThread *t, uint8_t *buf, size_t max)
-{
-    NiuRings *r = t->rings;
-    size_t n = arctic_ring_read(&r->in, buf, max);
-
-    if (n && n != ARCTIC_RING_BROKEN && arctic_ring_wake_producer(&r->in)) {
-        rings_kick_switch(t);
-    }
-    return n;
-}
-
-/* --- direct rings (link 1.5) ----------------------------------------- */
-
-/* Under the device lock and rx_lock: the connection's direct rings go. */
-static void direct_control_reset(NiuLinkThread *t)
-{
-    unsigned i;
-
-    niu_direct_free(t->direct);
-    t->direct = NULL;
-    for (i = 0; i < t->n_control_fds; i++) {
-        close(t->control_fds[i]);
-    }
-    t->n_control_fds = 0;
-    t->control_len = 0;
-    arctic_frame_reader_reset(&t->control);
-}
-
-/*
- * Under rx_lock: once the rings carry the link, the socket brings only
- * DIRECT_RING and DIRECT_STOP frames, each DIRECT_RING with its memfd.
- * Their bytes and descriptors wait in @control_buf and @control_fds for
- * direct_control() under the device lock.  Returns the bytes read (0:
- * none), -1 at the socket's end, -2 (with *@broken) for what the link
- * must not carry.
- */
-static ssize_t direct_control_read(NiuLinkThread *t, const char **broken)
-{
-    struct iovec iov = {
-        .iov_base = t->control_buf + t->control_len,
-        .iov_len = sizeof(t->control_buf) - t->control_len,
-    };
-    g_autofree int *fds = NULL;
-    size_t nfds = 0, i;
-    Error *err = NULL;
-    ssize_t n;
-
-    if (!iov.iov_len) {
-        return 0;       /* direct_control() has not taken the last batch */
-    }
-    n = qio_channel_readv_full(QIO_CHANNEL(t->sioc), &iov, 1, &fds, &nfds,
-                               0, &err);
-    n = channel_done(t, n, err);
-    if (n < 0) {
-        return errno == EAGAIN ? 0 : -1;
-    }
-    for (i = 0; i < nfds; i++) {
-        if (t->n_control_fds < NIU_LINK_CONTROL_FDS) {
-            t->control_fds[t->n_control_fds++] = fds[i];
-        } else {
-            close(fds[i]);
-            *broken = "more descriptors than direct-ring frames";
-        }
-    }
-    if (*broken) {
-        return -2;
-    }
-    if (n == 0) {
-        errno = 0;      /* an orderly end */
-        return -1;
-    }
-    t->control_len += n;
-    return n;
-}
-
-/*
- * Under the device lock and rx_lock: the frames direct_control_read()
- * gathered, each DIRECT_RING with the oldest descriptor that came; false
- * (with *@broken) when the switch broke the rules.
- */
-static bool direct_control(NiuLinkThread *t, const char **broken)
-{
-    const uint8_t *buf = t->control_buf;
-    size_t size = t->control_len;
-    bool ok = true;
-
-    if (!t->link->direct) {
-        *broken = "bytes on the socket after the rings took over";
-        return false;
-    }
-    if (!t->direct) {
-        t->direct = niu_direct_new(t->link);
-    }
-    while (ok) {
-        struct arctic_frame_reader *r = &t->control;
-        enum arctic_frame_status st = arctic_frame_read(r, &buf, &size);
-        int fd = -1;
-
-        if (st == ARCTIC_FRAME_NEED_MORE) {
-            break;
-        }
-        if (st == ARCTIC_FRAME_MALFORMED ||
-            (r->header.type != ARCTIC_FRAME_DIRECT_RING &&
-             r->header.type != ARCTIC_FRAME_DIRECT_STOP)) {
-            *broken = "bytes on the socket after the rings took over";
-            ok = false;
-            break;
-        }
-        if (r->header.type == ARCTIC_FRAME_DIRECT_RING && t->n_control_fds) {
-            fd = t->control_fds[0];
-            t->n_control_fds--;
-            memmove(t->control_fds, t->control_fds + 1,
-                    t->n_control_fds * sizeof(int));
-        }
-        ok = niu_direct_control(t->direct, r->header.type, r->body, fd,
-                                broken);
-    }
-    /* The reader holds a frame split between reads, if any. */
-    t->control_len = 0;
-    return ok;
-}
-
 /* Under the device lock. */
 static bool thread_direct_write(NiuLink *link, unsigned dst, uint8_t prio,
                                 const uint8_t *frame, size_t len)
@@ -656,9 +194,9 @@ static void thread_close(NiuLinkThread *t)
         qatomic_set(&t->timed_reader, false);
         t->rings_asleep = false;
         t->rings_offer = false;
-        rings_free(t->rings);
+        niu_link_rings_free(t->rings);
         t->rings = NULL;
-        direct_control_reset(t);
+        niu_link_control_reset(t);
     }
 }
 
@@ -667,7 +205,7 @@ static void thread_opened(NiuLinkThread *t, QIOChannelSocket *sioc)
 {
     t->sioc = sioc;
     t->fd = sioc->fd;
-    t->rings = t->rings_wanted ? rings_new(t) : NULL;
+    t->rings = t->rings_wanted ? niu_link_rings_new(t) : NULL;
     t->rings_offer = t->rings != NULL;
     niu_link_opened(t->link);
 }
@@ -728,7 +266,7 @@ static ssize_t thread_take_input(NiuLinkThread *t, uint8_t *buf,
     ssize_t n;
 
     if (qatomic_read(&t->rings_on)) {
-        size_t got = rings_read(t, buf, NIU_LINK_THREAD_READ);
+        size_t got = niu_link_rings_read(t, buf, NIU_LINK_THREAD_READ);
 
         if (got == ARCTIC_RING_BROKEN) {
             *broken = "its ring's head is impossible";
@@ -749,6 +287,63 @@ static ssize_t thread_take_input(NiuLinkThread *t, uint8_t *buf,
 }
 
 /*
+ * Before the device lock, what one wake-up found to read, under rx_lock
+ * (*@reading once taken; also for @direct_ready's deliveries).  With the
+ * rings on (@rings) the socket brings only the frames that hand out the
+ * direct rings (*@control), else input.  Returns as thread_take_input().
+ */
+static ssize_t thread_serve_read(NiuLinkThread *t, bool rings,
+                                 bool socket_ready, bool ring_ready,
+                                 bool direct_ready, uint8_t *buf,
+                                 bool *reading, bool *control,
+                                 const char **broken)
+{
+    ssize_t n = 0;
+
+    if (socket_ready && rings) {
+        /*
+         * Held while the rings may be freed: a timed vCPU sleeps on them.
+         * The socket brings the direct rings, its end, or what it must
+         * not carry.
+         */
+        qemu_mutex_lock(&t->rx_lock);
+        *reading = true;
+        n = niu_link_control_read(t, broken);
+        *control = n > 0;
+    } else if (socket_ready || ring_ready) {
+        qemu_mutex_lock(&t->rx_lock);
+        *reading = true;
+        n = thread_take_input(t, buf, broken);
+    }
+    if (direct_ready && !*reading) {
+        qemu_mutex_lock(&t->rx_lock);
+        *reading = true;
+    }
+    return n;
+}
+
+/*
+ * Take the device lock.  What the thread read (@n bytes) waits with it: a
+ * vCPU in one of the NIU's registers whose host thread is not scheduled
+ * holds the NIU's input, and its credits.  (The clock is read again only
+ * while the event is on; @since is when the thread woke.)
+ */
+static void thread_lock(NiuLinkThread *t, int64_t since, ssize_t n)
+{
+    qemu_rec_mutex_lock(t->link->lock);
+    if (trace_event_get_state_backends(
+            TRACE_ARCTIC_NIU_LINK_THREAD_LOCK_WAIT)) {
+        int64_t waited = get_clock() - since;
+
+        if (waited > NIU_LINK_THREAD_SLOW_LOCK_NS) {
+            trace_arctic_niu_link_thread_lock_wait(t->link->node_id,
+                                                   waited / SCALE_US,
+                                                   MAX(n, 0));
+        }
+    }
+}
+
+/*
  * What one wake-up found, handed to the session under one hold of the
  * device lock: posted work, room to write, a batch of input (or the
  * end of the connection), a deferral run out.  Input is read before the
@@ -764,27 +359,10 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool socket_ready,
     bool reading = false, rings = qatomic_read(&t->rings_on);
     bool control = false;
     const char *broken = NULL;
-    ssize_t n = 0;
+    ssize_t n;
 
-    if (socket_ready && rings) {
-        /*
-         * Held while the rings may be freed: a timed vCPU sleeps on them.
-         * The socket brings the direct rings, its end, or what it must
-         * not carry.
-         */
-        qemu_mutex_lock(&t->rx_lock);
-        reading = true;
-        n = direct_control_read(t, &broken);
-        control = n > 0;
-    } else if (socket_ready || ring_ready) {
-        qemu_mutex_lock(&t->rx_lock);
-        reading = true;
-        n = thread_take_input(t, buf, &broken);
-    }
-    if (direct_ready && !reading) {
-        qemu_mutex_lock(&t->rx_lock);
-        reading = true;
-    }
+    n = thread_serve_read(t, rings, socket_ready, ring_ready, direct_ready,
+                          buf, &reading, &control, &broken);
     if (writable) {
         qatomic_set(&t->want_out, false);
     }
@@ -794,30 +372,14 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool socket_ready,
         }
         return;
     }
-    qemu_rec_mutex_lock(t->link->lock);
-    /*
-     * What it read waits with the thread: a vCPU in one of the NIU's
-     * registers whose host thread is not scheduled holds the NIU's input,
-     * and its credits.  (The clock is read again only while the event is
-     * on.)
-     */
-    if (trace_event_get_state_backends(
-            TRACE_ARCTIC_NIU_LINK_THREAD_LOCK_WAIT)) {
-        int64_t waited = get_clock() - now;
-
-        if (waited > NIU_LINK_THREAD_SLOW_LOCK_NS) {
-            trace_arctic_niu_link_thread_lock_wait(t->link->node_id,
-                                                   waited / SCALE_US,
-                                                   MAX(n, 0));
-        }
-    }
+    thread_lock(t, now, n);
     if (posted && t->fd >= 0) {
         niu_link_posted_due(t->link);
     }
     if (writable) {
         niu_link_writable(t->link);
     }
-    if (control && !direct_control(t, &broken)) {
+    if (control && !niu_link_control_take(t, &broken)) {
         n = -2;
     }
     if (n > 0 && !control) {
@@ -1038,10 +600,10 @@ static size_t thread_write(NiuLink *link, const uint8_t *buf, size_t len)
         return len;         /* no connection: the session is down */
     }
     if (qatomic_read(&t->rings_on)) {
-        return rings_write(t, buf, len);
+        return niu_link_rings_write(t, buf, len);
     }
     if (t->rings_offer) {
-        n = rings_send_offer(t, buf, len);
+        n = niu_link_rings_send_offer(t, buf, len);
     } else {
         n = send(t->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
     }
@@ -1053,7 +615,7 @@ static size_t thread_write(NiuLink *link, const uint8_t *buf, size_t len)
     }
     if (n < len) {
         qatomic_set(&t->want_out, true);
-        thread_kick(t);
+        niu_link_thread_kick(t);
     }
     return n;
 }
@@ -1070,7 +632,7 @@ static bool thread_rings_up(NiuLink *link, bool cpu_wake)
     if (!t->rings || t->rings_offer) {
         return false;
     }
-    rings_adopt_cpu_wake(t, cpu_wake);
+    niu_link_rings_adopt_cpu_wake(t, cpu_wake);
     qatomic_set(&t->rings_on, true);
     /* It may sleep in poll() still, on the notifier, not the futexes. */
     event_notifier_set(&t->wake);
@@ -1083,7 +645,7 @@ static void thread_accept_input(NiuLink *link)
 
     if (qatomic_read(&t->hold_input)) {
         qatomic_set(&t->hold_input, false);
-        thread_kick(t);
+        niu_link_thread_kick(t);
     }
 }
 
@@ -1093,7 +655,7 @@ static void thread_pause(NiuLink *link, bool paused)
     NiuLinkThread *t = link->thread;
 
     qatomic_set(&t->paused, paused);
-    thread_kick(t);
+    niu_link_thread_kick(t);
 }
 
 static void thread_disconnect(NiuLink *link)
@@ -1104,7 +666,7 @@ static void thread_disconnect(NiuLink *link)
     if (t->fd >= 0) {
         shutdown(t->fd, SHUT_RDWR);
         qatomic_set(&t->fd_shut, true);
-        thread_kick(t);         /* asleep on futexes, it would not see it */
+        niu_link_thread_kick(t);    /* asleep on futexes, it would miss it */
     }
 }
 
@@ -1129,7 +691,7 @@ static void thread_defer(NiuLink *link, int64_t delay_ns)
      */
     if (!qemu_thread_is_self(&t->thread) &&
         qatomic_read(&t->polled_until) <= now) {
-        thread_kick(t);
+        niu_link_thread_kick(t);
     }
 }
 
@@ -1138,7 +700,7 @@ static bool thread_post(NiuLink *link)
     NiuLinkThread *t = link->thread;
 
     if (!qatomic_xchg(&t->posted, true)) {
-        thread_kick(t);
+        niu_link_thread_kick(t);
     }
     return true;
 }
@@ -1167,7 +729,7 @@ static bool thread_poll_input(NiuLink *link)
     now = get_clock();
     if (t->busy_poll_ns &&
         qatomic_xchg(&t->polled_until, now + t->busy_poll_ns) <= now) {
-        thread_kick(t);
+        niu_link_thread_kick(t);
     }
     /*
      * The direct rings are the thread's to change, under rx_lock and the
@@ -1207,7 +769,7 @@ static void thread_poll_end(NiuLink *link)
     NiuLinkThread *t = link->thread;
 
     if (qatomic_xchg(&t->polled_until, 0) > get_clock()) {
-        thread_kick(t);
+        niu_link_thread_kick(t);
     }
 }
 
@@ -1216,7 +778,7 @@ static void thread_cleanup(NiuLink *link)
     NiuLinkThread *t = link->thread;
 
     qatomic_set(&t->quit, true);
-    thread_kick(t);
+    niu_link_thread_kick(t);
     /*
      * Called without the device lock: the thread may be waiting for it,
      * or for the BQL in niu_link_released() (as cpu_remove_sync() lets a
@@ -1232,8 +794,8 @@ static void thread_cleanup(NiuLink *link)
     if (t->sioc) {
         object_unref(OBJECT(t->sioc));
     }
-    rings_free(t->rings);
-    direct_control_reset(t);
+    niu_link_rings_free(t->rings);
+    niu_link_control_reset(t);
     event_notifier_cleanup(&t->wake);
     qemu_mutex_destroy(&t->rx_lock);
     g_free(t->poll_buf);
@@ -1252,7 +814,7 @@ static void thread_timed(NiuLink *link)
     NiuLinkThread *t = link->thread;
 
     qatomic_set(&t->timed_reader, true);
-    thread_kick(t);
+    niu_link_thread_kick(t);
 }
 
 /*

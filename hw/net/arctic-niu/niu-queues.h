@@ -7,14 +7,18 @@
  *   niu-raw.c  dMPI raw mode (niu_raw_*)
  * The engine owns the registers it serves (the endpoints, the route
  * table, TxCtrl, RxCtrl, VMASK) and reaches the device's other parts
- * through the pointers set by niu_queues_init(): guest memory (niu-dma.h)
- * and status (niu-status.h).  niu-rx.c and niu-raw.c see nothing else of
- * the device; niu-tx.c still takes the whole device (issue 52 item 2).
+ * through the pointers set by niu_queues_init(): guest memory (niu-dma.h),
+ * status (niu-status.h), the end-to-end protocol that takes the packets
+ * it builds (niu-e2e.h), the link that serves posted and held doorbells
+ * (niu-link.h) and the device lock its timers take.  The one thing it
+ * asks of the device itself, whether migration froze it, goes through
+ * NiuQueuesOps; it sees nothing else of the device.
  */
 #ifndef HW_NET_ARCTIC_NIU_QUEUES_H
 #define HW_NET_ARCTIC_NIU_QUEUES_H
 
 #include "qemu/notify.h"
+#include "hw/qdev-core.h"
 #include "hw/registerfields.h"
 #include "qemu/timer.h"
 #include "migration/vmstate.h"
@@ -25,6 +29,7 @@
 
 #include "niu-dma.h"
 #include "niu-e2e.h"
+#include "niu-link.h"
 #include "niu-status.h"
 
 enum {
@@ -124,11 +129,25 @@ typedef struct NiuRcvfsm {
     unsigned report_head, report_count;
 } NiuRcvfsm;
 
+/* What the queue engine asks of the device that holds it. */
+typedef struct NiuQueuesOps {
+    /*
+     * Migration froze the device (docs/device-internals.md §8): no queue
+     * service, and raw packets wait in their FIFO.
+     */
+    bool (*frozen)(void *opaque);
+} NiuQueuesOps;
+
 /* The queue engine: its registers, its three parts, what it reaches. */
 typedef struct NiuQueues {
     /* the device's other parts it uses (niu_queues_init()) */
     NiuDma *dma;
     NiuStatus *status;
+    NiuE2E *e2e;                /* takes the packets niu-tx.c builds */
+    NiuLink *link;              /* serves posted and held doorbells */
+    QemuRecMutex *lock;         /* the device lock, for its timers and bh */
+    const NiuQueuesOps *ops;
+    void *opaque;
     uint32_t node_id;
 
     /* register file */
@@ -151,11 +170,19 @@ typedef struct NiuQueues {
 } NiuQueues;
 
 static inline void niu_queues_init(NiuQueues *q, uint32_t node_id,
-                                   NiuDma *dma, NiuStatus *status)
+                                   QemuRecMutex *lock, NiuDma *dma,
+                                   NiuStatus *status, NiuE2E *e2e,
+                                   NiuLink *link, const NiuQueuesOps *ops,
+                                   void *opaque)
 {
     q->node_id = node_id;
+    q->lock = lock;
     q->dma = dma;
     q->status = status;
+    q->e2e = e2e;
+    q->link = link;
+    q->ops = ops;
+    q->opaque = opaque;
 }
 
 /* niu-rx.c */
@@ -173,8 +200,19 @@ bool niu_raw_rx_push(NiuQueues *q, uint8_t prio, const uint8_t *pkt,
                      size_t size);
 void niu_raw_tx_flush(NiuQueues *q);
 
-/* niu-tx.c, for niu-rx.c and niu-raw.c */
+/* niu-tx.c */
+void niu_tx_init(NiuQueues *q, MemReentrancyGuard *guard);
+void niu_tx_reset(NiuQueues *q);
+void niu_tx_cleanup(NiuQueues *q);
 void niu_tx_kick(NiuQueues *q);
+void niu_tx_unpark(NiuQueues *q);
+void niu_tx_doorbell(NiuQueues *q, uint32_t endpoints);
+void niu_tx_enable_changed(NiuQueues *q);
+bool niu_tx_draining(NiuQueues *q);
+void niu_tx_resume(NiuQueues *q);
+void niu_tx_posted(NiuQueues *q);
+void niu_tx_wake(NiuQueues *q);
+void niu_tx_release_held(NiuQueues *q);
 bool niu_tx_send_raw(NiuQueues *q, uint8_t prio, const uint32_t *words,
                      unsigned count);
 

@@ -22,34 +22,33 @@
 #include "system/dma.h"
 #include "trace.h"
 
-#include "arctic-niu.h"
+#include "niu-queues.h"
 
 /*
- * The device that holds the queue engine: niu-tx.c still takes all of it
- * (the link, the protocol, timed mode, the lock), until it works on
- * NiuQueues as niu-rx.c and niu-raw.c do.
+ * Migration froze the device (docs/device-internals.md §8): the queues
+ * are not served, and a raw packet waits in its FIFO.
  */
-static ArcticNiuState *tx_device(NiuQueues *q)
+static bool tx_frozen(NiuQueues *qs)
 {
-    return container_of(q, ArcticNiuState, q);
+    return qs->ops->frozen(qs->opaque);
 }
 
 /*
  * TxCtrl written OFF, and a packet taken from the queues has not entered
  * the network yet (seed 002 §4.1.2: it reads back ON until then).
  */
-bool niu_tx_draining(ArcticNiuState *s)
+bool niu_tx_draining(NiuQueues *qs)
 {
-    return !s->q.tx_enabled && niu_e2e_unsent(&s->e2e);
+    return !qs->tx_enabled && niu_e2e_unsent(qs->e2e);
 }
 
 /* A free line for @prio; with none, the work waits for niu_tx_resume(). */
-static ArcticLine *tx_line(ArcticNiuState *s, uint8_t prio)
+static ArcticLine *tx_line(NiuQueues *qs, uint8_t prio)
 {
-    ArcticLine *line = niu_e2e_line_alloc(&s->e2e, prio);
+    ArcticLine *line = niu_e2e_line_alloc(qs->e2e, prio);
 
     if (!line) {
-        s->q.tx.line_wait = true;
+        qs->tx.line_wait = true;
     }
     return line;
 }
@@ -60,12 +59,12 @@ static ArcticLine *tx_line(ArcticNiuState *s, uint8_t prio)
  */
 
 /* The Tx slot at the tail of (@epn, @q), at @addr, could not be reached. */
-static void tx_slot_dma_failed(ArcticNiuState *s, unsigned epn, unsigned q,
+static void tx_slot_dma_failed(NiuQueues *qs, unsigned epn, unsigned q,
                                dma_addr_t addr)
 {
-    niu_error(&s->status, ARCTIC_ERR_DMA, epn, q, s->q.ep[epn].tx_tail[q],
+    niu_error(qs->status, ARCTIC_ERR_DMA, epn, q, qs->ep[epn].tx_tail[q],
               "endpoint %u transmit queue %u slot %u at 0x%" PRIx64
-              " is not guest memory", epn, q, s->q.ep[epn].tx_tail[q],
+              " is not guest memory", epn, q, qs->ep[epn].tx_tail[q],
               (uint64_t)addr);
 }
 
@@ -74,17 +73,17 @@ static void tx_slot_dma_failed(ArcticNiuState *s, unsigned epn, unsigned q,
  * tail moves on even if the write fails: the slot's packet is already in
  * a line, and sending it again would deliver it twice.
  */
-static void release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
+static void release_slot(NiuQueues *qs, unsigned epn, unsigned q,
                          dma_addr_t addr)
 {
-    ArcticEndpoint *ep = &s->q.ep[epn];
+    ArcticEndpoint *ep = &qs->ep[epn];
 
     /*
      * One store: the program may write the slot's next header as soon as
      * it reads this one clear, and a second store of 0 would erase it.
      */
-    if (niu_dma_store_header(&s->dma, addr, 0) != MEMTX_OK) {
-        tx_slot_dma_failed(s, epn, q, addr);
+    if (niu_dma_store_header(qs->dma, addr, 0) != MEMTX_OK) {
+        tx_slot_dma_failed(qs, epn, q, addr);
     }
     /*
      * The clear is visible before the next header is read: a producer
@@ -93,29 +92,29 @@ static void release_slot(ArcticNiuState *s, unsigned epn, unsigned q,
      * then bound to read the new header after its clear.
      */
     smp_mb();
-    trace_arctic_niu_tx_slot_release(s->node_id, epn, q, ep->tx_tail[q]);
+    trace_arctic_niu_tx_slot_release(qs->node_id, epn, q, ep->tx_tail[q]);
     ep->tx_tail[q] = (ep->tx_tail[q] + 1) % ARCTIC_N;
-    niu_irq_event(&s->status, 1u << (R_NIU_IRQ_TX_SHIFT + epn));
+    niu_irq_event(qs->status, 1u << (R_NIU_IRQ_TX_SHIFT + epn));
 }
 
 /* Refuse a slot: record why, drop it so the queue keeps moving. */
-static void refuse_slot(ArcticNiuState *s, unsigned epn, unsigned q,
+static void refuse_slot(NiuQueues *qs, unsigned epn, unsigned q,
                         dma_addr_t addr, enum arctic_error cause,
                         uint32_t header)
 {
-    niu_error(&s->status, cause, epn, q, s->q.ep[epn].tx_tail[q],
+    niu_error(qs->status, cause, epn, q, qs->ep[epn].tx_tail[q],
               "endpoint %u queue %u slot %u header 0x%08x refused",
-              epn, q, s->q.ep[epn].tx_tail[q], header);
-    niu_count(&s->status, ARCTIC_CNT_TX_ERRORS);
-    s->q.tx.refused++;
-    release_slot(s, epn, q, addr);
+              epn, q, qs->ep[epn].tx_tail[q], header);
+    niu_count(qs->status, ARCTIC_CNT_TX_ERRORS);
+    qs->tx.refused++;
+    release_slot(qs, epn, q, addr);
 }
 
 /*
  * An MPI packet (§6.2.1 steps 5-7), or a DMA notification (§6.2.2 step 8,
  * with the mode cleared and the target's low word as command 1).
  */
-static void build_mpi(ArcticNiuState *s, ArcticLine *line, unsigned epn,
+static void build_mpi(NiuQueues *qs, ArcticLine *line, unsigned epn,
                       uint32_t route, uint32_t header, uint32_t cmd0,
                       uint32_t cmd1, const uint32_t *payload_le)
 {
@@ -130,20 +129,20 @@ static void build_mpi(ArcticNiuState *s, ArcticLine *line, unsigned epn,
         body[2 + i] = le32_to_cpu(payload_le[i]);
     }
     w1 = FIELD_DP32(w1, ARCTIC_W1, MODE, ARCTIC_MODE_MPI);
-    niu_e2e_send(&s->e2e, line, epn, s->q.ep[epn].job,
+    niu_e2e_send(qs->e2e, line, epn, qs->ep[epn].job,
                  FIELD_EX32(header, MPI_HEADER, DEST), route, w1,
                  body, ARCTIC_COMMAND_WORDS + len);
 }
 
-static void dma_refuse(ArcticNiuState *s, unsigned epn, unsigned q,
+static void dma_refuse(NiuQueues *qs, unsigned epn, unsigned q,
                        dma_addr_t addr, enum arctic_error cause,
                        enum arctic_dma_status status, uint32_t header,
                        uint32_t command)
 {
-    s->q.ep[epn].dma_progress[q == ARCTIC_TXQ_HI ? 0 : 1] = 0;
-    refuse_slot(s, epn, q, addr, cause, header);
-    trace_arctic_niu_dma_refused(s->node_id, epn, q, status);
-    niu_rx_local_notice(&s->q, epn, header, command, status);
+    qs->ep[epn].dma_progress[q == ARCTIC_TXQ_HI ? 0 : 1] = 0;
+    refuse_slot(qs, epn, q, addr, cause, header);
+    trace_arctic_niu_dma_refused(qs->node_id, epn, q, status);
+    niu_rx_local_notice(qs, epn, header, command, status);
 }
 
 /*
@@ -152,42 +151,42 @@ static void dma_refuse(ArcticNiuState *s, unsigned epn, unsigned q,
  * there are lines for.  Returns true once the slot is released, false
  * while the request still holds its queue.
  */
-static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
+static bool dma_step(NiuQueues *qs, unsigned epn, unsigned q,
                      dma_addr_t addr)
 {
-    ArcticEndpoint *ep = &s->q.ep[epn];
+    ArcticEndpoint *ep = &qs->ep[epn];
     uint32_t *progress = &ep->dma_progress[q == ARCTIC_TXQ_HI ? 0 : 1];
     struct arctic_dma_request req;
     uint32_t header, command, route;
     uint64_t target, source, phys;
 
-    if (niu_dma_read(&s->dma, addr, &req, sizeof(req)) != MEMTX_OK) {
-        tx_slot_dma_failed(s, epn, q, addr);
+    if (niu_dma_read(qs->dma, addr, &req, sizeof(req)) != MEMTX_OK) {
+        tx_slot_dma_failed(qs, epn, q, addr);
         return false;
     }
     header = le32_to_cpu(req.header);
     command = le32_to_cpu(req.command);
     target = le64_to_cpu(req.target);
     source = le64_to_cpu(req.source);
-    route = s->q.route_table[ARCTIC_ROUTE_TABLE_HIGH]
+    route = qs->route_table[ARCTIC_ROUTE_TABLE_HIGH]
                           [FIELD_EX32(header, MPI_HEADER, DEST)];
     if (FIELD_EX32(header, MPI_HEADER, LENGTH) > ARCTIC_MAX_PAYLOAD) {
-        dma_refuse(s, epn, q, addr, ARCTIC_ERR_BAD_LENGTH,
+        dma_refuse(qs, epn, q, addr, ARCTIC_ERR_BAD_LENGTH,
                    ARCTIC_DMA_ERR_LENGTH, header, command);
         return true;
     }
     if (!FIELD_EX32(route, ROUTE_ENTRY, VALID)) {
-        dma_refuse(s, epn, q, addr, ARCTIC_ERR_NO_ROUTE,
+        dma_refuse(qs, epn, q, addr, ARCTIC_ERR_NO_ROUTE,
                    ARCTIC_DMA_ERR_ROUTE, header, command);
         return true;
     }
     if ((source | target) & (ARCTIC_D - 1)) {
-        dma_refuse(s, epn, q, addr, ARCTIC_ERR_BAD_ALIGN,
+        dma_refuse(qs, epn, q, addr, ARCTIC_ERR_BAD_ALIGN,
                    ARCTIC_DMA_ERR_ALIGN, header, command);
         return true;
     }
     if (!niu_dma_translate(&ep->dma, source, ARCTIC_D, &phys)) {
-        dma_refuse(s, epn, q, addr, ARCTIC_ERR_DMA_RANGE,
+        dma_refuse(qs, epn, q, addr, ARCTIC_ERR_DMA_RANGE,
                    ARCTIC_DMA_ERR_RANGE, header, command);
         return true;
     }
@@ -197,10 +196,10 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
     while (*progress <= ARCTIC_DMA_PACKETS) {
         ArcticLine *line;
 
-        line = niu_e2e_dma_line_alloc(&s->e2e);
+        line = niu_e2e_dma_line_alloc(qs->e2e);
         if (!line) {
-            s->q.tx.line_wait = true;
-            trace_arctic_niu_tx_lines_full(s->node_id, epn, q);
+            qs->tx.line_wait = true;
+            trace_arctic_niu_tx_lines_full(qs->node_id, epn, q);
             return false;
         }
         if (*progress < ARCTIC_DMA_PACKETS) {
@@ -210,9 +209,9 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
                                     R_ARCTIC_W1_TYPE_MASK);
             unsigned i;
 
-            if (niu_dma_read(&s->dma, phys + off, body + 2,
+            if (niu_dma_read(qs->dma, phys + off, body + 2,
                              4 * ARCTIC_DMA_DATA_WORDS) != MEMTX_OK) {
-                dma_refuse(s, epn, q, addr, ARCTIC_ERR_DMA,
+                dma_refuse(qs, epn, q, addr, ARCTIC_ERR_DMA,
                            ARCTIC_DMA_ERR_MEMORY, header, command);
                 return true;
             }
@@ -222,11 +221,11 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
             body[0] = (uint32_t)(target + off);
             body[1] = (target + off) >> 32;
             w1 = FIELD_DP32(w1, ARCTIC_W1, MODE, ARCTIC_MODE_DMA);
-            niu_e2e_send(&s->e2e, line, epn, s->q.ep[epn].job,
+            niu_e2e_send(qs->e2e, line, epn, qs->ep[epn].job,
                          FIELD_EX32(header, MPI_HEADER, DEST),
                          route, w1, body, ARRAY_SIZE(body));
         } else {
-            build_mpi(s, line, epn, route, header, command, (uint32_t)target,
+            build_mpi(qs, line, epn, route, header, command, (uint32_t)target,
                       req.payload);
             /*
              * Marked, so that a receiver that refused some of the data
@@ -234,14 +233,14 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
              */
             niu_e2e_mark(line, FIELD_DP32(R_ARCTIC_E2E_FLAGS_NOTIFY_MASK,
                                           ARCTIC_E2E_FLAGS, SOURCE_ENDPOINT,
-                                       epn), s->q.ep[epn].job);
+                                       epn), qs->ep[epn].job);
         }
         (*progress)++;
     }
     *progress = 0;
-    niu_count(&s->status, ARCTIC_CNT_DMA_REQUESTS);
-    trace_arctic_niu_dma_done(s->node_id, epn, q, target);
-    release_slot(s, epn, q, addr);
+    niu_count(qs->status, ARCTIC_CNT_DMA_REQUESTS);
+    trace_arctic_niu_dma_done(qs->node_id, epn, q, target);
+    release_slot(qs, epn, q, addr);
     return true;
 }
 
@@ -250,12 +249,11 @@ static bool dma_step(ArcticNiuState *s, unsigned epn, unsigned q,
  * skewed format of seed 002 Figure 2.  Returns false when no line is free
  * (the FIFO then shows full); a malformed packet is refused and dropped.
  */
-bool niu_tx_send_raw(NiuQueues *q, uint8_t prio, const uint32_t *words,
+bool niu_tx_send_raw(NiuQueues *qs, uint8_t prio, const uint32_t *words,
                      unsigned count)
 {
-    ArcticNiuState *s = tx_device(q);
     uint32_t w0 = words[0], w1 = count > 1 ? words[1] : 0;
-    unsigned dest = arctic_route_destination(s->node_id, w0, w1);
+    unsigned dest = arctic_route_destination(qs->node_id, w0, w1);
     ArcticLine *line;
 
     /*
@@ -266,24 +264,24 @@ bool niu_tx_send_raw(NiuQueues *q, uint8_t prio, const uint32_t *words,
         count != FIELD_EX32(w1, ARCTIC_W1, LENGTH) ||
         FIELD_EX32(w0, ARCTIC_W0, ZERO) != 0 ||
         FIELD_EX32(w0, ARCTIC_W0, PRIORITY) != prio || dest >= ARCTIC_S) {
-        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, count,
+        niu_error(qs->status, ARCTIC_ERR_BAD_VALUE, 0, 0, count,
                   "raw packet of %u words (0x%08x 0x%08x) refused",
                   count, w0, w1);
-        niu_count(&s->status, ARCTIC_CNT_TX_ERRORS);
+        niu_count(qs->status, ARCTIC_CNT_TX_ERRORS);
         return true;
     }
     /* Frozen (a failed load), it waits in the FIFO like a full line. */
-    line = s->frozen ? NULL : tx_line(s, prio);
+    line = tx_frozen(qs) ? NULL : tx_line(qs, prio);
     if (!line) {
         return false;
     }
-    niu_e2e_send(&s->e2e, line, 0, s->q.ep[0].job, dest,
+    niu_e2e_send(qs->e2e, line, 0, qs->ep[0].job, dest,
                  (w1 & R_ROUTE_ENTRY_DOWNROUTE_MASK) | (w0 & 0xffff), w1,
                  words + ARCTIC_ROUTE_WORDS, count - ARCTIC_ROUTE_WORDS);
     line->raw = true;
-    niu_count(&s->status, prio == ARCTIC_PRIORITY_HIGH ?
+    niu_count(qs->status, prio == ARCTIC_PRIORITY_HIGH ?
                         ARCTIC_CNT_TX_HI_PACKETS : ARCTIC_CNT_TX_LO_PACKETS);
-    niu_e2e_pump(&s->e2e, false);
+    niu_e2e_pump(qs->e2e, false);
     return true;
 }
 
@@ -303,10 +301,10 @@ static hwaddr tx_queue_offset(unsigned q)
  * Serve one Tx queue of one endpoint; returns the slots taken.  *@left:
  * it stopped with work still in the queue (no line, or the batch done).
  */
-static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
+static unsigned service_queue(NiuQueues *qs, unsigned epn, unsigned q,
                               bool *left)
 {
-    ArcticEndpoint *ep = &s->q.ep[epn];
+    ArcticEndpoint *ep = &qs->ep[epn];
     uint8_t queue_prio = q == ARCTIC_TXQ_LO ? ARCTIC_PRIORITY_LOW
                                             : ARCTIC_PRIORITY_HIGH;
     unsigned table = q == ARCTIC_TXQ_LO ? ARCTIC_ROUTE_TABLE_LOW
@@ -322,12 +320,12 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
         bool dma;
         ArcticLine *line;
 
-        if (!tx_line(s, queue_prio)) {
-            trace_arctic_niu_tx_lines_full(s->node_id, epn, q);
+        if (!tx_line(qs, queue_prio)) {
+            trace_arctic_niu_tx_lines_full(qs->node_id, epn, q);
             break;
         }
-        if (niu_dma_load_header(&s->dma, addr, &header) != MEMTX_OK) {
-            tx_slot_dma_failed(s, epn, q, addr);
+        if (niu_dma_load_header(qs->dma, addr, &header) != MEMTX_OK) {
+            tx_slot_dma_failed(qs, epn, q, addr);
             break;
         }
         if (!FIELD_EX32(header, MPI_HEADER, VALID)) {
@@ -345,10 +343,10 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
             uint32_t command = 0;
 
             /* Both slot layouts keep a command word at offset 4. */
-            niu_dma_read(&s->dma, addr + ARCTIC_DMA_SLOT_COMMAND,
+            niu_dma_read(qs->dma, addr + ARCTIC_DMA_SLOT_COMMAND,
                          &command, 4);
-            refuse_slot(s, epn, q, addr, ARCTIC_ERR_BAD_MODE, header);
-            niu_rx_local_notice(&s->q, epn, header, le32_to_cpu(command),
+            refuse_slot(qs, epn, q, addr, ARCTIC_ERR_BAD_MODE, header);
+            niu_rx_local_notice(qs, epn, header, le32_to_cpu(command),
                                 ARCTIC_DMA_ERR_QUEUE);
             taken++;
             continue;
@@ -358,7 +356,7 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
              * A request in HiTx holds back later HiTx traffic until all
              * of it is sent (§2.2.2).
              */
-            if (!dma_step(s, epn, q, addr)) {
+            if (!dma_step(qs, epn, q, addr)) {
                 break;
             }
             taken++;
@@ -366,34 +364,34 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
         }
         taken++;
         if (FIELD_EX32(header, MPI_HEADER, LENGTH) > ARCTIC_MAX_PAYLOAD) {
-            refuse_slot(s, epn, q, addr, ARCTIC_ERR_BAD_LENGTH, header);
+            refuse_slot(qs, epn, q, addr, ARCTIC_ERR_BAD_LENGTH, header);
             continue;
         }
-        route = s->q.route_table[table][FIELD_EX32(header, MPI_HEADER, DEST)];
+        route = qs->route_table[table][FIELD_EX32(header, MPI_HEADER, DEST)];
         if (!FIELD_EX32(route, ROUTE_ENTRY, VALID)) {
-            refuse_slot(s, epn, q, addr, ARCTIC_ERR_NO_ROUTE, header);
+            refuse_slot(qs, epn, q, addr, ARCTIC_ERR_NO_ROUTE, header);
             continue;
         }
         /*
          * The route entry decides the network priority (§4.4); it can
          * differ from the queue's if the driver loaded it so.
          */
-        line = tx_line(s, FIELD_EX32(route, ROUTE_ENTRY, PRIORITY));
+        line = tx_line(qs, FIELD_EX32(route, ROUTE_ENTRY, PRIORITY));
         if (!line) {
             taken--;
             break;
         }
-        if (niu_dma_read(&s->dma, addr, &slot, sizeof(slot)) !=
+        if (niu_dma_read(qs->dma, addr, &slot, sizeof(slot)) !=
             MEMTX_OK) {
-            tx_slot_dma_failed(s, epn, q, addr);
+            tx_slot_dma_failed(qs, epn, q, addr);
             break;
         }
-        build_mpi(s, line, epn, route, header,
+        build_mpi(qs, line, epn, route, header,
                   le32_to_cpu(slot.command[0]), le32_to_cpu(slot.command[1]),
                   slot.payload);
-        niu_count(&s->status, q == ARCTIC_TXQ_HI ? ARCTIC_CNT_TX_HI_PACKETS
+        niu_count(qs->status, q == ARCTIC_TXQ_HI ? ARCTIC_CNT_TX_HI_PACKETS
                                                : ARCTIC_CNT_TX_LO_PACKETS);
-        release_slot(s, epn, q, addr);
+        release_slot(qs, epn, q, addr);
     }
     return taken;
 }
@@ -405,11 +403,11 @@ static unsigned service_queue(ArcticNiuState *s, unsigned epn, unsigned q,
  * a notice (NOTICE flag): command[0] its command, command[1]
  * ARCTIC_DMA_ERR_TARGET.  Reliable like any data; sent as lines allow.
  */
-static void send_reports(ArcticNiuState *s)
+static void send_reports(NiuQueues *qs)
 {
-    while (s->q.rx.report_count) {
-        ArcticReport *r = &s->q.rx.reports[s->q.rx.report_head];
-        uint32_t route = s->q.route_table[ARCTIC_ROUTE_TABLE_HIGH][r->node];
+    while (qs->rx.report_count) {
+        ArcticReport *r = &qs->rx.reports[qs->rx.report_head];
+        uint32_t route = qs->route_table[ARCTIC_ROUTE_TABLE_HIGH][r->node];
         uint32_t body[ARCTIC_COMMAND_WORDS] = {
             r->command, ARCTIC_DMA_ERR_TARGET
         };
@@ -418,39 +416,39 @@ static void send_reports(ArcticNiuState *s)
 
         w1 = FIELD_DP32(w1, ARCTIC_W1, TYPE, r->type);
         if (FIELD_EX32(route, ROUTE_ENTRY, VALID)) {
-            line = tx_line(s, ARCTIC_PRIORITY_HIGH);
+            line = tx_line(qs, ARCTIC_PRIORITY_HIGH);
             if (!line) {
                 return;     /* when lines come free */
             }
             route = FIELD_DP32(route, ROUTE_ENTRY, PRIORITY,
                                ARCTIC_PRIORITY_HIGH);
-            niu_e2e_send(&s->e2e, line, 0, s->q.ep[0].job, r->node, route,
+            niu_e2e_send(qs->e2e, line, 0, qs->ep[0].job, r->node, route,
                          w1, body, ARRAY_SIZE(body));
             niu_e2e_mark(line, R_ARCTIC_E2E_FLAGS_NOTICE_MASK, r->job);
         } else {
-            niu_error(&s->status, ARCTIC_ERR_NO_ROUTE, 0, 0, r->node,
+            niu_error(qs->status, ARCTIC_ERR_NO_ROUTE, 0, 0, r->node,
                       "no route to node %u for a DMA report",
                       r->node);
         }
-        s->q.rx.report_head = (s->q.rx.report_head + 1) %
-                              ARRAY_SIZE(s->q.rx.reports);
-        s->q.rx.report_count--;
+        qs->rx.report_head = (qs->rx.report_head + 1) %
+                             ARRAY_SIZE(qs->rx.reports);
+        qs->rx.report_count--;
     }
 }
 
 /* The endpoints served this cycle, in Appendix A's COUNT & VMASK order. */
-static unsigned served_endpoints(ArcticNiuState *s, unsigned *order)
+static unsigned served_endpoints(NiuQueues *qs, unsigned *order)
 {
     unsigned c, n = 0, seen = 0;
 
     for (c = 0; c < ARCTIC_ENDPOINTS; c++) {
-        unsigned epn = (s->q.tx.count + c) & s->q.vmask;
+        unsigned epn = (qs->tx.count + c) & qs->vmask;
         if (!(seen & (1u << epn))) {
             seen |= 1u << epn;
             order[n++] = epn;
         }
     }
-    s->q.tx.count++;
+    qs->tx.count++;
     return n;
 }
 
@@ -460,7 +458,7 @@ static unsigned served_endpoints(ArcticNiuState *s, unsigned *order)
  * last poll and had no announced work waiting (tx_rung).  Endpoints that
  * leave work behind (no line free) are added to @waiting.
  */
-static unsigned serve_queues(ArcticNiuState *s, const unsigned *order,
+static unsigned serve_queues(NiuQueues *qs, const unsigned *order,
                              unsigned n, unsigned q, bool *more,
                              unsigned *unannounced, uint32_t *waiting)
 {
@@ -468,11 +466,11 @@ static unsigned serve_queues(ArcticNiuState *s, const unsigned *order,
 
     for (i = 0; i < n; i++) {
         bool left;
-        unsigned t = service_queue(s, order[i], q, &left);
+        unsigned t = service_queue(qs, order[i], q, &left);
 
         *more |= t == ARCTIC_TX_BATCH;
         taken += t;
-        if (!(s->q.tx.rung & (1u << order[i]))) {
+        if (!(qs->tx.rung & (1u << order[i]))) {
             *unannounced += t;
         }
         if (left) {
@@ -486,21 +484,21 @@ static unsigned serve_queues(ArcticNiuState *s, const unsigned *order,
  * Another pass soon, from the main loop; timed, at this instant of
  * virtual time (a bottom half runs whenever the host gets to it).
  */
-static void tx_schedule(ArcticNiuState *s)
+static void tx_schedule(NiuQueues *qs)
 {
-    if (s->q.tx.cfg.timed) {
-        timer_mod(s->q.tx.kick_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
+    if (qs->tx.cfg.timed) {
+        timer_mod(qs->tx.kick_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
     } else {
-        qemu_bh_schedule(s->q.tx.bh);
+        qemu_bh_schedule(qs->tx.bh);
     }
 }
 
 /* The next poll in one poll interval. */
-static void tx_poll_arm(ArcticNiuState *s)
+static void tx_poll_arm(NiuQueues *qs)
 {
-    s->q.tx.poll_parked = false;
-    timer_mod(s->q.tx.poll_timer,
-              qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + s->q.tx.poll_interval_ns);
+    qs->tx.poll_parked = false;
+    timer_mod(qs->tx.poll_timer,
+              qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + qs->tx.poll_interval_ns);
 }
 
 /*
@@ -514,26 +512,26 @@ static void tx_poll_arm(ArcticNiuState *s)
  * from its interrupts).  So a slot a guest writes without a doorbell
  * still waits at most x-poll-max-ns, idle or not.
  */
-static void tx_poll_park(ArcticNiuState *s)
+static void tx_poll_park(NiuQueues *qs)
 {
-    timer_del(s->q.tx.poll_timer);
-    s->q.tx.poll_parked = true;
-    trace_arctic_niu_tx_poll_park(s->node_id);
+    timer_del(qs->tx.poll_timer);
+    qs->tx.poll_parked = true;
+    trace_arctic_niu_tx_poll_park(qs->node_id);
 }
 
-void niu_tx_unpark(ArcticNiuState *s)
+void niu_tx_unpark(NiuQueues *qs)
 {
-    if (s->q.tx.poll_parked && s->q.tx_enabled) {
-        trace_arctic_niu_tx_poll_unpark(s->node_id);
-        tx_poll_arm(s);
+    if (qs->tx.poll_parked && qs->tx_enabled) {
+        trace_arctic_niu_tx_poll_unpark(qs->node_id);
+        tx_poll_arm(qs);
     }
 }
 
 /* Before the main loop sleeps: unpark once a vCPU can run. */
 static void tx_main_loop_poll(Notifier *notifier, void *data)
 {
-    ArcticNiuState *s = container_of(notifier, ArcticNiuState,
-                                     q.tx.main_loop_notifier);
+    NiuQueues *qs = container_of(notifier, NiuQueues,
+                                 tx.main_loop_notifier);
     MainLoopPoll *mlpoll = data;
 
     /*
@@ -543,12 +541,12 @@ static void tx_main_loop_poll(Notifier *notifier, void *data)
      * packet, is taken only when there is something to do.
      */
     if (mlpoll->state != MAIN_LOOP_POLL_FILL ||
-        !qatomic_read(&s->q.tx.poll_parked) || all_cpu_threads_idle() ||
-        s->q.tx.cfg.timed) {
+        !qatomic_read(&qs->tx.poll_parked) || all_cpu_threads_idle() ||
+        qs->tx.cfg.timed) {
         return;
     }
-    QEMU_LOCK_GUARD(&s->lock);
-    niu_tx_unpark(s);
+    QEMU_LOCK_GUARD(qs->lock);
+    niu_tx_unpark(qs);
 }
 
 /*
@@ -565,7 +563,7 @@ static void tx_main_loop_poll(Notifier *notifier, void *data)
  * the vCPU and the link thread).  Polling stays armed for the guests that
  * only write slots (seed 002).
  */
-static void tx_service(ArcticNiuState *s, bool polled)
+static void tx_service(NiuQueues *qs, bool polled)
 {
     unsigned order[ARCTIC_ENDPOINTS];
     unsigned n, taken = 0, unannounced = 0;
@@ -576,9 +574,9 @@ static void tx_service(ArcticNiuState *s, bool polled)
      * the poll never parks: what would unpark it (the main loop) runs at
      * no instant of virtual time.
      */
-    bool cpus_idle = polled && !s->q.tx.cfg.timed && all_cpu_threads_idle();
+    bool cpus_idle = polled && !qs->tx.cfg.timed && all_cpu_threads_idle();
 
-    if (s->frozen) {
+    if (tx_frozen(qs)) {
         return;     /* its state is saved or loaded: niu_thaw() kicks it */
     }
 
@@ -588,22 +586,22 @@ static void tx_service(ArcticNiuState *s, bool polled)
      * pass that parks has found everything written before the halt.
      */
     smp_mb();
-    s->q.tx.held_until = 0;    /* this pass takes a held doorbell's slots */
-    niu_raw_tx_flush(&s->q);     /* lines may have come free */
-    if (s->q.tx_enabled) {
-        send_reports(s);
-        s->q.tx.refused = 0;
-        n = served_endpoints(s, order);
+    qs->tx.held_until = 0;    /* this pass takes a held doorbell's slots */
+    niu_raw_tx_flush(qs);     /* lines may have come free */
+    if (qs->tx_enabled) {
+        send_reports(qs);
+        qs->tx.refused = 0;
+        n = served_endpoints(qs, order);
         /*
          * High before low across every endpoint, so low-priority work of
          * one endpoint never delays another's high-priority slots; DMATx
          * last: MPI traffic bypasses long DMA operations (§2.2.2).
          */
-        taken += serve_queues(s, order, n, ARCTIC_TXQ_HI, &more,
+        taken += serve_queues(qs, order, n, ARCTIC_TXQ_HI, &more,
                               &unannounced, &waiting);
-        taken += serve_queues(s, order, n, ARCTIC_TXQ_LO, &more,
+        taken += serve_queues(qs, order, n, ARCTIC_TXQ_LO, &more,
                               &unannounced, &waiting);
-        taken += serve_queues(s, order, n, ARCTIC_TXQ_DMA, &more,
+        taken += serve_queues(qs, order, n, ARCTIC_TXQ_DMA, &more,
                               &unannounced, &waiting);
         /*
          * Refused slots are work but not progress.  A guest can make each
@@ -613,56 +611,55 @@ static void tx_service(ArcticNiuState *s, bool polled)
          * virtual time stays bounded whatever the guest programs.
          */
         if (!polled) {
-            if (!timer_pending(s->q.tx.poll_timer)) {
-                tx_poll_arm(s);
+            if (!timer_pending(qs->tx.poll_timer)) {
+                tx_poll_arm(qs);
             }
         } else {
-            if (unannounced && taken > s->q.tx.refused) {
-                s->q.tx.poll_interval_ns = s->q.tx.cfg.poll_min_ns;
+            if (unannounced && taken > qs->tx.refused) {
+                qs->tx.poll_interval_ns = qs->tx.cfg.poll_min_ns;
             } else {
-                s->q.tx.poll_interval_ns = MIN(s->q.tx.poll_interval_ns * 2,
-                                             s->q.tx.cfg.poll_max_ns);
+                qs->tx.poll_interval_ns = MIN(qs->tx.poll_interval_ns * 2,
+                                              qs->tx.cfg.poll_max_ns);
             }
-            trace_arctic_niu_tx_poll(s->node_id, taken, unannounced,
-                                     s->q.tx.poll_interval_ns);
+            trace_arctic_niu_tx_poll(qs->node_id, taken, unannounced,
+                                     qs->tx.poll_interval_ns);
             /* Work a doorbell announced stays announced until taken. */
-            s->q.tx.rung &= waiting;
+            qs->tx.rung &= waiting;
             if (cpus_idle && !taken && !waiting && !more) {
-                tx_poll_park(s);
+                tx_poll_park(qs);
             } else {
-                tx_poll_arm(s);
+                tx_poll_arm(qs);
             }
         }
-        if (more && taken > s->q.tx.refused) {
-            tx_schedule(s);
+        if (more && taken > qs->tx.refused) {
+            tx_schedule(qs);
         }
     }
-    niu_e2e_pump(&s->e2e, false);
+    niu_e2e_pump(qs->e2e, false);
 }
 
 static void tx_poll_timer_cb(void *opaque)
 {
-    ArcticNiuState *s = opaque;
-    QEMU_LOCK_GUARD(&s->lock);
+    NiuQueues *qs = opaque;
+    QEMU_LOCK_GUARD(qs->lock);
 
-    tx_service(s, true);
+    tx_service(qs, true);
 }
 
 static void tx_bh_cb(void *opaque)
 {
-    ArcticNiuState *s = opaque;
-    QEMU_LOCK_GUARD(&s->lock);
+    NiuQueues *qs = opaque;
+    QEMU_LOCK_GUARD(qs->lock);
 
-    tx_service(s, true);
+    tx_service(qs, true);
 }
 
-void niu_tx_kick(NiuQueues *q)
+void niu_tx_kick(NiuQueues *qs)
 {
-    ArcticNiuState *s = tx_device(q);
 
-    s->q.tx.poll_interval_ns = s->q.tx.cfg.poll_min_ns;
-    s->q.tx.poll_parked = false;
-    tx_schedule(s);
+    qs->tx.poll_interval_ns = qs->tx.cfg.poll_min_ns;
+    qs->tx.poll_parked = false;
+    tx_schedule(qs);
 }
 
 /*
@@ -677,32 +674,32 @@ void niu_tx_kick(NiuQueues *q)
  * written meanwhile (libniu rings for none of them: their predecessor is
  * not taken).  A lone message, a round trip or a short burst never waits.
  */
-static bool tx_doorbell_held(ArcticNiuState *s)
+static bool tx_doorbell_held(NiuQueues *qs)
 {
     int64_t now;
 
-    if (!s->q.tx.cfg.doorbell_coalesce_ns) {
+    if (!qs->tx.cfg.doorbell_coalesce_ns) {
         return false;
     }
     now = get_clock();
-    if (s->q.tx.held_until) {
+    if (qs->tx.held_until) {
         /* A pass is due: it takes this slot too, or runs now if late. */
-        return now < s->q.tx.held_until;
+        return now < qs->tx.held_until;
     }
-    if (now - s->q.tx.doorbell_ns < s->q.tx.cfg.doorbell_coalesce_ns) {
-        s->q.tx.doorbell_streak = MIN(s->q.tx.doorbell_streak + 1,
-                                    ARCTIC_DOORBELL_STREAK);
+    if (now - qs->tx.doorbell_ns < qs->tx.cfg.doorbell_coalesce_ns) {
+        qs->tx.doorbell_streak = MIN(qs->tx.doorbell_streak + 1,
+                                     ARCTIC_DOORBELL_STREAK);
     } else {
-        s->q.tx.doorbell_streak = 0;
+        qs->tx.doorbell_streak = 0;
     }
-    s->q.tx.doorbell_ns = now;
-    if (s->q.tx.doorbell_streak < ARCTIC_DOORBELL_STREAK ||
-        !niu_link_wake_at(&s->link, s->q.tx.cfg.doorbell_coalesce_ns)) {
+    qs->tx.doorbell_ns = now;
+    if (qs->tx.doorbell_streak < ARCTIC_DOORBELL_STREAK ||
+        !niu_link_wake_at(qs->link, qs->tx.cfg.doorbell_coalesce_ns)) {
         return false;
     }
-    s->q.tx.held_until = now + s->q.tx.cfg.doorbell_coalesce_ns;
-    trace_arctic_niu_tx_doorbell_held(s->node_id,
-                                      s->q.tx.cfg.doorbell_coalesce_ns);
+    qs->tx.held_until = now + qs->tx.cfg.doorbell_coalesce_ns;
+    trace_arctic_niu_tx_doorbell_held(qs->node_id,
+                                      qs->tx.cfg.doorbell_coalesce_ns);
     return true;
 }
 
@@ -713,16 +710,16 @@ static bool tx_doorbell_held(ArcticNiuState *s)
  * to the main loop.  In a stream of doorbells the pass may wait instead
  * (tx_doorbell_held()).
  */
-void niu_tx_doorbell(ArcticNiuState *s, uint32_t endpoints)
+void niu_tx_doorbell(NiuQueues *qs, uint32_t endpoints)
 {
-    s->q.tx.rung |= endpoints;
-    if (s->q.tx.cfg.doorbell_posted && niu_link_post(&s->link)) {
+    qs->tx.rung |= endpoints;
+    if (qs->tx.cfg.doorbell_posted && niu_link_post(qs->link)) {
         return;
     }
-    if (tx_doorbell_held(s)) {
+    if (tx_doorbell_held(qs)) {
         return;
     }
-    tx_service(s, false);
+    tx_service(qs, false);
 }
 
 /*
@@ -730,10 +727,10 @@ void niu_tx_doorbell(ArcticNiuState *s, uint32_t endpoints)
  * slots for a held pass to wait for, which runs now instead of from the
  * link's timer, a thread that a loaded host may wake late.
  */
-void niu_tx_release_held(ArcticNiuState *s)
+void niu_tx_release_held(NiuQueues *qs)
 {
-    if (s->q.tx.held_until) {
-        tx_service(s, false);
+    if (qs->tx.held_until) {
+        tx_service(qs, false);
     }
 }
 
@@ -741,26 +738,26 @@ void niu_tx_release_held(ArcticNiuState *s)
  * The link's timer (or a busy-polling vCPU serving it): a held doorbell's
  * pass runs once its time has come, else it is asked for again.
  */
-void niu_tx_wake(ArcticNiuState *s)
+void niu_tx_wake(NiuQueues *qs)
 {
     int64_t now;
 
-    if (!s->q.tx.held_until) {
+    if (!qs->tx.held_until) {
         return;
     }
     now = get_clock();
-    if (now < s->q.tx.held_until &&
-        niu_link_wake_at(&s->link, s->q.tx.held_until - now)) {
+    if (now < qs->tx.held_until &&
+        niu_link_wake_at(qs->link, qs->tx.held_until - now)) {
         return;
     }
-    s->q.tx.held_until = 0;
-    tx_service(s, false);
+    qs->tx.held_until = 0;
+    tx_service(qs, false);
 }
 
 /* A doorbell handed to the link thread (x-doorbell-posted). */
-void niu_tx_posted(ArcticNiuState *s)
+void niu_tx_posted(NiuQueues *qs)
 {
-    tx_service(s, false);
+    tx_service(qs, false);
 }
 
 /*
@@ -769,23 +766,23 @@ void niu_tx_posted(ArcticNiuState *s)
  * goes on here, in the thread that took the acks, instead of waking the
  * main loop for it; otherwise only what is queued goes out.
  */
-void niu_tx_resume(ArcticNiuState *s)
+void niu_tx_resume(NiuQueues *qs)
 {
-    if (s->q.tx.line_wait && niu_e2e_pending(&s->e2e) < s->e2e.cfg.lines) {
-        s->q.tx.line_wait = false;
-        tx_service(s, false);
+    if (qs->tx.line_wait && niu_e2e_pending(qs->e2e) < qs->e2e->cfg.lines) {
+        qs->tx.line_wait = false;
+        tx_service(qs, false);
         return;
     }
-    niu_e2e_pump(&s->e2e, true);
+    niu_e2e_pump(qs->e2e, true);
 }
 
-void niu_tx_enable_changed(ArcticNiuState *s)
+void niu_tx_enable_changed(NiuQueues *qs)
 {
-    if (s->q.tx_enabled) {
-        niu_tx_kick(&s->q);
+    if (qs->tx_enabled) {
+        niu_tx_kick(qs);
     } else {
-        timer_del(s->q.tx.poll_timer);
-        s->q.tx.poll_parked = false;
+        timer_del(qs->tx.poll_timer);
+        qs->tx.poll_parked = false;
     }
 }
 
@@ -794,34 +791,34 @@ void niu_tx_enable_changed(ArcticNiuState *s)
  * Life cycle
  */
 
-void niu_tx_init(ArcticNiuState *s)
+void niu_tx_init(NiuQueues *qs, MemReentrancyGuard *guard)
 {
-    s->q.tx.poll_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_poll_timer_cb, s);
-    s->q.tx.bh = qemu_bh_new_guarded(tx_bh_cb, s,
-                                   &DEVICE(s)->mem_reentrancy_guard);
-    s->q.tx.kick_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_bh_cb, s);
-    s->q.tx.main_loop_notifier.notify = tx_main_loop_poll;
-    main_loop_poll_add_notifier(&s->q.tx.main_loop_notifier);
+    qs->tx.poll_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_poll_timer_cb,
+                                     qs);
+    qs->tx.bh = qemu_bh_new_guarded(tx_bh_cb, qs, guard);
+    qs->tx.kick_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, tx_bh_cb, qs);
+    qs->tx.main_loop_notifier.notify = tx_main_loop_poll;
+    main_loop_poll_add_notifier(&qs->tx.main_loop_notifier);
 }
 
-void niu_tx_cleanup(ArcticNiuState *s)
+void niu_tx_cleanup(NiuQueues *qs)
 {
-    main_loop_poll_remove_notifier(&s->q.tx.main_loop_notifier);
-    timer_free(s->q.tx.poll_timer);
-    timer_free(s->q.tx.kick_timer);
-    qemu_bh_delete(s->q.tx.bh);
+    main_loop_poll_remove_notifier(&qs->tx.main_loop_notifier);
+    timer_free(qs->tx.poll_timer);
+    timer_free(qs->tx.kick_timer);
+    qemu_bh_delete(qs->tx.bh);
 }
 
-void niu_tx_reset(ArcticNiuState *s)
+void niu_tx_reset(NiuQueues *qs)
 {
-    timer_del(s->q.tx.poll_timer);
-    timer_del(s->q.tx.kick_timer);
-    s->q.tx.count = 0;
-    s->q.tx.line_wait = false;
-    s->q.tx.poll_interval_ns = s->q.tx.cfg.poll_min_ns;
-    s->q.tx.poll_parked = false;
-    s->q.tx.rung = 0;
-    s->q.tx.doorbell_ns = 0;
-    s->q.tx.doorbell_streak = 0;
-    s->q.tx.held_until = 0;
+    timer_del(qs->tx.poll_timer);
+    timer_del(qs->tx.kick_timer);
+    qs->tx.count = 0;
+    qs->tx.line_wait = false;
+    qs->tx.poll_interval_ns = qs->tx.cfg.poll_min_ns;
+    qs->tx.poll_parked = false;
+    qs->tx.rung = 0;
+    qs->tx.doorbell_ns = 0;
+    qs->tx.doorbell_streak = 0;
+    qs->tx.held_until = 0;
 }
