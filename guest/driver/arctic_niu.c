@@ -1188,6 +1188,7 @@ struct niu_ipnet {
 	struct delayed_work link_work;
 	/* Transmit side, under the device's transmit lock. */
 	unsigned int tx_head;		/* the LoTx slot written next */
+	bool tx_unrung;			/* slots written since the doorbell */
 	u8 tx_seq[ARCTIC_S];
 	/* Receive side, in NAPI only. */
 	unsigned int rx_tail[ARCTIC_NUM_RX_QUEUES];
@@ -1376,6 +1377,17 @@ static void ipnet_tx_fragment(struct niu_ipnet *ipn, struct sk_buff *skb,
 	ipn->tx_head = (ipn->tx_head + 1) % ARCTIC_N;
 }
 
+/* Ring LoTx's doorbell if slots were written since it last rang. */
+static void ipnet_tx_doorbell(struct niu_ipnet *ipn)
+{
+	if (!ipn->tx_unrung)
+		return;
+	ipn->tx_unrung = false;
+	/* The slots before the doorbell. */
+	wmb();
+	writel(R_USER_DOORBELL_LO_TX_MASK, ipnet_user_reg(ipn, A_USER_DOORBELL));
+}
+
 static netdev_tx_t niu_ipnet_xmit(struct sk_buff *skb, struct net_device *dev)
 {
 	struct niu_ipnet *ipn = netdev_priv(dev);
@@ -1397,11 +1409,13 @@ static netdev_tx_t niu_ipnet_xmit(struct sk_buff *skb, struct net_device *dev)
 	if (!ipnet_tx_room(ipn, frags)) {
 		/* Only after an MTU change: the queue stops for the largest. */
 		ipnet_tx_maybe_stop(ipn);
+		ipnet_tx_doorbell(ipn);
 		return NETDEV_TX_BUSY;
 	}
 	for (frag = 0; frag < frags; frag++)
 		ipnet_tx_fragment(ipn, skb, node, frag);
 	ipn->tx_seq[node]++;
+	ipn->tx_unrung = true;
 	u64_stats_update_begin(&ipn->tx_syncp);
 	ipn->stats[IPNET_TX_PACKETS]++;
 	ipn->stats[IPNET_TX_BYTES] += skb->len;
@@ -1409,16 +1423,17 @@ static netdev_tx_t niu_ipnet_xmit(struct sk_buff *skb, struct net_device *dev)
 	u64_stats_update_end(&ipn->tx_syncp);
 	dev_consume_skb_any(skb);
 	ipnet_tx_maybe_stop(ipn);
-	if (!netdev_xmit_more() || netif_queue_stopped(dev)) {
-		/* The slots before the doorbell. */
-		wmb();
-		writel(R_USER_DOORBELL_LO_TX_MASK,
-		       ipnet_user_reg(ipn, A_USER_DOORBELL));
-	}
-	return NETDEV_TX_OK;
+	goto out;
 
 drop:
 	dev_kfree_skb_any(skb);
+out:
+	/*
+	 * One doorbell for a batch: at its last packet, whether that one was
+	 * sent or dropped, or when the queue stops.
+	 */
+	if (!netdev_xmit_more() || netif_queue_stopped(dev))
+		ipnet_tx_doorbell(ipn);
 	return NETDEV_TX_OK;
 }
 
