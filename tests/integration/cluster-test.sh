@@ -156,12 +156,19 @@
 #           with busybox nc over niu0 through 1% drops, duplicates and
 #           corruption: the same sha256 at both ends, retransmissions by
 #           the NIUs, no bad TCP checksum
+#   mpi-4  MPI programs built with Debian's mpicc run by mpiexec on 4
+#           nodes over niu0 (the MPI layer): cpi with one rank on each
+#           node and pi right, mpi-pingpong between two nodes with every
+#           byte checked, and a job that aborts ending every node with
+#           its status
+#   timed-mpi-2  mpi-pingpong over niu0 on 2 timed nodes, twice, the
+#           second beside a busy loop: every node's lines the same
 # Exits 77 (skip) when QEMU or the guest image is not built.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|snapshot-2|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2|ip-4|ip-down-3|tcp-faults-2}
+case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|snapshot-2|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2|ip-4|ip-down-3|tcp-faults-2|mpi-4|timed-mpi-2}
 if [ ! -r "$ARCTIC_GUEST_DIR/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_GUEST_DIR/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_GUEST_DIR; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -1145,6 +1152,52 @@ timed-determinism-4|timed-faults-4)
     fi
     expect "all nodes ok" '^node [0-3]: ok$' 4
     rm -f "$out".[12] "$out".[12].nodes
+    ;;
+timed-mpi-2)
+    # MPI over niu0 in timed mode: MPICH, UCX's TCP and the guest
+    # kernel's IP stack all run on virtual time, so the same job twice,
+    # the second beside a busy loop, prints the same round trips to the
+    # tenth of a microsecond on both nodes.
+    for run in 1 2; do
+        busy=
+        if [ "$run" = 2 ]; then
+            (while :; do :; done) &
+            busy=$!
+        fi
+        run_cluster -n 2 --timed -- "mpiexec -n 2 mpi-pingpong -n 10 -m 1024"
+        [ -z "$busy" ] || kill "$busy"
+        expect "a ping-pong row per size, 0 to 1 KiB (run $run)" '^\[node 0\] +[0-9]+ +[0-9]+\.[0-9] +[0-9]+\.[0-9] +[0-9]+\.[0-9] +[0-9]+\.[0-9]{2}$' 12
+        expect "every byte right (run $run)" '^\[node 0\] mpi-pingpong: every byte right \(0 wrong messages\)$'
+        expect "both nodes ok (run $run)" '^node [01]: ok$' 2
+        node_lines "$out" 2 >"$out.run$run"
+    done
+    if cmp -s "$out.run1" "$out.run2"; then
+        echo "ok: both runs printed the same $(wc -l <"$out.run1") lines"
+    else
+        echo "FAIL: the two timed runs differ"
+        diff "$out.run1" "$out.run2" | head -40
+        failures=$((failures + 1))
+    fi
+    rm -f "$out".run[12]
+    ;;
+mpi-4)
+    # An MPI program built with Debian's mpicc, unchanged, launched by
+    # MPICH's mpiexec (Hydra, through guest/mpi/mpiexec) on 4 nodes over
+    # niu0: one rank per node, each on its own node, pi right; then a
+    # ping-pong between ranks on two nodes with every byte checked; then
+    # a program that aborts: every node ends with the job's status.
+    run_cluster -n 4 -- "mpiexec -n 4 cpi && mpiexec -n 2 mpi-pingpong -n 50 -m 65536"
+    expect "the MPI layer comes with mpiexec" '^==> .*MPI layer' 1
+    for k in 0 1 2 3; do
+        expect "rank $k runs on node$k" "^\[node 0\] cpi: rank $k of 4 on node$k\$"
+    done
+    expect "pi right to 1e-9" '^\[node 0\] cpi: pi is approximately 3\.14159265358[0-9]+, error [0-9.]+e-(1[0-9]|[2-9][0-9]), 1000000 intervals, 4 ranks, [0-9.]+ s$'
+    expect "a ping-pong row per size, 0 to 64 KiB" '^\[node 0\] +[0-9]+ +[0-9]+\.[0-9] +[0-9]+\.[0-9] +[0-9]+\.[0-9] +[0-9]+\.[0-9]{2}$' 18
+    expect "every byte of every echo right" '^\[node 0\] mpi-pingpong: every byte right \(0 wrong messages\)$'
+    expect "every node ok" '^node [0-3]: ok$' 4
+    run_cluster_expecting 2 --no-build -t 170 -n 2 -- "mpiexec -n 2 cpi 0"
+    expect "the program says why" '^\[node 0\] cpi: INTERVALS must be at least 1, not .0.$'
+    expect "every node ends with the job's status" '^node [01]: FAILED \(status 2\)' 2
     ;;
 stale-loop)
     runs=${ARCTIC_STALE_RUNS:-20}
