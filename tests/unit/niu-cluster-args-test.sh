@@ -93,6 +93,17 @@ if [ -r "$guest/initramfs.cpio.gz" ]; then
         -n 1 -- "niu-ping -n 1 && frob -x; echo done"
     refused "a command after a pipe" "the guest image has no nosuch" \
         -n 1 -- "niu-ping -n 1 | nosuch"
+    refused "a command after an assignment" "the guest image has no nosuch" \
+        -n 1 -- "FOO=1 BAR=2 nosuch -x"
+    if [ -r "$guest/mpi.cpio.gz" ]; then
+        # mpiexec, even after an assignment, brings in the MPI layer, whose
+        # cpi is then found: only nosuch is missing.
+        refused "mpiexec after an assignment brings the MPI layer" \
+            "the guest image has no nosuch (" \
+            -n 1 -- "UCX_TLS=tcp mpiexec -n 1 cpi; nosuch"
+        refused "without mpiexec, no MPI layer: cpi is missing" \
+            "the guest image has no cpi nosuch (" -n 1 -- "cpi; nosuch"
+    fi
 else
     echo "skip: no guest image in $guest (scripts/build-guest)"
 fi
