@@ -6,7 +6,8 @@
 # scripts/build-guest, one inside its copy and one outside, the second
 # under another umask and time zone, and later.  The two images must have
 # the same hash (of vmlinuz and initramfs.cpio.gz, the one niu-cluster
-# prints beside timed figures), no file of either may name the directory
+# prints beside timed figures) and the same MPI layer (mpi.cpio.gz, whose
+# hash joins it when a run uses it), no file of either may name the directory
 # it was built in, and every file in the initramfs must be root's with the
 # fixed time.  The unpacked kernel in $ARCTIC_CACHE is reused: about a
 # minute, two builds of the driver, libniu, the programs and the
@@ -68,6 +69,18 @@ else
     differ=$(diff -rq "$work/unpacked-a" "$work/unpacked-b")
     cmp -s "$a_img/vmlinuz" "$b_img/vmlinuz" || differ+=$'\n''vmlinuz'
     head -n 20 <<<"${differ:-none: the archives differ in what cpio keeps of them (mode, owner, time, order)}"
+fi
+
+# The MPI layer (niu-cluster --mpi) names timed MPI figures too (its hash
+# joins the image's in the report): the same bytes from both builds.
+if cmp -s "$a_img/mpi.cpio.gz" "$b_img/mpi.cpio.gz"; then
+    ok "both MPI layers are the same bytes, $(sha256sum <"$a_img/mpi.cpio.gz" | cut -c1-12)"
+else
+    fail "the MPI layers differ; files that differ:"
+    mkdir -p "$work/mpi-a" "$work/mpi-b"
+    (cd "$work/mpi-a" && zcat "$a_img/mpi.cpio.gz" | cpio -id --quiet --no-absolute-filenames)
+    (cd "$work/mpi-b" && zcat "$b_img/mpi.cpio.gz" | cpio -id --quiet --no-absolute-filenames)
+    diff -rq "$work/mpi-a" "$work/mpi-b" | head -n 20
 fi
 
 # Every build directory is under $work: a file that names it leaks one.
