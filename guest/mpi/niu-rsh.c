@@ -134,13 +134,20 @@ static int wait_status(int st)
 	return 255;
 }
 
+/* The client went away: its command's process group goes too. */
+static void __attribute__((noreturn)) abandon_command(pid_t child)
+{
+	kill(-child, SIGKILL);
+	waitpid(child, NULL, 0);
+	_exit(0);
+}
+
 /* Runs one 'x' request on connection fd; never returns. */
 static void serve_command(int fd, const char *cmd)
 {
 	int pipefd[2], devnull, st = 0;
 	char buf[4096];
 	pid_t child;
-	int out_open = 1;
 
 	if (pipe(pipefd) < 0) {
 		fprintf(stderr, "%s: pipe: %s\n", prog, strerror(errno));
@@ -169,7 +176,7 @@ static void serve_command(int fd, const char *cmd)
 	}
 	setpgid(child, child);
 	close(pipefd[1]);
-	while (out_open) {
+	for (;;) {
 		struct pollfd p[2] = {
 			{ .fd = pipefd[0], .events = POLLIN },
 			{ .fd = fd, .events = POLLIN },
@@ -183,26 +190,18 @@ static void serve_command(int fd, const char *cmd)
 		}
 		if (p[1].revents) {
 			/* The client sends nothing after its request: this
-			 * is its end (Hydra killed it); take the command
-			 * down with it. */
-			kill(-child, SIGKILL);
-			waitpid(child, NULL, 0);
-			_exit(0);
+			 * is its end (Hydra killed it). */
+			abandon_command(child);
 		}
 		if (!p[0].revents)
 			continue;
 		n = read(pipefd[0], buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0) {
-			out_open = 0;
+		if (n <= 0)
 			break;
-		}
-		if (send_u32(fd, (uint32_t)n) || write_all(fd, buf, (size_t)n)) {
-			kill(-child, SIGKILL);
-			waitpid(child, NULL, 0);
-			_exit(0);
-		}
+		if (send_u32(fd, (uint32_t)n) || write_all(fd, buf, (size_t)n))
+			abandon_command(child);
 	}
 	while (waitpid(child, &st, 0) < 0 && errno == EINTR)
 		;
@@ -246,17 +245,23 @@ static int read_request(int fd, char **payload)
 	return op;
 }
 
-static int parse_status(const char *s, int *status)
+/* A decimal number in lo..hi from @s into *@v: 0, or -1 if it is none. */
+static int parse_range(const char *s, int lo, int hi, int *v)
 {
 	char *end;
-	long v;
+	long l;
 
 	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < 0 || v > 255)
+	l = strtol(s, &end, 10);
+	if (errno || end == s || *end || l < lo || l > hi)
 		return -1;
-	*status = (int)v;
+	*v = (int)l;
 	return 0;
+}
+
+static int parse_status(const char *s, int *status)
+{
+	return parse_range(s, 0, 255, status);
 }
 
 static int serve(int port)
@@ -427,19 +432,17 @@ static int request(const char *host, int port, int wait_s, char op,
 	return 255;
 }
 
+/* An option's number in lo..hi, or a line saying why and exit 2. */
 static int parse_int(const char *what, const char *s, int lo, int hi)
 {
-	char *end;
-	long v;
+	int v;
 
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi) {
+	if (parse_range(s, lo, hi, &v)) {
 		fprintf(stderr, "%s: %s wants %d..%d, not '%s'\n", prog, what, lo,
 			hi, s);
 		exit(2);
 	}
-	return (int)v;
+	return v;
 }
 
 int main(int argc, char **argv)
