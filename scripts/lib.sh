@@ -74,6 +74,16 @@ arctic_share_copy_fits() {
         die "--share $dir holds $((kib / 1024)) MiB; timed mode copies it into the memory of every guest ($memory_mb MiB), at most a quarter of it ($((limit / 1024)) MiB): share a smaller directory, give more --memory, or use the fast mode, whose /host is 9p"
 }
 
+# The MPI layer of guest image directory $1 (scripts/build-guest's
+# mpi.cpio.gz, docs/guest.md "MPI programs"): its path, or a line naming
+# $2 (the option that wants it) and how to get it, and exit.
+arctic_mpi_layer() {
+    local layer="$1/mpi.cpio.gz"
+    [ -r "$layer" ] ||
+        die "$2: no MPI layer ($layer) on $(hostname): scripts/build-guest builds it (an image copied to another host carries none)"
+    echo "$layer"
+}
+
 # Run "$@" with its output in a log file; on failure show the log's tail.
 run_logged() {
     local logfile=$1; shift
