@@ -264,6 +264,21 @@ guest_script() {
     cat >"$share/$1"
 }
 
+# Run "$@" (run $1 of a pair); run 2 has a busy loop on a host core beside
+# it, so that the timed cases show that the host's load changes nothing.
+beside_busy_loop_if_2() {
+    local run=$1 busy= status
+    shift
+    if [ "$run" = 2 ]; then
+        (while :; do :; done) &
+        busy=$!
+    fi
+    "$@"
+    status=$?
+    [ -z "$busy" ] || kill "$busy"
+    return "$status"
+}
+
 # With more nodes than cores the launcher has the NIUs yield after empty
 # busy polls, except on a chardev link, which cannot be polled.
 yields=", empty polls yield the core"
@@ -1077,13 +1092,8 @@ timed-share-2)
         >"$share/run.sh"
     for program in "sh /host/run.sh" "niu-ping -n 30"; do
         for run in 1 2; do
-            busy=
-            if [ "$run" = 2 ]; then
-                (while :; do :; done) &
-                busy=$!
-            fi
-            run_cluster -n 2 --timed --share "$share" -- "$program"
-            [ -z "$busy" ] || kill "$busy"
+            beside_busy_loop_if_2 "$run" \
+                run_cluster -n 2 --timed --share "$share" -- "$program"
             expect "the directory is copied, not shared ($program, run $run)" \
                 'timed mode: .* \(2 files, [0-9]+ KiB\) is copied into every guest as /host at boot' 1
             expect "every guest has its copy ($program, run $run)" \
@@ -1120,15 +1130,9 @@ timed-determinism-4|timed-faults-4)
         keep='^\[node'
     fi
     for run in 1 2; do
-        busy=
-        if [ "$run" = 2 ]; then
-            (while :; do :; done) &
-            busy=$!
-        fi
-        "$root/scripts/niu-cluster" --no-build -t 1700 "${args[@]}" \
-            >"$out.$run" 2>&1
+        beside_busy_loop_if_2 "$run" "$root/scripts/niu-cluster" --no-build \
+            -t 1700 "${args[@]}" >"$out.$run" 2>&1
         echo "run $run: niu-cluster exited $?"
-        [ -z "$busy" ] || kill "$busy"
         node_lines "$out.$run" 4 "$keep" >"$out.$run.nodes"
         grep -aE '^(drops|faults):' "$out.$run" >>"$out.$run.nodes" || true
     done
@@ -1159,13 +1163,8 @@ timed-mpi-2)
     # the second beside a busy loop, prints the same round trips to the
     # tenth of a microsecond on both nodes.
     for run in 1 2; do
-        busy=
-        if [ "$run" = 2 ]; then
-            (while :; do :; done) &
-            busy=$!
-        fi
-        run_cluster -n 2 --timed -- "mpiexec -n 2 mpi-pingpong -n 10 -m 1024"
-        [ -z "$busy" ] || kill "$busy"
+        beside_busy_loop_if_2 "$run" \
+            run_cluster -n 2 --timed -- "mpiexec -n 2 mpi-pingpong -n 10 -m 1024"
         expect "a ping-pong row per size, 0 to 1 KiB (run $run)" '^\[node 0\] +[0-9]+ +[0-9]+\.[0-9] +[0-9]+\.[0-9] +[0-9]+\.[0-9] +[0-9]+\.[0-9]{2}$' 12
         expect "every byte right (run $run)" '^\[node 0\] mpi-pingpong: every byte right \(0 wrong messages\)$'
         expect "both nodes ok (run $run)" '^node [01]: ok$' 2
