@@ -863,6 +863,7 @@ static void niu_visit_link(ArcticNiuState *s, Visitor *v, Error **errp)
     visit_u64(v, "link-direct-full", stat64_get(&l->direct_full), errp);
     visit_u64(v, "link-direct-refused", stat64_get(&l->direct_refused),
               errp);
+    visit_u64(v, "link-direct-to", l->direct_to, errp);
     visit_u64(v, "link-up-count", l->up_count, errp);
 }
 

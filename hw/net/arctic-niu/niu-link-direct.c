@@ -112,6 +112,7 @@ void niu_direct_free(NiuDirectRings *d)
         direct_unmap(d->to[i]);
         direct_unmap(d->from[i]);
     }
+    d->link->direct_to = 0;
     g_free(d);
 }
 
@@ -336,6 +337,7 @@ bool niu_direct_control(NiuDirectRings *d, uint16_t type,
         }
     }
     if (m.role == ARCTIC_DIRECT_SEND) {
+        d->link->direct_to += !!r - !!d->to[m.peer];
         direct_unmap(d->to[m.peer]);
         d->to[m.peer] = r;
     } else {

@@ -234,9 +234,12 @@ struct NiuLink {
      * packets written to and read from them, packets that found a ring
      * too full and went through the switch, and packets dropped as read
      * from a peer's ring that named another source or led elsewhere.
+     * @direct_to: how many nodes this NIU writes into directly now (set
+     * under the device lock, by the transport that owns the rings).
      */
     bool direct_ok, direct;
     Stat64 direct_sent, direct_received, direct_full, direct_refused;
+    unsigned direct_to;
     /*
      * A timed link (link 1.4): the HELLO says TIMED; packets go stamped
      * (NiuLinkOps.stamp) and without credits once the switch started the
