@@ -307,39 +307,53 @@ static uint64_t niu_array_read(ArcticNiuState *s, hwaddr addr, bool *ok)
     return 0;
 }
 
-static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
+/*
+ * The registers that say what this NIU is and where it sits: true if
+ * @addr is one of them, its value in *@val.
+ */
+static bool niu_identity_read(ArcticNiuState *s, hwaddr addr, uint64_t *val)
 {
-    ArcticNiuState *s = opaque;
-    QEMU_LOCK_GUARD(&s->lock);
-    uint64_t val = 0;
-    bool ok = true;
-
     switch (addr) {
     case A_NIU_ID:
-        val = ARCTIC_NIU_ID_VALUE;
-        break;
+        *val = ARCTIC_NIU_ID_VALUE;
+        return true;
     case A_NIU_VERSION:
-        val = FIELD_DP32(0, NIU_VERSION, MAJOR, ARCTIC_NIU_VERSION_MAJOR);
-        val = FIELD_DP32(val, NIU_VERSION, MINOR, ARCTIC_NIU_VERSION_MINOR);
-        break;
+        *val = FIELD_DP32(0, NIU_VERSION, MAJOR, ARCTIC_NIU_VERSION_MAJOR);
+        *val = FIELD_DP32(*val, NIU_VERSION, MINOR,
+                          ARCTIC_NIU_VERSION_MINOR);
+        return true;
     case A_NIU_CAPS:
-        val = FIELD_DP32(0, NIU_CAPS, ENDPOINTS, ARCTIC_ENDPOINTS);
-        val = FIELD_DP32(val, NIU_CAPS, LOG2_N, ARCTIC_LOG2_N);
-        val = FIELD_DP32(val, NIU_CAPS, LINES, s->e2e.cfg.lines);
-        val = FIELD_DP32(val, NIU_CAPS, HI_LINES, ARCTIC_HI_RESERVED_LINES);
-        break;
+        *val = FIELD_DP32(0, NIU_CAPS, ENDPOINTS, ARCTIC_ENDPOINTS);
+        *val = FIELD_DP32(*val, NIU_CAPS, LOG2_N, ARCTIC_LOG2_N);
+        *val = FIELD_DP32(*val, NIU_CAPS, LINES, s->e2e.cfg.lines);
+        *val = FIELD_DP32(*val, NIU_CAPS, HI_LINES,
+                          ARCTIC_HI_RESERVED_LINES);
+        return true;
     case A_NIU_NODE_ID:
-        val = s->node_id;
-        break;
+        *val = s->node_id;
+        return true;
     case A_NIU_NUM_NODES:
-        val = s->link.num_nodes;
-        break;
+        *val = s->link.num_nodes;
+        return true;
     case A_NIU_NET_LEVELS:
-        val = s->link.levels;
-        break;
+        *val = s->link.levels;
+        return true;
     case A_NIU_LINK_STATUS:
-        val = niu_link_status_read(s);
-        break;
+        *val = niu_link_status_read(s);
+        return true;
+    }
+    return false;
+}
+
+/*
+ * The registers of the engines, the status and the arrays; *@ok false if
+ * @addr is none of them.
+ */
+static uint64_t niu_engine_read(ArcticNiuState *s, hwaddr addr, bool *ok)
+{
+    uint64_t val = 0;
+
+    switch (addr) {
     case A_NIU_ERROR_CAUSE:
         val = s->status.error_cause;
         break;
@@ -390,8 +404,21 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
         val = s->status.irq_enable;
         break;
     default:
-        val = niu_array_read(s, addr, &ok);
+        val = niu_array_read(s, addr, ok);
         break;
+    }
+    return val;
+}
+
+static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
+{
+    ArcticNiuState *s = opaque;
+    QEMU_LOCK_GUARD(&s->lock);
+    uint64_t val = 0;
+    bool ok = true;
+
+    if (!niu_identity_read(s, addr, &val)) {
+        val = niu_engine_read(s, addr, &ok);
     }
     if (!ok) {
         niu_error(&s->status, ARCTIC_ERR_BAD_REGISTER, 0, 0, addr,
