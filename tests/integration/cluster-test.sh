@@ -117,7 +117,7 @@
 #           niu-bw right, the clock started on both, and the switch
 #           routed, synchronised and granted; the report names the
 #           processor (StarT's Pentium by default) and the image's hash
-#           and kernel
+#           and kernel; no node powers off (the launcher ends the cluster)
 #   timed-fidelity-2  scripts/niu-timed-fidelity on 2 nodes: the one-way
 #           latency of every message size and the DMA bandwidth measured
 #           in timed mode within 5 % of the model of the hardware
@@ -1019,6 +1019,7 @@ timed-2)
     expect "the switch kept the time" '^timed: clock started, lookahead 1425 ns; [1-9][0-9]* syncs, [1-9][0-9]* grants, [1-9][0-9]* packets routed, [1-9][0-9]* deliveries$'
     expect "no node lost the cluster's time" "cluster's time is lost" 0
     expect "both nodes ok" '^node [01]: ok$' 2
+    expect "no node lingered and powered off: each waited, halted, until the launcher ended the cluster" 'reboot: Power down' 0
     expect "the report names StarT's processor, the default" '^processor: pentium \(seed 003 §2\.1\.1\), 8 ns per instruction$'
     expect "and the image the figures belong to" "^image ${image_sha:0:12}, kernel [0-9]+\.[0-9]+\.[0-9]+-[0-9]+-amd64 \(Debian [^ )]+\)$"
     ;;
