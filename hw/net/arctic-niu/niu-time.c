@@ -174,6 +174,8 @@ void niu_time_packet(NiuTime *t, uint8_t prio, uint64_t at,
     }
     /* At most a tick past: the clock passed the grant by that much. */
     if (at + t->tick_ns <= niu_time_now(t)) {
+        trace_arctic_niu_time_packet_past(t->node_id, at, niu_time_now(t),
+                                          t->limit);
         niu_link_broken(t->link, "TIMED_PACKET for a time already past",
                         (uint32_t)at);
         return;
@@ -272,6 +274,17 @@ static void time_grant_cb(void *opaque)
         /* A timer moved later than the limit: not yet. */
         timer_mod(t->grant_timer, time_local(t, t->limit));
         return;
+    }
+    if (now >= t->limit + t->tick_ns) {
+        /*
+         * The clock passed the limit by more than the instruction that
+         * crossed it: what the switch delivers for the time between may
+         * come too late (QEMU's patch 0005 closed the one way known).
+         */
+        trace_arctic_niu_time_overshoot(t->node_id, now, t->limit);
+        warn_report_once("arctic-niu: node %u: the clock passed its limit "
+                         "%" PRIu64 " ns by %" PRIu64 " ns", t->node_id,
+                         t->limit, now - t->limit);
     }
     promise = time_promise(now);
     t->limit = now;
