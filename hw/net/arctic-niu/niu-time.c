@@ -168,14 +168,15 @@ void niu_time_packet(NiuTime *t, uint8_t prio, uint64_t at,
                      const uint8_t *wire, size_t size)
 {
     NiuTimedPacket *p, *q, *after = NULL;
+    uint64_t now;
 
     if (t->state != NIU_TIME_RUNNING) {
         return;
     }
     /* At most a tick past: the clock passed the grant by that much. */
-    if (at + t->tick_ns <= niu_time_now(t)) {
-        trace_arctic_niu_time_packet_past(t->node_id, at, niu_time_now(t),
-                                          t->limit);
+    now = niu_time_now(t);
+    if (at + t->tick_ns <= now) {
+        trace_arctic_niu_time_packet_past(t->node_id, at, now, t->limit);
         niu_link_broken(t->link, "TIMED_PACKET for a time already past",
                         (uint32_t)at);
         return;
