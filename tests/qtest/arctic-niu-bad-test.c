@@ -347,6 +347,9 @@ static void test_bad_properties(void)
                           "lines=256", "x-ack-delay-ns=600000",
                           /* one link, not two */
                           "chardev=c,link-socket=/nonexistent/switch.sock",
+                          /* a template has no link and no clock */
+                          "template=on,chardev=c", "template=on,timed=on",
+                          "template=on,link-socket=/nonexistent/sw.sock",
                           /* TCP wants HOST:PORT */
                           "link-socket=tcp:localhost", "link-socket=tcp:",
                           NULL /* a link-socket= path too long for UNIX */ };

@@ -749,6 +749,78 @@ static void test_migrate_refused_subsection(void)
     niu_stop(b);
 }
 
+/*
+ * A template (template=on: no node, no link) saved before its guest
+ * touched the NIU loads into a node of any id and becomes that node.  Two
+ * clones from one file: node NIU_NODE, whose link says HELLO as it and
+ * whose first message goes out from it, and node 4.
+ */
+static void test_migrate_template_clones(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("arctic-niu-mig-XXXXXX", NULL);
+    g_autofree char *state = g_build_filename(dir, "state", NULL);
+    g_autofree char *props = g_strdup_printf("lines=%d,template=on",
+                                             MIG_LINES);
+    Niu *t = niu_start_node_args(NULL, 0, props, "");
+    const unsigned clones[] = { NIU_NODE, 4 };
+    uint32_t v = 0xc10e;
+    QDict *rsp;
+    unsigned i;
+
+    g_assert_true(qdict_get_bool(niu_state(t, &rsp), "template"));
+    qobject_unref(rsp);
+    niu_migrate_save(t, state);
+    niu_stop(t);
+    for (i = 0; i < ARRAY_SIZE(clones); i++) {
+        Niu *c = mig_start_dest("listen", clones[i], NULL);
+        g_autofree char *st = NULL;
+
+        g_assert_true(niu_migrate_load(c, state));
+        st = mig_state(c);
+        g_assert_cmpstr(st, ==, "running");
+        g_assert_false(qdict_get_bool(niu_state(c, &rsp), "template"));
+        qobject_unref(rsp);
+        g_assert_cmpuint(reg_r(c, A_NIU_NODE_ID), ==, clones[i]);
+        if (clones[i] == NIU_NODE) {
+            link_handshake(c, 8, 8);        /* its HELLO says NIU_NODE */
+            niu_setup(c);
+            guest_send(c, ARCTIC_TXQ_HI, MIG_DEST, 1, 2, 3, &v, 1);
+            doorbell(c);
+            expect_data(c, MIG_DEST, ARCTIC_PRIORITY_HIGH, 0, 1, 2, 3,
+                        &v, 1);
+        }
+        niu_stop(c);
+    }
+    g_unlink(state);
+    g_rmdir(dir);
+}
+
+/*
+ * A template whose guest read a register may have taken an identity it
+ * does not have: the save is refused, naming why, and nothing is written
+ * that a clone could load.
+ */
+static void test_migrate_template_used(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("arctic-niu-mig-XXXXXX", NULL);
+    g_autofree char *state = g_build_filename(dir, "state", NULL);
+    g_autofree char *errlog = g_build_filename(dir, "stderr", NULL);
+    g_autofree char *args = g_strdup_printf("2>%s", errlog);
+    g_autofree char *log = NULL, *st = NULL;
+    Niu *t = niu_start_node_args(NULL, 0, "template=on", args);
+
+    g_assert_cmpuint(reg_r(t, A_NIU_NODE_ID), ==, 0);
+    g_assert_false(niu_migrate_save_try(t, state));
+    niu_stop(t);
+    g_assert_true(g_file_get_contents(errlog, &log, NULL, NULL));
+    g_test_message("QEMU said: %s", log);
+    g_assert_nonnull(strstr(log, "arctic-niu: template=on: the guest has "
+                            "used this NIU"));
+    g_unlink(state);
+    g_unlink(errlog);
+    g_rmdir(dir);
+}
+
 void niu_test_add_migrate(void)
 {
     qtest_add_func("/arctic-niu/migrate/in-flight", test_migrate_in_flight);
@@ -767,4 +839,8 @@ void niu_test_add_migrate(void)
                    test_migrate_refused_version);
     qtest_add_func("/arctic-niu/migrate/refused-subsection",
                    test_migrate_refused_subsection);
+    qtest_add_func("/arctic-niu/migrate/template-clones",
+                   test_migrate_template_clones);
+    qtest_add_func("/arctic-niu/migrate/template-used",
+                   test_migrate_template_used);
 }

@@ -205,6 +205,7 @@ void set_window_and_job(Niu *n, uint64_t phys, uint64_t virt,
                         uint64_t mask, uint32_t job);
 void fill_block(Niu *n, uint64_t phys, uint32_t *block, uint32_t seed);
 void peer_dma_data_acked(Niu *n, uint64_t target, const uint32_t *words);
+bool niu_migrate_save_try(Niu *n, const char *path);
 void niu_migrate_save(Niu *n, const char *path);
 bool niu_migrate_load(Niu *n, const char *path);
 

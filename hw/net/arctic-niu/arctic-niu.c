@@ -410,6 +410,19 @@ static uint64_t niu_engine_read(ArcticNiuState *s, hwaddr addr, bool *ok)
     return val;
 }
 
+/*
+ * A template's guest touched a register: it may have read the identity it
+ * has not got, or started something, so it is no longer one to clone
+ * (docs/snapshots.md §6).  Called with the device lock held.
+ */
+static void niu_template_touch(ArcticNiuState *s, hwaddr addr)
+{
+    if (s->template && !s->template_used) {
+        s->template_used = true;
+        trace_arctic_niu_template_used(addr);
+    }
+}
+
 static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
 {
     ArcticNiuState *s = opaque;
@@ -417,6 +430,7 @@ static uint64_t niu_control_read(void *opaque, hwaddr addr, unsigned size)
     uint64_t val = 0;
     bool ok = true;
 
+    niu_template_touch(s, addr);
     if (!niu_identity_read(s, addr, &val)) {
         val = niu_engine_read(s, addr, &ok);
     }
@@ -551,6 +565,7 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
     bool ok = true;
 
     trace_arctic_niu_control_write(s->node_id, addr, val);
+    niu_template_touch(s, addr);
 
     if (niu_control_read_only(addr)) {
         niu_error(&s->status, ARCTIC_ERR_RO_WRITE, 0, 0, addr,
@@ -676,6 +691,7 @@ static uint64_t niu_user_read(void *opaque, hwaddr addr, unsigned size)
     uint64_t val;
 
     WITH_QEMU_LOCK_GUARD(&s->lock) {
+        niu_template_touch(s, addr);
         val = niu_user_read_locked(s, addr, &yield);
     }
     /*
@@ -701,6 +717,7 @@ static void niu_user_write(void *opaque, hwaddr addr, uint64_t val,
     hwaddr reg = addr % ARCTIC_USER_PAGE_SIZE;
 
     trace_arctic_niu_user_write(s->node_id, epn, reg, val);
+    niu_template_touch(s, addr);
     if (reg == A_USER_DOORBELL) {
         /*
          * A doorbell is a hint: any value is accepted and a spurious
@@ -972,6 +989,7 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
         return;
     }
     visit_u64(v, "node-id", s->node_id, &err);
+    visit_bool(v, "template", s->template, &err);
     visit_u64(v, "num-nodes", s->link.num_nodes, &err);
     niu_visit_link(s, v, &err);
     /* docs/device-internals.md §8 */
@@ -1129,19 +1147,41 @@ static int niu_precopy_notify(NotifierWithReturn *n, void *data,
  * number of lines or the other mode is refused before any of it is
  * loaded, with a message that names the difference.
  */
+static const char *niu_identity_str(uint32_t v, char buf[16])
+{
+    if (v == NIU_VM_TEMPLATE) {
+        return "template";
+    }
+    snprintf(buf, 16, "%u", v);
+    return buf;
+}
+
+/*
+ * A template's state (template=on, no identity) loads into a node of any
+ * id and either mode: its node-id comes first, and says so for the rest.
+ * (The fields are the device's own, at the top of its section.)
+ */
 static int niu_get_same(QEMUFile *f, void *pv, size_t size,
                         const VMStateField *field)
 {
+    ArcticNiuState *s = (ArcticNiuState *)((char *)pv - field->offset);
     uint32_t mine = *(uint32_t *)pv, saved = qemu_get_be32(f);
+    char a[16], b[16];
 
-    if (saved != mine) {
-        trace_arctic_niu_restore_mismatch(field->name, saved, mine);
-        error_report("arctic-niu: saved state of %s=%u cannot load into "
-                     "this device's %s=%u", field->name, saved, field->name,
-                     mine);
-        return -EINVAL;
+    if (saved == mine) {
+        return 0;
     }
-    return 0;
+    if (saved == NIU_VM_TEMPLATE &&
+        (s->loading_template || !strcmp(field->name, "node-id"))) {
+        s->loading_template = true;
+        return 0;
+    }
+    trace_arctic_niu_restore_mismatch(field->name, saved, mine);
+    error_report("arctic-niu: saved state of %s=%s cannot load into "
+                 "this device's %s=%s", field->name,
+                 niu_identity_str(saved, a), field->name,
+                 niu_identity_str(mine, b));
+    return -EINVAL;
 }
 
 static int niu_put_same(QEMUFile *f, void *pv, size_t size,
@@ -1167,9 +1207,10 @@ static const VMStateInfo niu_vmstate_info_same = {
 
 static void niu_vm_identity(ArcticNiuState *s)
 {
-    s->vm_identity.node_id = s->node_id;
+    s->vm_identity.node_id = s->template ? NIU_VM_TEMPLATE : s->node_id;
     s->vm_identity.lines = s->e2e.cfg.lines;
-    s->vm_identity.timed = niu_time_on(&s->time);
+    s->vm_identity.timed = s->template ? NIU_VM_TEMPLATE
+                                       : niu_time_on(&s->time);
 }
 
 static int niu_pre_save(void *opaque)
@@ -1177,6 +1218,13 @@ static int niu_pre_save(void *opaque)
     ArcticNiuState *s = opaque;
     QEMU_LOCK_GUARD(&s->lock);
 
+    if (s->template_used) {
+        error_report("arctic-niu: template=on: the guest has used this NIU "
+                     "(its registers were read or written): a template is "
+                     "saved before its guest loads a driver, or it is not "
+                     "one (docs/snapshots.md section 6)");
+        return -EPERM;
+    }
     niu_freeze(s, "saved");     /* already, unless saved some other way */
     niu_vm_identity(s);
     s->vm_link.up_count = s->link.up_count;
@@ -1196,6 +1244,7 @@ static int niu_pre_load(void *opaque)
 
     niu_freeze(s, "loading");
     s->restore_failed = true;   /* until niu_post_load() says otherwise */
+    s->loading_template = false;
     s->q.loaded_fault = s->e2e.loaded_fault = s->time.loaded_fault = NULL;
     niu_vm_identity(s);
     niu_raw_reset(&s->q);
@@ -1254,6 +1303,10 @@ static bool niu_restore(ArcticNiuState *s)
     const char *fault = s->e2e.loaded_fault ?: s->time.loaded_fault ?:
                         s->q.loaded_fault ?: niu_loaded_fault(s);
 
+    if (!fault && s->loading_template && niu_e2e_pending(&s->e2e)) {
+        fault = "a template with packets to send";
+    }
+
     if (fault) {
         trace_arctic_niu_restore_refused(s->node_id, fault);
         error_report("arctic-niu: node %u: saved state refused: %s",
@@ -1268,6 +1321,11 @@ static bool niu_restore(ArcticNiuState *s)
         s->link.levels = s->vm_link.levels;
     }
     s->q.tx.line_wait = false;
+    if (s->loading_template) {
+        /* A clone is a new NIU to its cluster: streams as at realize. */
+        niu_e2e_renew(&s->e2e);
+        trace_arctic_niu_template_loaded(s->node_id);
+    }
     niu_status_restored(&s->status);
     niu_time_restored(&s->time);
     s->restore_failed = false;
@@ -1737,6 +1795,13 @@ static const NiuTimeOps arctic_niu_time_ops = {
 
 static bool niu_link_setup(ArcticNiuState *s, Error **errp)
 {
+    if (s->template && (s->link_cfg.socket || s->time.enabled ||
+                        qemu_chr_fe_backend_connected(&s->chr))) {
+        error_setg(errp, "arctic-niu: template=on is a node without "
+                   "identity: no link-socket=, chardev= or timed=on (the "
+                   "clones started from it take those)");
+        return false;
+    }
     /*
      * Timed: acks go at once, as the hardware's would (no host wake-ups
      * to save).
@@ -1888,6 +1953,7 @@ static void niu_exit(PCIDevice *pdev)
  */
 static const Property arctic_niu_properties[] = {
     DEFINE_PROP_UINT32("node-id", ArcticNiuState, node_id, 0),
+    DEFINE_PROP_BOOL("template", ArcticNiuState, template, false),
     /* the link to arctic-switch (niu-link.h) */
     DEFINE_PROP_CHR("chardev", ArcticNiuState, chr),
     DEFINE_PROP_STRING("link-socket", ArcticNiuState, link_cfg.socket),

@@ -76,6 +76,12 @@
 #include "niu-time.h"
 
 #define TYPE_ARCTIC_NIU "arctic-niu"
+
+/*
+ * What a template=on NIU saves for its node-id and mode: it has neither,
+ * and its state loads into any node (docs/snapshots.md §6).
+ */
+#define NIU_VM_TEMPLATE UINT32_MAX
 OBJECT_DECLARE_SIMPLE_TYPE(ArcticNiuState, ARCTIC_NIU)
 
 struct ArcticNiuState {
@@ -138,8 +144,16 @@ struct ArcticNiuState {
     bool frozen;
     const char *frozen_by;      /* what froze it (a static string) */
     bool restore_failed;
+    /*
+     * template=on: a node without identity, saved to start clones from
+     * (docs/snapshots.md §6); used once its guest touched a register.
+     * loading_template: the state being loaded is a template's.
+     */
+    bool template;
+    bool template_used;
+    bool loading_template;
     struct {
-        uint32_t node_id, lines, timed;
+        uint32_t node_id, lines, timed;     /* or NIU_VM_TEMPLATE */
     } vm_identity;
     struct {
         uint16_t up_count;

@@ -1594,6 +1594,17 @@ void niu_e2e_cleanup(NiuE2E *e)
     timer_free(e->retry_timer);
 }
 
+/*
+ * A state loaded from a template (docs/snapshots.md §6) becomes a new
+ * NIU's: streams in the first epoch a node booted in this mode would use
+ * (timed: the same on every run).
+ */
+void niu_e2e_renew(NiuE2E *e)
+{
+    e->epoch_base = 0;
+    niu_e2e_reset(e);
+}
+
 /* Every line dropped, every stream afresh in a new epoch. */
 void niu_e2e_reset(NiuE2E *e)
 {

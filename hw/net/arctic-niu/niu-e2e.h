@@ -278,6 +278,7 @@ void niu_e2e_init(NiuE2E *e, uint16_t node_id, bool timed, NiuLink *link,
                   QemuRecMutex *lock, const NiuE2EOps *ops);
 void niu_e2e_cleanup(NiuE2E *e);
 void niu_e2e_reset(NiuE2E *e);
+void niu_e2e_renew(NiuE2E *e);
 ArcticLine *niu_e2e_line_alloc(NiuE2E *e, uint8_t prio);
 ArcticLine *niu_e2e_dma_line_alloc(NiuE2E *e);
 void niu_e2e_send(NiuE2E *e, ArcticLine *line, unsigned epn, uint16_t job,
