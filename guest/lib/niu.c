@@ -155,7 +155,8 @@ uint64_t niu_now_ns(void)
 bool niu_timed(void)
 {
 	char line[4096] = "";
-	FILE *f = fopen("/proc/cmdline", "r");
+	/* guest/init's line: the kernel's, or a clone's (docs/snapshots.md) */
+	FILE *f = fopen("/run/arctic-cmdline", "r") ?: fopen("/proc/cmdline", "r");
 
 	if (f) {
 		if (!fgets(line, sizeof(line), f))

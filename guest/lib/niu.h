@@ -533,8 +533,9 @@ uint64_t niu_now_ns(void);
 
 /*
  * Whether this node runs in timed mode (the kernel parameter
- * arctic.timed=1 of scripts/niu-cluster --timed): its clock is then the
- * cluster's virtual time (docs/timed-mode.md), otherwise the host's.
+ * arctic.timed=1 of scripts/niu-cluster --timed, or a clone's command line
+ * in /run/arctic-cmdline): its clock is then the cluster's virtual time
+ * (docs/timed-mode.md), otherwise the host's.
  */
 bool niu_timed(void);
 
