@@ -113,6 +113,15 @@
 #           the difference, timed mode is refused, a state file cut
 #           short fails the run cleanly, and nothing is left;
 #           prints the boot time saved
+#   clone-16  16 nodes started as clones of one template
+#           (--clone, docs/snapshots.md section 6) in a template cache of
+#           the test's own: the first run boots and saves the template,
+#           the second takes it; both run niu-coll-test with every value
+#           right on every node, each node a clone of its own id, and
+#           report the clones' memory; a template whose saved state was
+#           cut short ends the run cleanly naming it, nothing left; two
+#           timed runs of 2 clones print the same niu-ping lines;
+#           prints the boot times
 #   timed-2  timed mode (docs/timed-mode.md) on 2 nodes: niu-ping and
 #           niu-bw right, the clock started on both, and the switch
 #           routed, synchronised and granted; the report names the
@@ -168,7 +177,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|snapshot-2|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2|ip-4|ip-down-3|tcp-faults-2|mpi-4|timed-mpi-2}
+case_name=${1:?usage: cluster-test.sh clone-16|ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|snapshot-2|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2|ip-4|ip-down-3|tcp-faults-2|mpi-4|timed-mpi-2}
 if [ ! -r "$ARCTIC_GUEST_DIR/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_GUEST_DIR/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_GUEST_DIR; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -222,6 +231,23 @@ node_lines() {
         grep -aE -- "$keep" "$file" | grep -a "^\[node $n\]" |
             grep -av 'qemu-system'
     done
+}
+
+# The lines matching $3 of $2 nodes are the same in $out and in file $1,
+# and there are at least $4 of them (default 1); $5 names the two runs.
+same_node_lines() {
+    local other=$1 nodes=$2 pattern=$3 least=${4:-1} what=$5 n
+    n=$(node_lines "$out" "$nodes" "$pattern" | wc -l)
+    if [ "$n" -ge "$least" ] &&
+       diff <(node_lines "$out" "$nodes" "$pattern") \
+            <(node_lines "$other" "$nodes" "$pattern") >"$out.diff"; then
+        echo "ok: $what print the same $n lines"
+    else
+        echo "FAIL: $what differ (or printed $n lines, fewer than $least):"
+        cat "$out.diff"
+        failures=$((failures + 1))
+    fi
+    rm -f "$out.diff"
 }
 
 # Run niu-cluster with these arguments; its output goes to $out and here.
@@ -995,16 +1021,59 @@ snapshot-2)
     expect "both nodes ok" '^node [01]: ok$' 2
     restore_boot=$(sed -n 's/^=== summary: .* boot \([0-9]*\)s, .*/\1/p' "$out")
     run_cluster -n 2 -- "$program"
-    pattern='niu-coll-test: ([0-9]+ nodes|.* wrong$|PASS)|ARCTIC-RESULT'
-    if diff <(node_lines "$out" 2 "$pattern") <(node_lines "$out.restored" 2 "$pattern") >"$out.diff"; then
-        echo "ok: cold and restored runs print the same $(node_lines "$out" 2 "$pattern" | wc -l) lines"
-    else
-        echo "FAIL: cold and restored runs differ:"
-        cat "$out.diff"
-        failures=$((failures + 1))
-    fi
+    same_node_lines "$out.restored" 2 \
+        'niu-coll-test: ([0-9]+ nodes|.* wrong$|PASS)|ARCTIC-RESULT' 1 \
+        "cold and restored runs"
     echo "boot: cold ${cold_boot:-?} s, from the snapshot ${restore_boot:-?} s (this host, shared: one run each)"
     rm -rf "$snap" "$out.restored" "$out.diff"
+    ;;
+clone-16)
+    # docs/snapshots.md section 6, in a template cache of the test's own.
+    ARCTIC_TEMPLATES=$(mktemp -d)
+    export ARCTIC_TEMPLATES
+    run_cluster -n 16 --clone -- niu-coll-test
+    expect "the first run boots the template" '^==> [^ ]+: booting a template to clone the nodes from '
+    expect "and saves it" '^==> [^ ]+: template booted in [0-9]+s and saved '
+    first_boot=$(sed -n 's/^==> all 16 nodes booted in \([0-9]*\)s.*/\1/p' "$out")
+    run_cluster -n 16 --clone -- niu-coll-test
+    expect "the second run takes it" '^==> [^ ]+: cloning every node here from template [0-9a-f]{16} '
+    expect "and boots none" 'booting a template' 0
+    expect "every node a clone" '^\[node [0-9]+\] ARCTIC: a clone, started from its template$' 16
+    for n in 0 9 15; do
+        expect "node $n is node $n" "^\\[node $n\\] ARCTIC: node $n ready, waiting for the start\$"
+    done
+    expect "every value right" '^\[node 0\] niu-coll-test: (all-to-all|broadcast|reduce|allreduce|active messages|block transfer|failed calls) +0 wrong$' 7
+    expect "the verdict" '^\[node 0\] niu-coll-test: PASS$'
+    expect "every node ok" '^node [0-9]+: ok$' 16
+    expect "the clones' memory reported" '^==> [^ ]+: memory of the 16 clones here before their program: RSS [1-9][0-9]* MiB each, PSS [1-9][0-9]* MiB each, '
+    clone_boot=$(sed -n 's/^==> all 16 nodes booted in \([0-9]*\)s.*/\1/p' "$out")
+    # A template cut short: every clone's load fails, the run ends.
+    for state in "$ARCTIC_TEMPLATES"/*/state; do
+        truncate -s 1000 "$state"
+    done
+    # (124: no node booted, as niu-cluster says of nodes that did not)
+    run_cluster_expecting 124 -n 2 --clone -- niu-coll-test
+    expect "QEMU refuses the state" '^\[node [01]\] qemu-system-x86_64: load of migration failed: ' 2
+    expect "a template cut short ends the run, naming it" "^error: --clone: a node did not load the template \\(above\\); remove $ARCTIC_TEMPLATES/[0-9a-f]{16} to boot it again\$"
+    dir=$(arctic_run_dir_of "$out")
+    left=0
+    [ -z "$dir" ] || left=$(arctic_run_pids "$dir" | wc -l)
+    if [ "$left" = 0 ]; then
+        echo "ok: nothing left of the refused run"
+    else
+        echo "FAIL: $left process(es) left of the refused run"
+        failures=$((failures + 1))
+    fi
+    # Timed clones repeat themselves (the first run makes their template).
+    run_cluster -n 2 --timed --clone -- niu-ping -n 50
+    cp "$out" "$out.first"
+    run_cluster -n 2 --timed --clone -- niu-ping -n 50
+    expect "timed clones of a timed template" '^==> [^ ]+: cloning every node here from template '
+    same_node_lines "$out.first" 2 \
+        'niu-ping: [0-9]+ replies checked|^\[node 0\] +[0-9]+ +[0-9.]+ ' 8 \
+        "two timed runs of clones"
+    echo "boot of 16 nodes: making the template and cloning ${first_boot:-?} s, cloning ${clone_boot:-?} s (this host, shared: one run each)"
+    rm -rf "$ARCTIC_TEMPLATES" "$out.first"
     ;;
 timed-2)
     lines=/sys/bus/pci/drivers/arctic_niu/0*/lines

@@ -3,8 +3,8 @@
 # scripts/niu-cluster refuses what cannot work before it boots anything:
 # too little guest memory, a program the guest image does not have (each
 # word that starts a command of PROGRAM), a --share directory too big to
-# copy into timed guests, a snapshot option that cannot work, and it says
-# so in one line.
+# copy into timed guests, a snapshot or --clone option that cannot work,
+# and it says so in one line.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
@@ -78,6 +78,13 @@ refused "a save with 9p" "--save-at-start: not with --share or --module (QEMU's 
 refused "--from a directory that is no snapshot" "--from $snap: no cluster.json there" \
     --from "$snap" -- niu-ping
 refused "a timed --from" "--from: fast mode only" --timed --from "$snap" -- niu-ping
+# --clone: a template has no terminal, gdb stub or share of a node.
+refused "--clone with a console" "--clone: not with --console, --gdb, --share or --module" \
+    --clone -c 0 -- niu-ping
+refused "--clone with a share" "--clone: not with --console, --gdb, --share or --module" \
+    --clone --share "$root/tests" -- niu-ping
+refused "--clone --from" "--clone: not with --save-at-start or --from" \
+    --clone --from "$snap" -- niu-ping
 rm -rf "$snap"
 # Timed mode copies --share into every guest's memory: at most a quarter.
 big=$(mktemp -d)
