@@ -1054,6 +1054,7 @@ clone-16)
     # (124: no node booted, as niu-cluster says of nodes that did not)
     run_cluster_expecting 124 -n 2 --clone -- niu-coll-test
     expect "QEMU refuses the state" '^\[node [01]\] qemu-system-x86_64: load of migration failed: ' 2
+    expect "the summary says why for each node" "^node [01]: FAILED \\(status 124\\): the template's state did not load into this node's QEMU \\(remove $ARCTIC_TEMPLATES/[0-9a-f]{16} to boot it again\\)\$" 2
     expect "a template cut short ends the run, naming it" "^error: --clone: a node did not load the template \\(above\\); remove $ARCTIC_TEMPLATES/[0-9a-f]{16} to boot it again\$"
     dir=$(arctic_run_dir_of "$out")
     left=0
