@@ -9,7 +9,7 @@
  * (fw_cfg, I/O ports 0x510 and 0x511) every 10 ms of the guest's time
  * for a file named opt/arctic/cmdline.  The template's QEMU has none;
  * each clone's QEMU is started from the template's saved state with
- * `-fw_cfg name=opt/arctic/cmdline,string=...`, its node's command line.
+ * `-fw_cfg name=opt/arctic/cmdline,file=...`, its node's command line.
  * fw_cfg's contents are not part of a saved state, so the clone finds its
  * own.  Polling, not the console, keeps a timed clone's run free of host
  * timing: the file is there when the clone's first poll looks.
