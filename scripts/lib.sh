@@ -106,6 +106,15 @@ arctic_qemu_paths() {
     ARCTIC_FIRMWARE_DIR="$ARCTIC_CACHE/firmware"
 }
 
+# Run this project's QMP script $1 (niu-snapshot, niu-state) with the rest
+# as its arguments, on QEMU's own QMP library (python/ in the source tree
+# arctic_qemu_paths found).
+arctic_qmp_script() {
+    local script=$1
+    shift
+    PYTHONPATH="$ARCTIC_QEMU_SRC/python" "$ARCTIC_ROOT/scripts/$script" "$@"
+}
+
 # Build (when $1 is yes) what a cluster needs, or find it: this checkout's
 # QEMU (arctic_qemu_paths), arctic-switch unless $ARCTIC_SWITCH names one
 # (with the project's meson targets given after $1), and the guest image.
