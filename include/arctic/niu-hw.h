@@ -388,6 +388,17 @@ REG32(NIU_RX_CTRL, 0x104)
 REG32(NIU_VMASK, 0x108)              /* endpoints served (Appendix A) */
     FIELD(NIU_VMASK, MASK, 0, 3)
 REG32(NIU_DOORBELL_ALL, 0x10c)       /* write: poll every endpoint now */
+/*
+ * The endpoints whose Tx queues MPFSM and DMAFSM poll, an extension: seed
+ * 002's FSMs poll every served endpoint, and that is the reset value.  An
+ * endpoint whose bit is 0 has its queues read only by a service pass that
+ * something else started (a doorbell, an ack freeing a line, a batch
+ * continued): for a producer that rings USER_DOORBELL for every slot it
+ * writes behind a taken one (programming guide §10.1), or for queues
+ * nobody writes.  With no served endpoint's bit set the poll stops.
+ */
+REG32(NIU_TX_POLLED, 0x11c)
+    FIELD(NIU_TX_POLLED, MASK, 0, 8)     /* bit e: endpoint e polled */
 
 /*
  * Interrupts, an extension seed 002 lacks: one MSI-X vector per cause

@@ -16,6 +16,7 @@
 #define MIG_DEST        2               /* the node the NIU sends to */
 #define MIG_TARGET      0x7f0000002000ull
 #define MIG_SCRATCH     0x5eed1234u
+#define MIG_TX_POLLED   0x05u       /* endpoint 0, which sends, and 2 */
 #define MIG_WINDOW_PHY  0x5eed00000000ull   /* a DMA window's base */
 #define MIG_IN_BLOCK    (WIN_PHYS + 0x10000)
 #define MIG_OUT_BLOCK   (WIN_PHYS + 0x800)
@@ -223,6 +224,7 @@ static void mig_before_cut(Niu *n, uint32_t *block, uint32_t *in_block,
     set_window_and_job(n, WIN_PHYS, WIN_VIRT, WIN_MASK, 0);
     mark_rx_slots(n);
     reg_w(n, A_NIU_SCRATCH, MIG_SCRATCH);
+    reg_w(n, A_NIU_TX_POLLED, MIG_TX_POLLED);
     for (seq = 0; seq < 4; seq++) {
         mig_peer_lo_acked(n, seq);
     }
@@ -346,6 +348,7 @@ static void test_migrate_in_flight(void)
     g_assert_cmpint(FIELD_EX32(reg_r(b, A_NIU_LINK_STATUS), NIU_LINK_STATUS,
                                UP_COUNT), ==, up_count + 1);
     g_assert_cmphex(reg_r(b, A_NIU_SCRATCH), ==, MIG_SCRATCH);
+    g_assert_cmphex(reg_r(b, A_NIU_TX_POLLED), ==, MIG_TX_POLLED);
     mig_after_load(b, block, in_block, epoch);
     g_assert_cmpint(counter(b, ARCTIC_CNT_DUPLICATES), ==, 1);
     g_assert_cmpint(counter(b, ARCTIC_CNT_RX_LO_PACKETS), ==, 5);

@@ -68,6 +68,54 @@ static void test_tx_polled_without_doorbell(void)
 }
 
 /*
+ * TX_POLLED (reset: every endpoint, seed 002's FSMs) leaves an endpoint out
+ * of the poll: its slot waits for a doorbell however long the clock runs,
+ * with the poll parked, and polling it again looks at once.  A value with
+ * bits outside the mask is refused and changes nothing.
+ */
+static void test_tx_unpolled_endpoint(void)
+{
+    Niu *n = niu_start_linked(8, 8);
+    uint32_t payload[2] = { 5, 6 };
+    uint32_t epoch;
+    QDict *rsp, *st;
+
+    g_assert_cmphex(reg_r(n, A_NIU_TX_POLLED), ==, R_NIU_TX_POLLED_MASK_MASK);
+    reg_w(n, A_NIU_TX_POLLED, 0);
+    g_assert_cmphex(reg_r(n, A_NIU_TX_POLLED), ==, 0);
+    guest_send(n, ARCTIC_TXQ_LO, 2, 9, 10, 11, payload, 2);
+    qtest_clock_step(n->qts, 100 * 1000 * 1000);  /* 100x x-poll-max-ns */
+    link_expect_silence(n);
+    g_assert_cmphex(qtest_readl(n->qts, tx_slot_addr(ARCTIC_TXQ_LO, 0)) &
+                    ARCTIC_MPI_VALID, ==, ARCTIC_MPI_VALID);
+    st = niu_state(n, &rsp);
+    g_assert_true(qdict_get_bool(st, "tx-poll-parked"));
+    g_assert_cmpint(qdict_get_int(st, "tx-polled"), ==, 0);
+    qobject_unref(rsp);
+
+    /* A doorbell still serves it, and the poll stays parked. */
+    doorbell(n);
+    epoch = expect_data(n, 2, ARCTIC_PRIORITY_LOW, 0, 9, 10, 11, payload, 2);
+    peer_control(n, 2, ARCTIC_E2E_ACK, ARCTIC_PRIORITY_LOW, epoch, 0, 0);
+    g_assert_true(qdict_get_bool(niu_state(n, &rsp), "tx-poll-parked"));
+    qobject_unref(rsp);
+
+    /* Refused: endpoint 8 does not exist. */
+    reg_w(n, A_NIU_TX_POLLED, 1u << ARCTIC_ENDPOINTS);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    g_assert_cmphex(reg_r(n, A_NIU_TX_POLLED), ==, 0);
+
+    /* Polled again: the slot written meanwhile goes without a step. */
+    guest_send(n, ARCTIC_TXQ_LO, 2, 9, 10, 11, payload, 1);
+    link_expect_silence(n);
+    reg_w(n, A_NIU_TX_POLLED, 1);
+    expect_data(n, 2, ARCTIC_PRIORITY_LOW, 1, 9, 10, 11, payload, 1);
+    g_assert_false(qdict_get_bool(niu_state(n, &rsp), "tx-poll-parked"));
+    qobject_unref(rsp);
+    niu_stop(n);
+}
+
+/*
  * A doorbell serves the queues itself and leaves the poll interval as it
  * was: a guest that rings will ring again.  (Polling fast after every
  * doorbell woke the main loop every x-poll-min-ns while a ringing guest
@@ -619,6 +667,8 @@ void niu_test_add_queues(void)
 {
     qtest_add_func("/arctic-niu/tx/all-sizes", test_tx_all_sizes);
     qtest_add_func("/arctic-niu/tx/polled", test_tx_polled_without_doorbell);
+    qtest_add_func("/arctic-niu/tx/unpolled-endpoint",
+                   test_tx_unpolled_endpoint);
     qtest_add_func("/arctic-niu/tx/poll-announced-work",
                    test_tx_poll_announced_work);
     qtest_add_func("/arctic-niu/tx/doorbell-keeps-poll-interval",

@@ -397,6 +397,9 @@ static uint64_t niu_engine_read(ArcticNiuState *s, hwaddr addr, bool *ok)
     case A_NIU_DOORBELL_ALL:
         val = 0;
         break;
+    case A_NIU_TX_POLLED:
+        val = s->q.tx_polled;
+        break;
     case A_NIU_IRQ_STATUS:
         val = s->status.irq_status;
         break;
@@ -526,8 +529,19 @@ static void niu_vmask_write(ArcticNiuState *s, uint32_t val)
         niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_VMASK,
                   "VMASK 0x%x has bits outside its mask", val);
     } else {
-        s->q.vmask = val;
+        qatomic_set(&s->q.vmask, val);
     }
+}
+
+/* TX_POLLED: which endpoints the Tx poll reads, at any time. */
+static void niu_tx_polled_write(ArcticNiuState *s, uint32_t val)
+{
+    if (val & ~R_NIU_TX_POLLED_MASK_MASK) {
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TX_POLLED,
+                  "TX_POLLED 0x%x has bits outside its mask", val);
+        return;
+    }
+    niu_tx_set_polled(&s->q, val);
 }
 
 /*
@@ -600,6 +614,9 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
         break;
     case A_NIU_DOORBELL_ALL:
         niu_tx_doorbell(&s->q, MAKE_64BIT_MASK(0, ARCTIC_ENDPOINTS));
+        break;
+    case A_NIU_TX_POLLED:
+        niu_tx_polled_write(s, val);
         break;
     case A_NIU_IRQ_STATUS:
         niu_irq_ack(&s->status, val);
@@ -1007,6 +1024,8 @@ static void niu_get_state(Object *obj, Visitor *v, const char *name,
               &err);
     visit_u64(v, "tx-pending", niu_e2e_pending(&s->e2e), &err);
     visit_u64(v, "vmask", s->q.vmask, &err);
+    visit_u64(v, "tx-polled", s->q.tx_polled, &err);
+    visit_bool(v, "tx-poll-parked", s->q.tx.poll_parked, &err);
     visit_u64(v, "error-cause", s->status.error_cause, &err);
     visit_str(v, "last-error",
               s->status.error_cause ? arctic_error_name(FIELD_EX32(
@@ -1042,6 +1061,7 @@ void niu_full_reset(ArcticNiuState *s)
     s->q.rx_enabled = false;
     s->q.rx_raw = false;
     s->q.vmask = 0;
+    s->q.tx_polled = R_NIU_TX_POLLED_MASK_MASK;    /* seed 002: all */
     niu_status_reset(&s->status);
     s->scratch = 0;
     niu_test_dma_reset(&s->test_dma);
@@ -1250,6 +1270,7 @@ static int niu_pre_load(void *opaque)
     niu_raw_reset(&s->q);
     niu_rx_reset(&s->q);
     niu_test_dma_reset(&s->test_dma);
+    s->q.tx_polled = R_NIU_TX_POLLED_MASK_MASK;    /* unless sent */
     return 0;
 }
 
@@ -1259,6 +1280,9 @@ static const char *niu_loaded_fault(ArcticNiuState *s)
 
     if (s->q.vmask & ~R_NIU_VMASK_MASK_MASK) {
         return "VMASK has bits outside its mask";
+    }
+    if (s->q.tx_polled & ~R_NIU_TX_POLLED_MASK_MASK) {
+        return "TX_POLLED has bits outside its mask";
     }
     for (e = 0; e < ARCTIC_ENDPOINTS; e++) {
         const ArcticEndpoint *ep = &s->q.ep[e];
@@ -1443,6 +1467,25 @@ NIU_VMSTATE_PART(vmstate_niu_raw, "arctic-niu/raw", q, NiuQueues,
 /* Remote-DMA reports and refusals owed: only while some are. */
 NIU_VMSTATE_PART(vmstate_niu_rx_reports, "arctic-niu/rx-reports", q,
                  NiuQueues, vmstate_niu_queues_reports, niu_rx_reports_needed);
+/* TX_POLLED: only when it is not the reset value (seed 002's). */
+static bool niu_tx_polled_needed(void *opaque)
+{
+    ArcticNiuState *s = opaque;
+
+    return s->q.tx_polled != R_NIU_TX_POLLED_MASK_MASK;
+}
+
+static const VMStateDescription vmstate_niu_tx_polled = {
+    .name = "arctic-niu/tx-polled",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .needed = niu_tx_polled_needed,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT32(q.tx_polled, ArcticNiuState),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
 /* The test DMA engine: only when it was used since reset. */
 NIU_VMSTATE_PART(vmstate_niu_test_dma, "arctic-niu/test-dma", test_dma,
                  NiuTestDma, vmstate_niu_test_dma_regs, niu_test_dma_used);
@@ -1482,6 +1525,7 @@ static const VMStateDescription vmstate_arctic_niu = {
         &vmstate_niu_raw,
         &vmstate_niu_rx_reports,
         &vmstate_niu_test_dma,
+        &vmstate_niu_tx_polled,
         NULL
     },
 };

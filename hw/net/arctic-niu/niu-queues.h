@@ -155,6 +155,7 @@ typedef struct NiuQueues {
     bool rx_enabled;
     bool rx_raw;                /* RxCtrl.RAW: OFF means dMPI receive */
     uint32_t vmask;
+    uint32_t tx_polled;         /* NIU_TX_POLLED */
     uint32_t route_table[2][ARCTIC_S];
     ArcticEndpoint ep[ARCTIC_ENDPOINTS];
 
@@ -206,6 +207,7 @@ void niu_tx_reset(NiuQueues *q);
 void niu_tx_cleanup(NiuQueues *q);
 void niu_tx_kick(NiuQueues *q);
 void niu_tx_unpark(NiuQueues *q);
+void niu_tx_set_polled(NiuQueues *q, uint32_t polled);
 void niu_tx_doorbell(NiuQueues *q, uint32_t endpoints);
 void niu_tx_enable_changed(NiuQueues *q);
 bool niu_tx_draining(NiuQueues *q);

@@ -436,8 +436,12 @@ static void send_reports(NiuQueues *qs)
     }
 }
 
-/* The endpoints served this cycle, in Appendix A's COUNT & VMASK order. */
-static unsigned served_endpoints(NiuQueues *qs, unsigned *order)
+/*
+ * The endpoints served this cycle, in Appendix A's COUNT & VMASK order,
+ * of those in @only.
+ */
+static unsigned served_endpoints(NiuQueues *qs, unsigned *order,
+                                 uint32_t only)
 {
     unsigned c, n = 0, seen = 0;
 
@@ -445,7 +449,9 @@ static unsigned served_endpoints(NiuQueues *qs, unsigned *order)
         unsigned epn = (qs->tx.count + c) & qs->vmask;
         if (!(seen & (1u << epn))) {
             seen |= 1u << epn;
-            order[n++] = epn;
+            if (only & (1u << epn)) {
+                order[n++] = epn;
+            }
         }
     }
     qs->tx.count++;
@@ -493,6 +499,25 @@ static void tx_schedule(NiuQueues *qs)
     }
 }
 
+/*
+ * The served endpoints (e & VMASK == e) that TX_POLLED has polled.  Read
+ * without the lock by the main loop's notifier: each word is read once.
+ */
+static uint32_t tx_polled_served(NiuQueues *qs)
+{
+    uint32_t vmask = qatomic_read(&qs->vmask);
+    uint32_t polled = qatomic_read(&qs->tx_polled);
+    uint32_t served = 0;
+    unsigned e;
+
+    for (e = 0; e < ARCTIC_ENDPOINTS; e++) {
+        if ((e & vmask) == e) {
+            served |= 1u << e;
+        }
+    }
+    return polled & served;
+}
+
 /* The next poll in one poll interval. */
 static void tx_poll_arm(NiuQueues *qs)
 {
@@ -521,7 +546,7 @@ static void tx_poll_park(NiuQueues *qs)
 
 void niu_tx_unpark(NiuQueues *qs)
 {
-    if (qs->tx.poll_parked && qs->tx_enabled) {
+    if (qs->tx.poll_parked && qs->tx_enabled && tx_polled_served(qs)) {
         trace_arctic_niu_tx_poll_unpark(qs->node_id);
         tx_poll_arm(qs);
     }
@@ -541,8 +566,8 @@ static void tx_main_loop_poll(Notifier *notifier, void *data)
      * packet, is taken only when there is something to do.
      */
     if (mlpoll->state != MAIN_LOOP_POLL_FILL ||
-        !qatomic_read(&qs->tx.poll_parked) || all_cpu_threads_idle() ||
-        qs->tx.cfg.timed) {
+        !qatomic_read(&qs->tx.poll_parked) || !tx_polled_served(qs) ||
+        all_cpu_threads_idle() || qs->tx.cfg.timed) {
         return;
     }
     QEMU_LOCK_GUARD(qs->lock);
@@ -561,9 +586,10 @@ static void tx_main_loop_poll(Notifier *notifier, void *data)
  * keep itself at x-poll-min-ns for as long as that guest streams (a trace of
  * niu-bw: some 6000 main-loop wake-ups a second, each taking the BQL from
  * the vCPU and the link thread).  Polling stays armed for the guests that
- * only write slots (seed 002).
+ * only write slots (seed 002).  @only: the endpoints to serve (the poll
+ * timer's: TX_POLLED's; every other pass: all).
  */
-static void tx_service(NiuQueues *qs, bool polled)
+static void tx_pass(NiuQueues *qs, bool polled, uint32_t only)
 {
     unsigned order[ARCTIC_ENDPOINTS];
     unsigned n, taken = 0, unannounced = 0;
@@ -591,7 +617,7 @@ static void tx_service(NiuQueues *qs, bool polled)
     if (qs->tx_enabled) {
         send_reports(qs);
         qs->tx.refused = 0;
-        n = served_endpoints(qs, order);
+        n = served_endpoints(qs, order, only);
         /*
          * High before low across every endpoint, so low-priority work of
          * one endpoint never delays another's high-priority slots; DMATx
@@ -611,7 +637,7 @@ static void tx_service(NiuQueues *qs, bool polled)
          * virtual time stays bounded whatever the guest programs.
          */
         if (!polled) {
-            if (!timer_pending(qs->tx.poll_timer)) {
+            if (!timer_pending(qs->tx.poll_timer) && tx_polled_served(qs)) {
                 tx_poll_arm(qs);
             }
         } else {
@@ -625,7 +651,8 @@ static void tx_service(NiuQueues *qs, bool polled)
                                      qs->tx.poll_interval_ns);
             /* Work a doorbell announced stays announced until taken. */
             qs->tx.rung &= waiting;
-            if (cpus_idle && !taken && !waiting && !more) {
+            if (!tx_polled_served(qs) ||
+                (cpus_idle && !taken && !waiting && !more)) {
                 tx_poll_park(qs);
             } else {
                 tx_poll_arm(qs);
@@ -638,12 +665,17 @@ static void tx_service(NiuQueues *qs, bool polled)
     niu_e2e_pump(qs->e2e, false);
 }
 
+static void tx_service(NiuQueues *qs, bool polled)
+{
+    tx_pass(qs, polled, MAKE_64BIT_MASK(0, ARCTIC_ENDPOINTS));
+}
+
 static void tx_poll_timer_cb(void *opaque)
 {
     NiuQueues *qs = opaque;
     QEMU_LOCK_GUARD(qs->lock);
 
-    tx_service(qs, true);
+    tx_pass(qs, true, qs->tx_polled);
 }
 
 static void tx_bh_cb(void *opaque)
@@ -774,6 +806,23 @@ void niu_tx_resume(NiuQueues *qs)
         return;
     }
     niu_e2e_pump(qs->e2e, true);
+}
+
+/*
+ * TX_POLLED written.  An endpoint polled anew is looked at now and then
+ * polled; an endpoint left out is read only by passes something else
+ * starts (include/arctic/niu-hw.h), and with none left the poll parks at
+ * its next pass.
+ */
+void niu_tx_set_polled(NiuQueues *qs, uint32_t polled)
+{
+    uint32_t added = polled & ~qs->tx_polled;
+
+    qatomic_set(&qs->tx_polled, polled);
+    trace_arctic_niu_tx_polled(qs->node_id, polled);
+    if (added && qs->tx_enabled) {
+        niu_tx_kick(qs);
+    }
 }
 
 void niu_tx_enable_changed(NiuQueues *qs)
