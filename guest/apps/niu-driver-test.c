@@ -29,6 +29,8 @@
 #include "uapi/arctic_niu.h"
 
 static const char *device = "/dev/arctic-niu0";
+/* The PCI device of /dev/arctic-niu0, whose attributes the driver adds. */
+#define TX_POLLED_SYSFS "/sys/class/misc/arctic-niu0/device/tx_polled"
 static int failures;
 
 static void check(int ok, const char *what)
@@ -517,6 +519,40 @@ out:
 	close(from);
 }
 
+/* NIU_TX_POLLED as the driver's sysfs shows it, or -1. */
+static long tx_polled(void)
+{
+	long value = -1;
+	FILE *f = fopen(TX_POLLED_SYSFS, "r");
+
+	if (f) {
+		if (fscanf(f, "%ld", &value) != 1)
+			value = -1;
+		fclose(f);
+	}
+	return value;
+}
+
+/*
+ * ARCTIC_NIU_IOC_TX_POLL: open has the NIU poll the endpoint (seed 002's
+ * program only writes slots), 0 stops that, 1 brings it back, anything
+ * else is refused.  @fd owns endpoint 0.
+ */
+static void check_tx_poll(int fd)
+{
+	uint32_t poll = 2;
+
+	check(tx_polled() == 1, "TX_POLLED after open: endpoint 0 polled");
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_TX_POLL, &poll) == -EINVAL,
+	      "Tx poll 2: EINVAL");
+	poll = 0;
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_TX_POLL, &poll) == 0 &&
+	      tx_polled() == 0, "Tx poll 0: endpoint 0 not polled");
+	poll = 1;
+	check(do_ioctl(fd, ARCTIC_NIU_IOC_TX_POLL, &poll) == 0 &&
+	      tx_polled() == 1, "Tx poll 1: endpoint 0 polled again");
+}
+
 int main(int argc, char **argv)
 {
 	struct arctic_niu_endpoint_info info;
@@ -531,6 +567,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	check_ioctls(fd);
+	check_tx_poll(fd);
 	check_mmap(fd);
 	if (do_ioctl(fd, ARCTIC_NIU_IOC_NODE_INFO, &node) == 0)
 		check_loopback(fd, node.node_id);
@@ -554,6 +591,7 @@ int main(int argc, char **argv)
 	for (i = 1; i < USER_ENDPOINTS; i++)
 		close(fds[i]);
 	close(fd);
+	check(tx_polled() == 0, "TX_POLLED with no endpoint open: 0");
 
 	/*
 	 * The loopback left its message unread: release keeps it, at the

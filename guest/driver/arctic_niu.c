@@ -107,6 +107,11 @@ struct arctic_niu {
 	bool routes_loaded;
 	/* dMPI raw mode: both datapaths OFF, only endpoint 0 open. */
 	bool raw_mode;
+	/*
+	 * NIU_TX_POLLED: the open endpoints whose program has not said it
+	 * rings the doorbell (ARCTIC_NIU_IOC_TX_POLL); under @lock.
+	 */
+	u32 tx_polled;
 	u32 node_id;
 	u32 num_nodes;
 	struct arctic_niu_endpoint ep[ARCTIC_ENDPOINTS];
@@ -703,6 +708,21 @@ static void niu_free_dma_window(struct arctic_niu_endpoint *ep)
 	ep->dma_window = NULL;
 }
 
+/*
+ * Whether the NIU polls endpoint @e's Tx queues, with niu->lock held.  An
+ * endpoint nobody has open is not polled (nothing writes its slots; the
+ * kernel's niuN rings for its own), so a guest that runs no program of
+ * seed 002's kind has its NIU read its queues only when a doorbell asks.
+ */
+static void niu_tx_poll(struct arctic_niu *niu, unsigned int e, bool on)
+{
+	if (on)
+		niu->tx_polled |= BIT(e);
+	else
+		niu->tx_polled &= ~BIT(e);
+	niu_write(niu, A_NIU_TX_POLLED, niu->tx_polled);
+}
+
 static int arctic_niu_open(struct inode *inode, struct file *file)
 {
 	struct arctic_niu *niu = file_to_niu(file);
@@ -736,6 +756,8 @@ static int arctic_niu_open(struct inode *inode, struct file *file)
 		niu_free_dma_window(ep);
 	}
 	ep->in_use = true;
+	/* Seed 002's program writes slots and nothing else, until it says. */
+	niu_tx_poll(niu, ep->index, true);
 	/* From here on the file stands for its endpoint. */
 	file->private_data = ep;
 unlock:
@@ -761,6 +783,7 @@ static int arctic_niu_release(struct inode *inode, struct file *file)
 	if (!ep->needs_clear)
 		niu_free_dma_window(ep);
 	ep->in_use = false;
+	niu_tx_poll(ep->niu, ep->index, false);
 	mutex_unlock(&ep->niu->lock);
 	return 0;
 }
@@ -1084,6 +1107,20 @@ static long ioctl_raw_mode(struct arctic_niu_endpoint *ep, void __user *arg)
 	return copy_to_user(arg, &req, sizeof(req)) ? -EFAULT : 0;
 }
 
+static long ioctl_tx_poll(struct arctic_niu_endpoint *ep, u32 __user *uarg)
+{
+	u32 poll;
+
+	if (get_user(poll, uarg))
+		return -EFAULT;
+	if (poll > 1)
+		return -EINVAL;
+	mutex_lock(&ep->niu->lock);
+	niu_tx_poll(ep->niu, ep->index, poll);
+	mutex_unlock(&ep->niu->lock);
+	return 0;
+}
+
 static long arctic_niu_ioctl(struct file *file, unsigned int cmd,
 			     unsigned long arg)
 {
@@ -1106,6 +1143,8 @@ static long arctic_niu_ioctl(struct file *file, unsigned int cmd,
 		return ioctl_raw_mode(ep, uarg);
 	case ARCTIC_NIU_IOC_KEEP_UNREAD:
 		return ioctl_keep_unread(ep, uarg);
+	case ARCTIC_NIU_IOC_TX_POLL:
+		return ioctl_tx_poll(ep, uarg);
 	case ARCTIC_NIU_IOC_COUNTERS:
 		niu_read_counters(niu, &counters);
 		return copy_to_user(uarg, &counters, sizeof(counters)) ?
@@ -2022,6 +2061,7 @@ static NIU_REG_ATTR(net_levels, A_NIU_NET_LEVELS);
 static NIU_REG_ATTR(link_status, A_NIU_LINK_STATUS);
 static NIU_REG_ATTR(error_cause, A_NIU_ERROR_CAUSE);
 static NIU_REG_ATTR(error_info, A_NIU_ERROR_INFO);
+static NIU_REG_ATTR(tx_polled, A_NIU_TX_POLLED);
 
 /* The retransmit lines the NIU has (its "lines" property): packets in flight. */
 static ssize_t lines_show(struct device *dev, struct device_attribute *attr,
@@ -2111,6 +2151,7 @@ static struct attribute *niu_attrs[] = {
 	&niu_attr_link_status.attr.attr,
 	&niu_attr_error_cause.attr.attr,
 	&niu_attr_error_info.attr.attr,
+	&niu_attr_tx_polled.attr.attr,
 	&dev_attr_lines.attr,
 	&dev_attr_time_start.attr,
 	&dev_attr_time_now.attr,
@@ -2249,6 +2290,7 @@ static int arctic_niu_probe(struct pci_dev *pdev,
 	if (ret)
 		goto reset_device;
 	niu_write(niu, A_NIU_VMASK, niu->num_endpoints - 1);
+	niu_write(niu, A_NIU_TX_POLLED, niu->tx_polled);	/* none open */
 	ret = niu_setup_irqs(niu);
 	if (ret) {
 		dev_err(dev, "no interrupt: %d\n", ret);

@@ -120,18 +120,22 @@ void niu_lib_idle(struct niu_endpoint *ep, unsigned int *spins,
 }
 
 /*
- * NIU_LINK_POLL in the environment: 0 turns busy polling of the link off
- * (as before it existed, for comparisons), 1 or unset leaves it on.
+ * A 0-or-1 switch in the environment, for comparisons: NIU_LINK_POLL=0
+ * turns busy polling of the link off (as before it existed), NIU_TX_POLL=1
+ * has the NIU poll this endpoint's Tx queues as seed 002's does.  Unset:
+ * @unset; anything else is said and counts as unset.
  */
-static bool link_poll_from_env(const char *value)
+static bool env_switch(const char *name, bool unset, const char *what)
 {
-	if (!value || !strcmp(value, "1"))
-		return true;
-	if (!strcmp(value, "0"))
-		return false;
-	fprintf(stderr, "libniu: NIU_LINK_POLL='%s' is neither 0 nor 1; "
-		"busy polling stays on\n", value);
-	return true;
+	const char *value = getenv(name);
+
+	if (!value)
+		return unset;
+	if (!strcmp(value, "1") || !strcmp(value, "0"))
+		return value[0] == '1';
+	fprintf(stderr, "libniu: %s='%s' is neither 0 nor 1; %s stays %s\n",
+		name, value, what, unset ? "on" : "off");
+	return unset;
 }
 
 void niu_set_idle_sleep(struct niu_endpoint *ep, unsigned int microseconds)
@@ -276,12 +280,20 @@ int niu_open(struct niu_endpoint *ep, const char *path)
 					     A_USER_DOORBELL);
 	ep->link_poll = (volatile uint32_t *)((char *)ep->user_page +
 					      A_USER_LINK_POLL);
-	poll = link_poll_from_env(getenv("NIU_LINK_POLL")) ?
+	poll = env_switch("NIU_LINK_POLL", true, "busy polling") ?
 		*ep->link_poll : R_USER_LINK_POLL_NONE_MASK;
 	if (poll & R_USER_LINK_POLL_NONE_MASK)
 		ep->link_poll = NULL;
 	else
 		ep->link_poll_yields = poll & R_USER_LINK_POLL_YIELDS_MASK;
+	/*
+	 * Every slot this library writes behind a taken one is rung for
+	 * (niu_lib_ring_doorbell()): the NIU need not poll the endpoint.  A
+	 * driver without the request (ENOTTY) polls it all the same.
+	 */
+	poll = env_switch("NIU_TX_POLL", false, "Tx polling");
+	if (ioctl(ep->fd, ARCTIC_NIU_IOC_TX_POLL, &poll) < 0 && errno != ENOTTY)
+		goto fail_errno;
 	ep->dma_tx = (volatile struct arctic_dma_request *)
 		((char *)ep->queues + ARCTIC_MMAP_DMA_TX);
 	for (p = 0; p < NIU_NUM_PRIORITIES; p++) {

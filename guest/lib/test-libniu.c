@@ -1011,14 +1011,22 @@ static void test_idle_sleep_from_env(void)
 	CHECK(idle_sleep_from_env("99999999999999999999") == 0);
 }
 
-/* NIU_LINK_POLL: 0 turns busy polling off; anything else leaves it on. */
-static void test_link_poll_from_env(void)
+/* NIU_LINK_POLL, NIU_TX_POLL: 0 or 1, anything else the default. */
+static void test_env_switch(void)
 {
-	CHECK(link_poll_from_env(NULL));
-	CHECK(link_poll_from_env("1"));
-	CHECK(!link_poll_from_env("0"));
-	CHECK(link_poll_from_env("off"));	/* with a message */
-	CHECK(link_poll_from_env(""));
+	unsetenv("NIU_TEST_SWITCH");
+	CHECK(env_switch("NIU_TEST_SWITCH", true, "it"));
+	CHECK(!env_switch("NIU_TEST_SWITCH", false, "it"));
+	setenv("NIU_TEST_SWITCH", "1", 1);
+	CHECK(env_switch("NIU_TEST_SWITCH", false, "it"));
+	setenv("NIU_TEST_SWITCH", "0", 1);
+	CHECK(!env_switch("NIU_TEST_SWITCH", true, "it"));
+	setenv("NIU_TEST_SWITCH", "off", 1);	/* with a message */
+	CHECK(env_switch("NIU_TEST_SWITCH", true, "it"));
+	CHECK(!env_switch("NIU_TEST_SWITCH", false, "it"));
+	setenv("NIU_TEST_SWITCH", "", 1);
+	CHECK(env_switch("NIU_TEST_SWITCH", true, "it"));
+	unsetenv("NIU_TEST_SWITCH");
 }
 
 /* The peer of test_time_accounting(): 45 words of a collective. */
@@ -1174,7 +1182,7 @@ static void test_time_accounting(void)
 int main(void)
 {
 	test_idle_sleep_from_env();
-	test_link_poll_from_env();
+	test_env_switch();
 	test_wait_polls_link();
 	test_send_encoding();
 	test_stash_given_back();

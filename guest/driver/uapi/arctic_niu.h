@@ -156,6 +156,19 @@ struct arctic_niu_keep_unread {
 	__u32 reserved;		/* zero */
 };
 
+/*
+ * ARCTIC_NIU_IOC_TX_POLL: whether the NIU polls this endpoint's Tx queues
+ * (a __u32, 1 or 0).  Open sets 1: a program of seed 002's kind only writes
+ * slots and valid bits, and the NIU finds them by polling, within the
+ * device's x-poll-max-ns.  A program that rings USER_DOORBELL for every
+ * slot it writes behind a taken one (docs/programming-guide.md §10.1;
+ * libniu does) sets 0: its slots are read when it rings, and a node whose
+ * programs all do so has a poll that stops, so its QEMU is not woken every
+ * millisecond while the guest computes.  A program that sets 0 and then
+ * writes a slot without ringing waits until something else rings.
+ * Errors: EINVAL (not 0 or 1), EFAULT.
+ */
+
 #define ARCTIC_NIU_IOC_MAGIC		0xA7
 #define ARCTIC_NIU_IOC_NODE_INFO \
 	_IOR(ARCTIC_NIU_IOC_MAGIC, 0x00, struct arctic_niu_node_info)
@@ -173,5 +186,7 @@ struct arctic_niu_keep_unread {
 	_IOWR(ARCTIC_NIU_IOC_MAGIC, 0x06, struct arctic_niu_raw_mode)
 #define ARCTIC_NIU_IOC_KEEP_UNREAD \
 	_IOW(ARCTIC_NIU_IOC_MAGIC, 0x07, struct arctic_niu_keep_unread)
+#define ARCTIC_NIU_IOC_TX_POLL \
+	_IOW(ARCTIC_NIU_IOC_MAGIC, 0x08, __u32)
 
 #endif /* _UAPI_ARCTIC_NIU_H */
