@@ -537,11 +537,11 @@ static void tx_poll_arm(NiuQueues *qs)
  * from its interrupts).  So a slot a guest writes without a doorbell
  * still waits at most x-poll-max-ns, idle or not.
  */
-static void tx_poll_park(NiuQueues *qs)
+static void tx_poll_park(NiuQueues *qs, const char *why)
 {
     timer_del(qs->tx.poll_timer);
     qs->tx.poll_parked = true;
-    trace_arctic_niu_tx_poll_park(qs->node_id);
+    trace_arctic_niu_tx_poll_park(qs->node_id, why);
 }
 
 void niu_tx_unpark(NiuQueues *qs)
@@ -651,9 +651,10 @@ static void tx_pass(NiuQueues *qs, bool polled, uint32_t only)
                                      qs->tx.poll_interval_ns);
             /* Work a doorbell announced stays announced until taken. */
             qs->tx.rung &= waiting;
-            if (!tx_polled_served(qs) ||
-                (cpus_idle && !taken && !waiting && !more)) {
-                tx_poll_park(qs);
+            if (!tx_polled_served(qs)) {
+                tx_poll_park(qs, "no endpoint polled (TX_POLLED)");
+            } else if (cpus_idle && !taken && !waiting && !more) {
+                tx_poll_park(qs, "every vCPU idle, the Tx queues empty");
             } else {
                 tx_poll_arm(qs);
             }
@@ -688,6 +689,9 @@ static void tx_bh_cb(void *opaque)
 
 void niu_tx_kick(NiuQueues *qs)
 {
+    if (qs->tx.poll_parked) {
+        trace_arctic_niu_tx_poll_unpark(qs->node_id);
+    }
 
     qs->tx.poll_interval_ns = qs->tx.cfg.poll_min_ns;
     qs->tx.poll_parked = false;
