@@ -13,14 +13,27 @@
  * fw_cfg's contents are not part of a saved state, so the clone finds its
  * own.  Polling, not the console, keeps a timed clone's run free of host
  * timing: the file is there when the clone's first poll looks.
+ *
+ * Before it polls, it writes the template NIU's NIU_TEMPLATE_PAUSE
+ * (BAR 0, mapped through sysfs: no driver is loaded yet), which stops the
+ * machine right there; the launcher saves it stopped.  So every template
+ * of one image is saved at the same instant of its own time, and a timed
+ * clone's figures do not depend on when the launcher saw the template's
+ * console line.  Each clone goes on from that write.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/io.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "arctic/niu-hw.h"
 
 #define FW_CFG_PORT_SEL   0x510
 #define FW_CFG_PORT_DATA  0x511
@@ -48,6 +61,71 @@ static void fw_read(void *buf, size_t len)
 static uint32_t be32(const uint8_t *p)
 {
 	return (uint32_t)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3];
+}
+
+/* The hexadecimal number in sysfs file @dir/@name, or -1. */
+static long sysfs_hex(const char *dir, const char *name)
+{
+	char path[512];
+	long value = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%li", &value) != 1)
+			value = -1;
+		fclose(f);
+	}
+	return value;
+}
+
+/*
+ * Write NIU_TEMPLATE_PAUSE of the NIU (the first PCI device with its
+ * IDs): the machine stops within the write and, in a clone, goes on
+ * after it.  0 once written, -1 with a message if there is no NIU.
+ */
+static int pause_template(void)
+{
+	const char *base = "/sys/bus/pci/devices";
+	char dir[512], res[600];
+	struct dirent *d;
+	DIR *devices;
+	volatile uint32_t *regs;
+	int fd = -1;
+
+	errno = 0;
+	devices = opendir(base);
+
+	while (devices && (d = readdir(devices))) {
+		snprintf(dir, sizeof(dir), "%s/%s", base, d->d_name);
+		if (sysfs_hex(dir, "vendor") == ARCTIC_NIU_PCI_VENDOR_ID &&
+		    sysfs_hex(dir, "device") == ARCTIC_NIU_PCI_DEVICE_ID) {
+			snprintf(res, sizeof(res), "%s/resource%d", dir,
+				 ARCTIC_BAR_CONTROL);
+			fd = open(res, O_RDWR | O_SYNC);
+			break;
+		}
+	}
+	if (devices)
+		closedir(devices);
+	if (fd < 0) {
+		fprintf(stderr, "niu-clone-wait: no arctic-niu BAR %d to pause "
+			"the template at: %s\n", ARCTIC_BAR_CONTROL,
+			strerror(errno ? errno : ENODEV));
+		return -1;
+	}
+	regs = mmap(NULL, ARCTIC_BAR_CONTROL_SIZE, PROT_READ | PROT_WRITE,
+		    MAP_SHARED, fd, 0);
+	close(fd);
+	if (regs == MAP_FAILED) {
+		fprintf(stderr, "niu-clone-wait: mmap BAR %d: %s\n",
+			ARCTIC_BAR_CONTROL, strerror(errno));
+		return -1;
+	}
+	regs[A_NIU_TEMPLATE_PAUSE / 4] = 1;
+	munmap((void *)regs, ARCTIC_BAR_CONTROL_SIZE);
+	return 0;
 }
 
 /* The file's selector and size, if the directory has it. */
@@ -78,7 +156,9 @@ int main(int argc, char **argv)
 
 	if (argc > 1) {
 		printf("usage: %s\n"
-		       "Waits until QEMU's fw_cfg has a file %s (a clone's\n"
+		       "Stops the machine through the template NIU's\n"
+		       "NIU_TEMPLATE_PAUSE, for it to be saved, then\n"
+		       "waits until QEMU's fw_cfg has a file %s (a clone's\n"
 		       "command line, given by scripts/niu-cluster --clone) and\n"
 		       "prints it.  Used by the guest's /init with\n"
 		       "arctic.template=1; docs/snapshots.md section 6.\n",
@@ -95,6 +175,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "niu-clone-wait: no QEMU fw_cfg device\n");
 		return 1;
 	}
+	if (pause_template())
+		return 1;
 	for (;;) {
 		fw_select(FW_CFG_FILE_DIR);
 		fw_read(word, sizeof(word));

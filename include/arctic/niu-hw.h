@@ -399,6 +399,14 @@ REG32(NIU_DOORBELL_ALL, 0x10c)       /* write: poll every endpoint now */
  */
 REG32(NIU_TX_POLLED, 0x11c)
     FIELD(NIU_TX_POLLED, MASK, 0, 8)     /* bit e: endpoint e polled */
+/*
+ * Emulator only, on an NIU made with template=on (docs/snapshots.md §6):
+ * any write stops the machine right after it, at an instant of the
+ * guest's own time, for the launcher to save it there; a clone goes on
+ * from the write.  Not a use of the template.  Elsewhere a write is
+ * refused (BAD_VALUE); reads 0.
+ */
+REG32(NIU_TEMPLATE_PAUSE, 0x120)
 
 /*
  * Interrupts, an extension seed 002 lacks: one MSI-X vector per cause

@@ -1074,6 +1074,23 @@ clone-16)
     same_node_lines "$out.first" 2 \
         'niu-ping: [0-9]+ replies checked|^\[node 0\] +[0-9]+ +[0-9.]+ ' 8 \
         "two timed runs of clones"
+    # Another template of the same image, made beside a busy loop: it
+    # stops itself at the same instant of its virtual time (NIU_TEMPLATE_PAUSE,
+    # scripts/qemu-patches/0006), so its clones print the same lines.
+    first_templates=$ARCTIC_TEMPLATES
+    ARCTIC_TEMPLATES=$(mktemp -d)
+    sh -c 'while :; do :; done' &
+    hog=$!
+    run_cluster -n 2 --timed --clone -- true
+    kill "$hog"
+    wait "$hog" 2>/dev/null || true
+    expect "a second template, made beside a busy loop" '^==> [^ ]+: template booted in [0-9]+s and saved '
+    run_cluster -n 2 --timed --clone -- niu-ping -n 50
+    same_node_lines "$out.first" 2 \
+        'niu-ping: [0-9]+ replies checked|^\[node 0\] +[0-9]+ +[0-9.]+ ' 8 \
+        "timed clones of two templates of one image"
+    rm -rf "$ARCTIC_TEMPLATES"
+    ARCTIC_TEMPLATES=$first_templates
     echo "boot of 16 nodes: making the template and cloning ${first_boot:-?} s, cloning ${clone_boot:-?} s (this host, shared: one run each)"
     rm -rf "$ARCTIC_TEMPLATES" "$out.first"
     ;;

@@ -400,6 +400,9 @@ static uint64_t niu_engine_read(ArcticNiuState *s, hwaddr addr, bool *ok)
     case A_NIU_TX_POLLED:
         val = s->q.tx_polled;
         break;
+    case A_NIU_TEMPLATE_PAUSE:
+        val = 0;
+        break;
     case A_NIU_IRQ_STATUS:
         val = s->status.irq_status;
         break;
@@ -420,7 +423,7 @@ static uint64_t niu_engine_read(ArcticNiuState *s, hwaddr addr, bool *ok)
  */
 static void niu_template_touch(ArcticNiuState *s, hwaddr addr)
 {
-    if (s->template && !s->template_used) {
+    if (s->template && !s->template_used && addr != A_NIU_TEMPLATE_PAUSE) {
         s->template_used = true;
         trace_arctic_niu_template_used(addr);
     }
@@ -533,6 +536,29 @@ static void niu_vmask_write(ArcticNiuState *s, uint32_t val)
     }
 }
 
+/*
+ * TEMPLATE_PAUSE: the template's guest is where its clones start.  Stopped
+ * from the vCPU's own thread, the machine stops right after this write
+ * (vm_stop() ends the vCPU's run there), so that a timed template is saved
+ * at an instant of its virtual time, the same for every template of one
+ * image, not at whatever instant the launcher got round to it.
+ */
+static void niu_template_pause(ArcticNiuState *s)
+{
+    if (!s->template) {
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0,
+                  A_NIU_TEMPLATE_PAUSE,
+                  "TEMPLATE_PAUSE written on an NIU without template=on");
+        return;
+    }
+    trace_arctic_niu_template_pause(s->node_id);
+    /*
+     * Under icount the clock must not warp between this and the main
+     * loop's stop: scripts/qemu-patches/0006.
+     */
+    vm_stop(RUN_STATE_PAUSED);
+}
+
 /* TX_POLLED: which endpoints the Tx poll reads, at any time. */
 static void niu_tx_polled_write(ArcticNiuState *s, uint32_t val)
 {
@@ -617,6 +643,9 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
         break;
     case A_NIU_TX_POLLED:
         niu_tx_polled_write(s, val);
+        break;
+    case A_NIU_TEMPLATE_PAUSE:
+        niu_template_pause(s);
         break;
     case A_NIU_IRQ_STATUS:
         niu_irq_ack(&s->status, val);
