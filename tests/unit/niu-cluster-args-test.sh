@@ -85,6 +85,10 @@ refused "--clone with a share" "--clone: not with --console, --gdb, --share or -
     --clone --share "$root/tests" -- niu-ping
 refused "--clone --from" "--clone: not with --save-at-start or --from" \
     --clone --from "$snap" -- niu-ping
+refused "--clone and --cold" "--clone and --cold: give one" \
+    --clone --cold -- niu-ping
+refused "--cold and --clone" "--clone and --cold: give one" \
+    --cold --clone
 rm -rf "$snap"
 # Timed mode copies --share into every guest's memory: at most a quarter.
 big=$(mktemp -d)
