@@ -849,6 +849,11 @@ static void test_migrate_template_used(void)
     g_assert_cmpuint(reg_r(t, A_NIU_NODE_ID), ==, 0);
     g_assert_false(niu_migrate_save_try(t, state));
     niu_stop(t);
+    /* Only BAR 0's TEMPLATE_PAUSE is exempt, not its offset elsewhere. */
+    t = niu_start_node_args(NULL, 0, "template=on", "");
+    user_r(t, A_NIU_TEMPLATE_PAUSE);
+    g_assert_false(niu_migrate_save_try(t, state));
+    niu_stop(t);
     g_assert_true(g_file_get_contents(errlog, &log, NULL, NULL));
     g_test_message("QEMU said: %s", log);
     g_assert_nonnull(strstr(log, "arctic-niu: template=on: the guest has "

@@ -423,7 +423,7 @@ static uint64_t niu_engine_read(ArcticNiuState *s, hwaddr addr, bool *ok)
  */
 static void niu_template_touch(ArcticNiuState *s, hwaddr addr)
 {
-    if (s->template && !s->template_used && addr != A_NIU_TEMPLATE_PAUSE) {
+    if (s->template && !s->template_used) {
         s->template_used = true;
         trace_arctic_niu_template_used(addr);
     }
@@ -605,7 +605,10 @@ static void niu_control_write(void *opaque, hwaddr addr, uint64_t val64,
     bool ok = true;
 
     trace_arctic_niu_control_write(s->node_id, addr, val);
-    niu_template_touch(s, addr);
+    /* The guest's "save me here" is the one access that is no use. */
+    if (addr != A_NIU_TEMPLATE_PAUSE) {
+        niu_template_touch(s, addr);
+    }
 
     if (niu_control_read_only(addr)) {
         niu_error(&s->status, ARCTIC_ERR_RO_WRITE, 0, 0, addr,
