@@ -114,6 +114,13 @@
 #           the difference, timed mode is refused, a state file cut
 #           short fails the run cleanly, and nothing is left;
 #           prints the boot time saved
+#   snapshot-running-4  a 4-node cluster cut while niu-soak runs through
+#           the switch's faults (--save-after, docs/snapshots.md section
+#           7): the saving run goes on to PASS on every node; restored
+#           from the cut (--from, no -f) the program goes on, not anew,
+#           under the faults saved with it, to every message and DMA
+#           block once, in order and right; a cut after the program
+#           ended saves nothing and fails the run
 #   clone-16  16 nodes started as clones of one template
 #           (--clone, docs/snapshots.md section 6) in a template cache of
 #           the test's own: the first run boots and saves the template,
@@ -178,7 +185,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh clone-16|ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|snapshot-2|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2|ip-4|ip-down-3|tcp-faults-2|mpi-4|timed-mpi-2}
+case_name=${1:?usage: cluster-test.sh clone-16|ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|snapshot-2|snapshot-running-4|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2|ip-4|ip-down-3|tcp-faults-2|mpi-4|timed-mpi-2}
 if [ ! -r "$ARCTIC_GUEST_DIR/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_GUEST_DIR/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_GUEST_DIR; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -201,6 +208,27 @@ expect() {
         echo "FAIL: $what: expected $count line(s) matching '$pattern', got $got"
         failures=$((failures + 1))
     fi
+}
+
+# "ok: $1" if the command after it succeeds, else a failure.
+check() {
+    local what=$1
+    shift
+    if "$@"; then
+        echo "ok: $what"
+    else
+        echo "FAIL: $what"
+        failures=$((failures + 1))
+    fi
+}
+
+# Snapshot directory $1 holds every file named after it, not empty.
+expect_snapshot_files() {
+    local dir=$1 f
+    shift
+    for f in "$@"; do
+        check "the snapshot has $f" test -s "$dir/$f"
+    done
 }
 
 # Whether the numbers after $1 and $2 (a limit in percent) are all there
@@ -984,14 +1012,7 @@ snapshot-2)
     run_cluster -n 2 --save-at-start "$snap/s" -- "$program"
     expect "saved at the start, before the program ran" "^=== saved 2 nodes at the start to $snap/s: boot [0-9]+s, save [0-9]+s, "
     expect "no node started its program" 'ARCTIC: node [01] running: ' 0
-    for f in cluster.json node0.state node1.state; do
-        if [ -s "$snap/s/$f" ]; then
-            echo "ok: the snapshot has $f"
-        else
-            echo "FAIL: the snapshot has no $f"
-            failures=$((failures + 1))
-        fi
-    done
+    expect_snapshot_files "$snap/s" cluster.json node0.state node1.state
     cold_boot=$(sed -n 's/^=== saved 2 nodes .*: boot \([0-9]*\)s,.*/\1/p' "$out")
     # Refused, each with one line naming the difference.
     run_cluster_expecting 1 -n 2 --from "$snap/s" -- niu-ping
@@ -1041,6 +1062,36 @@ snapshot-2)
         "cold and restored runs"
     echo "boot: cold ${cold_boot:-?} s, from the snapshot ${restore_boot:-?} s (this host, shared: one run each)"
     rm -rf "$snap" "$out.restored" "$out.diff"
+    ;;
+snapshot-running-4)
+    # docs/snapshots.md §7.
+    snap=$(mktemp -d)
+    # About 6 s through the switch's faults (direct rings off): cut at 2.
+    program="niu-soak -n 150000"
+    pass='niu-soak: node [0-3]: from node [0-3]: high 50000, low 100000, DMA 3000; wrong 0, missing 0, repeated 0, DMA wrong 0, DMA out of order 0: PASS$'
+    run_cluster -n 4 -f '*:drop=0.01,dup=0.01,corrupt=0.01' \
+        --save-after 2:"$snap/r" -- "$program"
+    expect "cut while the program ran" "^=== saved 4 nodes [2-9]s into the program to $snap/r: save [0-9]+s, .*; the switch held [0-9]+ packet\\(s\\)"
+    expect "and the saving run went on to the end" "^\\[node [0-3]\\] $pass" 4
+    expect_snapshot_files "$snap/r" cluster.json switch.json node0.state node3.state
+    check "cluster.json says where it was cut" \
+        grep -q '"cut": "running"' "$snap/r/cluster.json"
+    check "switch.json holds the faults" \
+        grep -Eq '"drop" *: *0.01' "$snap/r/switch.json"
+    # Restored without -f: the faults saved go on, the program goes on.
+    run_cluster -n 4 --from "$snap/r" -- "$program"
+    expect "restored where it was cut" "^==> all 4 nodes restored from $snap/r in [0-9]+s; the program goes on from [2-9] s in\$"
+    expect "the faults saved went on" '^==> the faults in force at the cut go on '
+    expect "no node started its program anew" 'ARCTIC: node [0-3] (ready|running)' 0
+    expect "every message and block once, in order, right, on every node" "^\\[node [0-3]\\] $pass" 4
+    expect "the switch dropped packets" '^drops: (.* )?fault=[1-9][0-9]*'
+    expect "and no packet went past the faults" '^port [0-3]: direct rings: ' 0
+    expect "all nodes ok" '^node [0-3]: ok$' 4
+    # A cut the program does not reach: nothing saved, the run fails.
+    run_cluster_expecting 1 -n 2 --save-after 60:"$snap/late" -- true
+    expect "a cut after the end is an error" "^error: --save-after 60:$snap/late: the program ended [0-9]+ s in, before the cut: nothing saved "
+    check "nothing saved" test -z "$(ls -A "$snap/late")"
+    rm -rf "$snap"
     ;;
 clone-16)
     # docs/snapshots.md section 6, in a template cache of the test's own.
