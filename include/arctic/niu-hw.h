@@ -288,6 +288,10 @@ static inline uint32_t arctic_test_pattern(uint32_t seed, uint32_t i)
  * (it holds the writing CPU until then: the cluster's nodes start their
  * clocks at the same instant), with TIME_STATUS.RUNNING set, or without
  * it if the cluster could not start (no switch, a shutdown).
+ * TIME_CTRL.PAUSE, written before START: on an NIU made with
+ * start-pause=on the machine stops right after the write, at that instant
+ * of its virtual time, for a launcher to save the cluster at its start
+ * barrier (docs/snapshots.md §5); on any other timed NIU it does nothing.
  * TIME_NOW_LO/HI: the cluster's time in ns (a read of LO latches HI).
  */
 REG32(NIU_TIME_STATUS, 0x040)        /* RO */
@@ -300,6 +304,7 @@ REG32(NIU_TIME_STATUS, 0x040)        /* RO */
     FIELD(NIU_TIME_STATUS, BROKEN, 2, 1)
 REG32(NIU_TIME_CTRL, 0x044)          /* write */
     FIELD(NIU_TIME_CTRL, START, 0, 1)
+    FIELD(NIU_TIME_CTRL, PAUSE, 1, 1)
 REG32(NIU_TIME_NOW_LO, 0x048)        /* RO */
 REG32(NIU_TIME_NOW_HI, 0x04c)        /* RO */
 

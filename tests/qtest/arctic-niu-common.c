@@ -42,6 +42,17 @@ QDict *niu_state(Niu *n, QDict **rsp)
     return qdict_get_qdict(*rsp, "return");
 }
 
+/* The run state QMP reports ("running", "paused", ...); g_free() it. */
+char *niu_run_state(Niu *n)
+{
+    QDict *rsp = qtest_qmp(n->qts, "{'execute': 'query-status'}");
+    char *status = g_strdup(qdict_get_str(qdict_get_qdict(rsp, "return"),
+                                          "status"));
+
+    qobject_unref(rsp);
+    return status;
+}
+
 void ep_w(Niu *n, unsigned ep, uint64_t reg, uint32_t v)
 {
     reg_w(n, ARCTIC_EP_OFFSET(ep, reg), v);

@@ -758,16 +758,6 @@ static void test_migrate_refused_subsection(void)
  * clones from one file: node NIU_NODE, whose link says HELLO as it and
  * whose first message goes out from it, and node 4.
  */
-/* The run state QMP reports ("running", "paused", ...). */
-static char *mig_run_state(Niu *n)
-{
-    QDict *rsp = qtest_qmp(n->qts, "{'execute': 'query-status'}");
-    char *status = g_strdup(qdict_get_str(qdict_get_qdict(rsp, "return"),
-                                          "status"));
-
-    qobject_unref(rsp);
-    return status;
-}
 
 /*
  * A template's guest stops its machine with NIU_TEMPLATE_PAUSE (not a use
@@ -789,11 +779,11 @@ static void test_migrate_template_clones(void)
     g_assert_true(qdict_get_bool(niu_state(t, &rsp), "template"));
     qobject_unref(rsp);
     {
-        g_autofree char *before = mig_run_state(t), *after = NULL;
+        g_autofree char *before = niu_run_state(t), *after = NULL;
 
         g_assert_cmpstr(before, ==, "running");
         reg_w(t, A_NIU_TEMPLATE_PAUSE, 1);
-        after = mig_run_state(t);
+        after = niu_run_state(t);
         g_assert_cmpstr(after, ==, "paused");
     }
     niu_migrate_save(t, state);
@@ -816,14 +806,14 @@ static void test_migrate_template_clones(void)
             expect_data(c, MIG_DEST, ARCTIC_PRIORITY_HIGH, 0, 1, 2, 3,
                         &v, 1);
         } else {
-            g_autofree char *loaded = mig_run_state(c), *run = NULL;
+            g_autofree char *loaded = niu_run_state(c), *run = NULL;
 
             /* Saved paused, so loaded paused: the launcher says cont. */
             g_assert_cmpstr(loaded, ==, "paused");
             qobject_unref(qtest_qmp(c->qts, "{'execute': 'cont'}"));
             reg_w(c, A_NIU_TEMPLATE_PAUSE, 1);
             expect_errors(c, 1u << ARCTIC_ERR_BAD_VALUE);
-            run = mig_run_state(c);
+            run = niu_run_state(c);
             g_assert_cmpstr(run, ==, "running");
         }
         niu_stop(c);

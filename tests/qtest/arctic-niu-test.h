@@ -103,6 +103,7 @@ uint32_t counter(Niu *n, enum arctic_counter c);
 void wait_counter(Niu *n, enum arctic_counter c, uint32_t want);
 void wait_link_dropped(Niu *n, uint32_t before);
 QDict *niu_state(Niu *n, QDict **rsp);
+char *niu_run_state(Niu *n);
 void ep_w(Niu *n, unsigned ep, uint64_t reg, uint32_t v);
 uint32_t ep_r(Niu *n, unsigned ep, uint64_t reg);
 void doorbell(Niu *n);

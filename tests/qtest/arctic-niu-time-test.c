@@ -152,7 +152,8 @@ static void fake_start(Niu *n)
     fake->thread = g_thread_new("timed-switch", fake_run, fake);
 }
 
-static Niu *timed_start(uint64_t start_grant, uint64_t step)
+static Niu *timed_start_props(const char *props, uint64_t start_grant,
+                              uint64_t step)
 {
     Niu *n;
 
@@ -167,13 +168,18 @@ static Niu *timed_start(uint64_t start_grant, uint64_t step)
     fake->step = step;
     niu_test_force_thread = true;
     niu_test_before_qemu = fake_start;
-    n = niu_start_node("listen", NIU_NODE, "timed=on");
+    n = niu_start_node("listen", NIU_NODE, props);
     niu_test_before_qemu = NULL;
     niu_test_force_thread = false;
     /* Realize waited for the WELCOME: the guest finds the link up. */
     g_assert_true(fake->welcome_sent);
     g_assert_true(reg_r(n, A_NIU_LINK_STATUS) & R_NIU_LINK_STATUS_UP_MASK);
     return n;
+}
+
+static Niu *timed_start(uint64_t start_grant, uint64_t step)
+{
+    return timed_start_props("timed=on", start_grant, step);
 }
 
 static void timed_stop(Niu *n)
@@ -391,8 +397,8 @@ static void test_time_lost(void)
     timed_stop(n);
 }
 
-/* timed=on with a chardev link: QEMU refuses to start, and says why. */
-static void test_time_needs_socket(void)
+/* QEMU with -device @device (on a chardev link) refuses it, saying @why. */
+static void assert_device_refused(const char *device, const char *why)
 {
     const char *qemu = g_getenv("QTEST_QEMU_BINARY");
     g_autofree char *out = NULL, *err = NULL;
@@ -401,7 +407,7 @@ static void test_time_needs_socket(void)
         qemu, "-M", "q35", "-nodefaults", "-display", "none", "-qtest",
         "/dev/null", "-accel", "qtest", "-chardev",
         "socket,id=l,path=/nonexistent/arctic.sock,reconnect-ms=50",
-        "-device", "arctic-niu,chardev=l,timed=on", NULL,
+        "-device", device, NULL,
     };
     int status;
 
@@ -410,7 +416,14 @@ static void test_time_needs_socket(void)
                                &out, &err, &status, &error));
     g_assert_true(WIFEXITED(status));
     g_assert_cmpint(WEXITSTATUS(status), !=, 0);
-    g_assert_nonnull(strstr(err, "timed=on needs link-socket="));
+    g_assert_nonnull(strstr(err, why));
+}
+
+/* timed=on with a chardev link: QEMU refuses to start, and says why. */
+static void test_time_needs_socket(void)
+{
+    assert_device_refused("arctic-niu,chardev=l,timed=on",
+                          "timed=on needs link-socket=");
 }
 
 /* The switch socket a restored QEMU takes over from the one saved. */
@@ -509,6 +522,67 @@ static void test_time_restore(void)
     g_rmdir(dir);
 }
 
+static void assert_run_state(Niu *n, const char *want)
+{
+    g_autofree char *got = niu_run_state(n);
+
+    g_assert_cmpstr(got, ==, want);
+}
+
+/*
+ * TIME_CTRL.PAUSE (docs/snapshots.md §5): with start-pause=on the machine
+ * stops at the write, before this node said READY, and is saved there;
+ * restored into a new QEMU on a new session and let go, the clock starts
+ * at 0 as on a node booted.  Without start-pause=on it does nothing;
+ * after START, or with START in the same write, it is refused.
+ */
+static void test_time_start_pause(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("arctic-niu-time-XXXXXX", NULL);
+    g_autofree char *state = g_build_filename(dir, "paused", NULL);
+    Niu *n = timed_start(1000000, 1000000);
+
+    reg_w(n, A_NIU_TIME_CTRL, R_NIU_TIME_CTRL_PAUSE_MASK);
+    assert_run_state(n, "running");
+    g_assert_cmphex(reg_r(n, A_NIU_ERROR_CAUSE), ==, 0);
+    reg_w(n, A_NIU_TIME_CTRL,
+          R_NIU_TIME_CTRL_PAUSE_MASK | R_NIU_TIME_CTRL_START_MASK);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    g_assert_false(fake->ready_seen);
+    timed_stop(n);
+
+    n = timed_start_props("timed=on,start-pause=on", 1000000, 1000000);
+    assert_run_state(n, "running");
+    reg_w(n, A_NIU_TIME_CTRL, R_NIU_TIME_CTRL_PAUSE_MASK);
+    assert_run_state(n, "paused");
+    g_assert_false(fake->ready_seen);
+    g_assert_cmpuint(time_now(n), ==, 0);
+    niu_migrate_save(n, state);
+    restore_take_socket(n);
+    n = restore_start(fake_start_restored);
+    g_assert_true(niu_migrate_load(n, state));
+    g_assert_true(fake->welcome_sent);
+    /* Saved paused, so loaded paused: the launcher says cont. */
+    assert_run_state(n, "paused");
+    qobject_unref(qtest_qmp(n->qts, "{'execute': 'cont'}"));
+    timed_clock_start(n);
+    qtest_clock_step(n->qts, 777);
+    g_assert_cmpuint(time_now(n), ==, 777);
+    reg_w(n, A_NIU_TIME_CTRL, R_NIU_TIME_CTRL_PAUSE_MASK);
+    expect_errors(n, 1u << ARCTIC_ERR_BAD_VALUE);
+    assert_run_state(n, "running");
+    timed_stop(n);
+    g_unlink(state);
+    g_rmdir(dir);
+}
+
+/* start-pause=on without timed=on: QEMU refuses the device. */
+static void test_time_start_pause_needs_timed(void)
+{
+    assert_device_refused("arctic-niu,chardev=l,start-pause=on",
+                          "start-pause=on needs timed=on");
+}
+
 void niu_test_add_time(void)
 {
     qtest_add_func("/arctic-niu/time/start", test_time_start);
@@ -519,4 +593,7 @@ void niu_test_add_time(void)
     qtest_add_func("/arctic-niu/time/needs-socket", test_time_needs_socket);
     qtest_add_func("/arctic-niu/time/restore", test_time_restore);
     qtest_add_func("/arctic-niu/time/test-dma", test_time_test_dma);
+    qtest_add_func("/arctic-niu/time/start-pause", test_time_start_pause);
+    qtest_add_func("/arctic-niu/time/start-pause-needs-timed",
+                   test_time_start_pause_needs_timed);
 }

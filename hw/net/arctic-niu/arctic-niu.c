@@ -511,14 +511,42 @@ static bool niu_control_read_only(hwaddr addr)
     }
 }
 
-/* TIME_CTRL: START starts the cluster's clock (timed mode). */
+/*
+ * The guest stops its machine for a launcher to save it.  Stopped from the
+ * vCPU's own thread, the machine stops right after the write (vm_stop()
+ * ends the vCPU's run there), so that a timed node is saved at an instant
+ * of its virtual time, the same in every run of one image, not at
+ * whatever instant the launcher got round to it.  Under icount the clock
+ * must not warp between this and the main loop's stop:
+ * scripts/qemu-patches/0006.
+ */
+static void niu_pause_machine(void)
+{
+    vm_stop(RUN_STATE_PAUSED);
+}
+
+/*
+ * TIME_CTRL: START starts the cluster's clock (timed mode); PAUSE, before
+ * it, stops the machine on an NIU made with start-pause=on, for a save of
+ * the cluster at its start barrier.
+ */
 static void niu_time_ctrl_write(ArcticNiuState *s, uint32_t val)
 {
-    if (val & ~R_NIU_TIME_CTRL_START_MASK) {
+    const uint32_t both = R_NIU_TIME_CTRL_START_MASK |
+                          R_NIU_TIME_CTRL_PAUSE_MASK;
+
+    if (val & ~both) {
         niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
                   "reserved bits set in TIME_CTRL 0x%x", val);
+    } else if ((val & both) == both) {
+        niu_error(&s->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
+                  "TIME_CTRL.PAUSE and START at once (PAUSE goes first)");
     } else if (FIELD_EX32(val, NIU_TIME_CTRL, START)) {
         niu_time_start(&s->time);
+    } else if (FIELD_EX32(val, NIU_TIME_CTRL, PAUSE) &&
+               niu_time_may_pause(&s->time) && s->start_pause) {
+        trace_arctic_niu_start_pause(s->node_id);
+        niu_pause_machine();
     }
 }
 
@@ -536,13 +564,7 @@ static void niu_vmask_write(ArcticNiuState *s, uint32_t val)
     }
 }
 
-/*
- * TEMPLATE_PAUSE: the template's guest is where its clones start.  Stopped
- * from the vCPU's own thread, the machine stops right after this write
- * (vm_stop() ends the vCPU's run there), so that a timed template is saved
- * at an instant of its virtual time, the same for every template of one
- * image, not at whatever instant the launcher got round to it.
- */
+/* TEMPLATE_PAUSE: the template's guest is where its clones start. */
 static void niu_template_pause(ArcticNiuState *s)
 {
     if (!s->template) {
@@ -552,11 +574,7 @@ static void niu_template_pause(ArcticNiuState *s)
         return;
     }
     trace_arctic_niu_template_pause(s->node_id);
-    /*
-     * Under icount the clock must not warp between this and the main
-     * loop's stop: scripts/qemu-patches/0006.
-     */
-    vm_stop(RUN_STATE_PAUSED);
+    niu_pause_machine();
 }
 
 /* TX_POLLED: which endpoints the Tx poll reads, at any time. */
@@ -1926,6 +1944,11 @@ static void niu_realize(PCIDevice *pdev, Error **errp)
                    s->node_id, ARCTIC_S - 1);
         return;
     }
+    if (s->start_pause && !s->time.enabled) {
+        error_setg(errp, "arctic-niu: start-pause=on needs timed=on (it "
+                   "stops the machine before the cluster's clock starts)");
+        return;
+    }
     if (s->link_cfg.rx_credits == 0 ||
         s->link_cfg.rx_credits > ARCTIC_LINK_MAX_CREDITS) {
         error_setg(errp, "arctic-niu: rx-credits must be 1..%d",
@@ -2030,6 +2053,7 @@ static void niu_exit(PCIDevice *pdev)
 static const Property arctic_niu_properties[] = {
     DEFINE_PROP_UINT32("node-id", ArcticNiuState, node_id, 0),
     DEFINE_PROP_BOOL("template", ArcticNiuState, template, false),
+    DEFINE_PROP_BOOL("start-pause", ArcticNiuState, start_pause, false),
     /* the link to arctic-switch (niu-link.h) */
     DEFINE_PROP_CHR("chardev", ArcticNiuState, chr),
     DEFINE_PROP_STRING("link-socket", ArcticNiuState, link_cfg.socket),

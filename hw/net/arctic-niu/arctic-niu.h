@@ -150,6 +150,8 @@ struct ArcticNiuState {
      * loading_template: the state being loaded is a template's.
      */
     bool template;
+    /* start-pause=on: TIME_CTRL.PAUSE stops the machine (a timed save) */
+    bool start_pause;
     bool template_used;
     bool loading_template;
     struct {

@@ -349,6 +349,22 @@ void niu_time_on_start(NiuTime *t, const struct arctic_time_start *st)
 }
 
 /*
+ * TIME_CTRL.PAUSE: only before this node said it is ready (a pause after
+ * would hold every other node at the barrier); a BAD_VALUE error if not.
+ */
+bool niu_time_may_pause(NiuTime *t)
+{
+    if (t->state != NIU_TIME_STOPPED || t->ready_sent) {
+        niu_error(t->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
+                  "TIME_CTRL.PAUSE %s", t->state == NIU_TIME_OFF
+                  ? "on an NIU made without timed=on"
+                  : "after TIME_CTRL.START");
+        return false;
+    }
+    return true;
+}
+
+/*
  * TIME_CTRL.START: this node is ready; the write returns once the whole
  * cluster is (the guest does not run meanwhile), with the clock at 0.
  */

@@ -114,6 +114,7 @@ void niu_time_restored(NiuTime *t);
 bool niu_time_on(const NiuTime *t);
 bool niu_time_running(const NiuTime *t);
 uint64_t niu_time_now(NiuTime *t);
+bool niu_time_may_pause(NiuTime *t);
 void niu_time_start(NiuTime *t);
 uint32_t niu_time_status(NiuTime *t);
 uint32_t niu_time_read_now(NiuTime *t, bool high);
