@@ -2122,6 +2122,12 @@ static ssize_t time_start_store(struct device *dev,
 		return -EOPNOTSUPP;
 	if (status & R_NIU_TIME_STATUS_RUNNING_MASK)
 		return -EALREADY;
+	/*
+	 * Where a launcher saving the cluster at its start stops the machine
+	 * (start-pause=on; nothing otherwise): every run of the image, saved
+	 * or not, runs the same instructions to the start.
+	 */
+	niu_write(niu, A_NIU_TIME_CTRL, R_NIU_TIME_CTRL_PAUSE_MASK);
 	preempt_disable();
 	niu_wait_for_tick(niu);
 	niu_write(niu, A_NIU_TIME_CTRL, R_NIU_TIME_CTRL_START_MASK);

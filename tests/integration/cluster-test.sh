@@ -121,6 +121,10 @@
 #           under the faults saved with it, to every message and DMA
 #           block once, in order and right; a cut after the program
 #           ended saves nothing and fails the run
+#   timed-snapshot-2  2 timed nodes saved at the start barrier
+#           (--timed --save-at-start: each guest stops itself at its
+#           NIU's TIME_CTRL.PAUSE) and started from the snapshot: niu-ping
+#           prints every virtual time a cold boot's run prints
 #   clone-16  16 nodes started as clones of one template
 #           (--clone, docs/snapshots.md section 6) in a template cache of
 #           the test's own: the first run boots and saves the template,
@@ -185,7 +189,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib.sh"
 
-case_name=${1:?usage: cluster-test.sh clone-16|ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|snapshot-2|snapshot-running-4|timed-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2|ip-4|ip-down-3|tcp-faults-2|mpi-4|timed-mpi-2}
+case_name=${1:?usage: cluster-test.sh clone-16|ping-2|spec-2|raw-2|driver-1|bw-2|suite-4|collectives-8|collectives-16|collectives-64|direct-4|hosts-4|faults-4|switch-restart-4|peer-dead-4|soak-4|stale-2|stale-loop|chain-4|stuck-2|develop-2|slurm-4|snapshot-2|snapshot-running-4|timed-2|timed-snapshot-2|timed-fidelity-2|timed-fidelity-16|timed-determinism-4|timed-faults-4|timed-clock-4|timed-fft-4|timed-share-2|ip-4|ip-down-3|tcp-faults-2|mpi-4|timed-mpi-2}
 if [ ! -r "$ARCTIC_GUEST_DIR/initramfs.cpio.gz" ] ||
    [ ! -r "$ARCTIC_GUEST_DIR/vmlinuz" ]; then
     echo "SKIP: no guest image in $ARCTIC_GUEST_DIR; run scripts/build-guest (or scripts/niu-cluster once)"
@@ -1026,8 +1030,8 @@ snapshot-2)
     run_cluster_expecting 1 -n 2 --from "$snap/other" -- "$program"
     left_of_run
     expect "another image is refused" "^error: --from $snap/other: saved with image '0123', this run has '[0-9a-f]{64}'\$"
-    run_cluster_expecting 1 -n 2 --timed --save-at-start "$snap/t" -- "$program"
-    expect "timed mode is refused, with the reason" '^error: --save-at-start: fast mode only: a timed node cannot be stopped at the start barrier'
+    run_cluster_expecting 1 -n 2 --timed --save-after 5:"$snap/t" -- "$program"
+    expect "a timed cut while the program runs is refused, with the reason" '^error: --save-after: fast mode only: a timed node saved with its clock running cannot rejoin a cluster'
     if [ "$started" = 0 ]; then
         echo "ok: no QEMU started for a refused snapshot"
     else
@@ -1175,6 +1179,28 @@ timed-2)
     expect "no node lingered and powered off: each waited, halted, until the launcher ended the cluster" 'reboot: Power down' 0
     expect "the report names StarT's processor, the default" '^processor: pentium \(seed 003 §2\.1\.1\), 8 ns per instruction$'
     expect "and the image the figures belong to" "^image ${image_sha:0:12}, kernel [0-9]+\.[0-9]+\.[0-9]+-[0-9]+-amd64 \(Debian [^ )]+\)$"
+    ;;
+timed-snapshot-2)
+    # docs/snapshots.md §5: a timed cluster saved at its start barrier
+    # (each guest stopped at TIME_CTRL.PAUSE) and started from it gives
+    # the virtual times of a cold boot, to the nanosecond.
+    snap=$(mktemp -d)
+    program="niu-ping -n 50"
+    run_cluster -n 2 --timed --save-at-start "$snap/t" -- "$program"
+    expect "saved at the start" "^=== saved 2 nodes at the start to $snap/t: boot [0-9]+s, save [0-9]+s, "
+    expect "before the cluster's clock started" 'ARCTIC: node [01] running: ' 0
+    expect_snapshot_files "$snap/t" cluster.json node0.state node1.state
+    run_cluster -n 2 --timed --from "$snap/t" -- "$program"
+    cp "$out" "$out.restored"
+    expect "restored, not booted" "^==> all 2 nodes restored from $snap/t in [0-9]+s; starting the program on every node\$"
+    expect "the clock started on both restored nodes" '^\[node [01]\] ARCTIC: node [01] running: ' 2
+    expect "every reply right" '^\[node 0\] niu-ping: 350 replies checked, 0 wrong: PASS$'
+    expect "no node lost the cluster's time" "cluster's time is lost" 0
+    run_cluster -n 2 --timed -- "$program"
+    same_node_lines "$out.restored" 2 \
+        'niu-ping: |\] +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$|ARCTIC-RESULT' 9 \
+        "a cold boot and the run from its start (every virtual time)"
+    rm -rf "$snap" "$out.restored" "$out.diff"
     ;;
 timed-fidelity-2|timed-fidelity-16)
     nodes=${case_name#timed-fidelity-}

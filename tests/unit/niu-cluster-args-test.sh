@@ -61,14 +61,25 @@ refused "a /host script with no share" \
 refused "an unknown option in one line" \
     "unknown option '--frobnicate' (scripts/niu-cluster --help lists them)" \
     --frobnicate -- niu-ping
-# A cluster saved at the start (docs/snapshots.md §5): fast mode, this
-# host, a new directory; --from wants a snapshot.
+# A cluster saved at the start or cut while it runs (docs/snapshots.md
+# §5, §7): this host, a new directory, a cut in the fast mode only;
+# --from wants a snapshot.
 snap=$(mktemp -d)
 touch "$snap/something"
 refused "--save-at-start and --from together" "--save-at-start and --from: give one" \
     --save-at-start "$snap/new" --from "$snap" -- niu-ping
-refused "a timed save at the start" "--save-at-start: fast mode only: a timed node cannot be stopped at the start barrier" \
-    --timed --save-at-start "$snap/new" -- niu-ping
+refused "a timed cut while the program runs" "--save-after: fast mode only: a timed node saved with its clock running cannot rejoin a cluster" \
+    --timed --save-after 5:"$snap/new" -- niu-ping
+refused "--save-after without a directory" "--save-after wants SECONDS:DIR, not '5'" \
+    --save-after 5 -- niu-ping
+refused "--save-after in minutes" "--save-after wants SECONDS:DIR with whole seconds, not '1m'" \
+    --save-after 1m:"$snap/new" -- niu-ping
+refused "--save-after and --save-at-start" "--save-at-start and --save-after: give one" \
+    --save-after 5:"$snap/new" --save-at-start "$snap/new2" -- niu-ping
+refused "a cut while a node is killed" "--save-after: not with --restart-switch or --kill" \
+    --save-after 5:"$snap/new" -K 1:3 -- niu-ping
+refused "--clone --save-after" "--clone: not with --save-after or --from" \
+    --clone --save-after 5:"$snap/new" -- niu-ping
 refused "a save over a directory in use" "--save-at-start $snap: not empty (a snapshot is never overwritten)" \
     --save-at-start "$snap" -- niu-ping
 refused "a save across hosts" "--save-at-start: every node on this host (--launcher local); not with --hosts or Slurm" \
@@ -77,7 +88,6 @@ refused "a save with 9p" "--save-at-start: not with --share or --module (QEMU's 
     --share "$root/tests" --save-at-start "$snap/new" -- niu-ping
 refused "--from a directory that is no snapshot" "--from $snap: no cluster.json there" \
     --from "$snap" -- niu-ping
-refused "a timed --from" "--from: fast mode only" --timed --from "$snap" -- niu-ping
 # --clone: a template has no terminal, gdb stub or share of a node.
 refused "--clone with a console" "--clone: not with --console, --gdb, --share or --module" \
     --clone -c 0 -- niu-ping
