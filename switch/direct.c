@@ -229,14 +229,15 @@ static enum direct_told direct_tell(ArcticSwitch *sw, unsigned port,
     n = sw_send_fds(conn->fd, frame, sizeof(frame), &fd, fd >= 0 ? 1 : 0);
     if (n == (ssize_t)sizeof(frame)) {
         sw->direct_port[port].unread += fd >= 0;
+        sw_conn_kick_niu(conn);
         return DIRECT_TOLD;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
                   errno == ETOOMANYREFS || errno == ENOBUFS ||
                   errno == ENOMEM)) {
         /*
-         * The NIU has not read its socket yet (it looks every
-         * ARCTIC_RING_LOOK_MS), or the kernel holds as many descriptors
+         * The NIU has not read its socket yet (kicked, or at its next
+         * look), or the kernel holds as many descriptors
          * in flight for the switch's user as it allows: nothing went.
          */
         return DIRECT_NO_ROOM;

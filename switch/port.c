@@ -123,6 +123,18 @@ static void rings_kick_niu(struct sw_rings *r)
 }
 
 /*
+ * A frame went on @conn's socket that its NIU reads when it looks (a
+ * direct ring handed out or taken back): kick it, so that an NIU whose
+ * idle looks backed off reads it now.
+ */
+void sw_conn_kick_niu(struct sw_conn *conn)
+{
+    if (conn->rings) {
+        rings_kick_niu(conn->rings);
+    }
+}
+
+/*
  * The NIU took back a sleep or wait flag the switch had set: that allows
  * it one kick.  What it allows is bounded, so that a link cannot save up
  * its allowance while busy and flood the switch with it later.

@@ -496,6 +496,7 @@ void sw_port_flush(ArcticSwitch *sw);
 void sw_port_bury_closed(ArcticSwitch *sw);
 bool sw_port_uses_rings(const ArcticSwitch *sw, unsigned port_no);
 void sw_port_read_rings(ArcticSwitch *sw);
+void sw_conn_kick_niu(struct sw_conn *conn);
 void sw_port_rings_kicked(ArcticSwitch *sw);
 void sw_port_cpu_wait(ArcticSwitch *sw, unsigned cpu);
 bool sw_port_may_sleep(ArcticSwitch *sw);

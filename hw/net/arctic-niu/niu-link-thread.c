@@ -67,6 +67,18 @@ enum {
 /* The futex words one sleep of the thread waits on at most. */
 enum { NIU_LINK_WAITERS = 128 };
 
+/*
+ * An idle link's look at its rings and socket (ARCTIC_RING_LOOK_MS) backs
+ * off by doubling up to this many times (16 x 10 ms) while looks find
+ * nothing: a booted node that waits costs its host about 6 wake-ups a
+ * second instead of 100.  Any kick (the switch kicks after a frame on the
+ * socket too) or work brings it back at once; only a lost kick (the ring
+ * protocol loses none) or a switch that died without a word waits
+ * longer, up to the backed-off look.  A timed link's thread looks every
+ * 100 ms, without backing off.
+ */
+#define NIU_LINK_THREAD_IDLE_SHIFT 4
+
 /* A wait for the device lock longer than this is traced (..._lock_wait). */
 #define NIU_LINK_THREAD_SLOW_LOCK_NS (10 * SCALE_MS)
 
@@ -462,8 +474,11 @@ static void thread_rings_pass(NiuLinkThread *t, bool take_input,
      * looks at the socket's end only, and less often.
      */
     bool timed = qatomic_read(&t->timed_reader);
-    int64_t look = (timed ? 10 : 1) * ARCTIC_RING_LOOK_MS * SCALE_MS;
+    int64_t base = (timed ? 10 : 1) * ARCTIC_RING_LOOK_MS * SCALE_MS;
+    int64_t look = timed ? base :
+                   base << MIN(t->idle_looks, NIU_LINK_THREAD_IDLE_SHIFT);
     bool socket_ready = false, ring_ready, direct_ready = false;
+    bool looking, timed_out;
 
     if ((!timed && thread_ring_input_waits(t, take_input)) ||
         (t->direct && take_input && !niu_direct_sleep(t->direct)) ||
@@ -474,18 +489,20 @@ static void thread_rings_pass(NiuLinkThread *t, bool take_input,
         /* A kick lost or withheld delays the link, never stalls it. */
         timeout = look;
     }
+    looking = timeout == look;
     /*
-     * The socket says only that the link ended (or bytes it must not
-     * carry): looked at when nothing else woke the thread, when the
-     * device dropped the link, and at least every ARCTIC_RING_LOOK_MS
-     * however often the thread is woken.  Paused, the socket waits too:
-     * a DIRECT_STOP would hand up what its ring holds.
+     * The socket says only that the link ended, or hands out and takes
+     * back direct rings (the switch kicks after those): looked at when
+     * nothing else woke the thread, when the device dropped the link, and
+     * at least every ARCTIC_RING_LOOK_MS however often the thread is
+     * woken.  Paused, the socket waits too: a DIRECT_STOP would hand up
+     * what its ring holds.
      */
-    if ((thread_futex_wait(waiters, n_waiters, timeout) ||
-         qatomic_read(&t->fd_shut) ||
+    timed_out = thread_futex_wait(waiters, n_waiters, timeout);
+    if ((timed_out || qatomic_read(&t->fd_shut) ||
          qatomic_read(&((struct arctic_ring_area *)
                         t->rings->area)->kicks.closing) ||
-         get_clock() - t->socket_looked > look) &&
+         get_clock() - t->socket_looked > base) &&
         !qatomic_read(&t->paused)) {
         t->socket_looked = get_clock();
         socket_ready = thread_socket_readable(t);
@@ -498,6 +515,12 @@ static void thread_rings_pass(NiuLinkThread *t, bool take_input,
         direct_ready = take_input && niu_direct_input_waits(t->direct);
     }
     ring_ready = take_input && arctic_ring_used(&t->rings->in);
+    if (!timed && looking && timed_out && !socket_ready && !ring_ready &&
+        !direct_ready && !qatomic_read(&t->want_out)) {
+        t->idle_looks++;
+    } else {
+        t->idle_looks = 0;
+    }
     /*
      * Output that waits is retried at every wake-up: room is said by the
      * switch's kick or, if it came while the writer looked, by our own.

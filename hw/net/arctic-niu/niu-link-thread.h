@@ -116,6 +116,12 @@ struct NiuLinkThread {
      */
     bool timed_reader;
     int64_t socket_looked;  /* with the rings: when the socket was */
+    /*
+     * With the rings: looks in a row that the look's own timeout ended
+     * and that found nothing; the next look waits 2^idle_looks times as
+     * long (at most NIU_LINK_THREAD_IDLE_SHIFT doublings).
+     */
+    unsigned idle_looks;
     bool rings_asleep;      /* the thread sleeps on the futexes now */
     /*
      * Link 1.5: the direct rings of this connection (its WELCOME said
