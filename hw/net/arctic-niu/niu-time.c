@@ -349,19 +349,28 @@ void niu_time_on_start(NiuTime *t, const struct arctic_time_start *st)
 }
 
 /*
- * TIME_CTRL.PAUSE: only before this node said it is ready (a pause after
- * would hold every other node at the barrier); a BAD_VALUE error if not.
+ * TIME_CTRL's bits act only on a timed NIU before it said it is ready; a
+ * BAD_VALUE error naming @bit and, on a timed NIU, @late if not.
  */
-bool niu_time_may_pause(NiuTime *t)
+static bool time_ctrl_before_ready(NiuTime *t, const char *bit,
+                                   const char *late)
 {
     if (t->state != NIU_TIME_STOPPED || t->ready_sent) {
         niu_error(t->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
-                  "TIME_CTRL.PAUSE %s", t->state == NIU_TIME_OFF
-                  ? "on an NIU made without timed=on"
-                  : "after TIME_CTRL.START");
+                  "TIME_CTRL.%s %s", bit, t->state == NIU_TIME_OFF
+                  ? "on an NIU made without timed=on" : late);
         return false;
     }
     return true;
+}
+
+/*
+ * TIME_CTRL.PAUSE: only before this node said it is ready (a pause after
+ * would hold every other node at the barrier).
+ */
+bool niu_time_may_pause(NiuTime *t)
+{
+    return time_ctrl_before_ready(t, "PAUSE", "after TIME_CTRL.START");
 }
 
 /*
@@ -377,11 +386,8 @@ void niu_time_start(NiuTime *t)
         .tick_ns = t->tick_ns,
     };
 
-    if (t->state != NIU_TIME_STOPPED || t->ready_sent) {
-        niu_error(t->status, ARCTIC_ERR_BAD_VALUE, 0, 0, A_NIU_TIME_CTRL,
-                  "TIME_CTRL.START %s", t->state == NIU_TIME_OFF
-                  ? "on an NIU made without timed=on"
-                  : "once the cluster's clock started");
+    if (!time_ctrl_before_ready(t, "START",
+                                "once the cluster's clock started")) {
         return;
     }
     if (!niu_link_is_up(t->link)) {
