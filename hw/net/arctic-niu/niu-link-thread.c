@@ -475,8 +475,8 @@ static void thread_rings_pass(NiuLinkThread *t, bool take_input,
      */
     bool timed = qatomic_read(&t->timed_reader);
     int64_t base = (timed ? 10 : 1) * ARCTIC_RING_LOOK_MS * SCALE_MS;
-    int64_t look = timed ? base :
-                   base << MIN(t->idle_looks, NIU_LINK_THREAD_IDLE_SHIFT);
+    /* idle_looks stays 0 on a timed link (below) */
+    int64_t look = base << MIN(t->idle_looks, NIU_LINK_THREAD_IDLE_SHIFT);
     bool socket_ready = false, ring_ready, direct_ready = false;
     bool looking, timed_out;
 
