@@ -209,6 +209,8 @@ static void thread_close(NiuLinkThread *t)
         niu_link_rings_free(t->rings);
         t->rings = NULL;
         niu_link_control_reset(t);
+        g_byte_array_set_size(t->held, 0);  /* the old session's */
+        qatomic_set(&t->held_due, false);
     }
 }
 
@@ -242,12 +244,27 @@ static int64_t thread_timeout_ns(NiuLinkThread *t, int64_t now,
 
 /*
  * Under the device lock and rx_lock: bytes read from the socket or the
- * ring go to the session; if they leave it no room, no more is read until
- * it takes input (thread_accept_input()).
+ * ring go to the session, after what waited for a resume; if they leave it
+ * no room, no more is read until it takes input (thread_accept_input()).
+ * Paused, they wait too (NiuLinkThread.held): the pause is seen only under
+ * the device lock, after the read.
  */
 static void thread_input(NiuLinkThread *t, const uint8_t *buf, size_t n)
 {
-    niu_link_input(t->link, buf, n);
+    if (t->link->paused) {
+        g_byte_array_append(t->held, buf, n);
+        qatomic_set(&t->held_due, true);
+        trace_arctic_niu_link_thread_held(t->link->node_id, t->held->len,
+                                          t->control_len);
+        return;
+    }
+    if (t->held->len) {
+        niu_link_input(t->link, t->held->data, t->held->len);
+        g_byte_array_set_size(t->held, 0);
+    }
+    if (n) {
+        niu_link_input(t->link, buf, n);
+    }
     if (t->fd >= 0 && !niu_link_input_room(t->link)) {
         qatomic_set(&t->hold_input, true);
     }
@@ -371,14 +388,16 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool socket_ready,
     bool reading = false, rings = qatomic_read(&t->rings_on);
     bool control = false;
     const char *broken = NULL;
+    bool resume = qatomic_read(&t->held_due) && !qatomic_read(&t->paused);
     ssize_t n;
 
-    n = thread_serve_read(t, rings, socket_ready, ring_ready, direct_ready,
-                          buf, &reading, &control, &broken);
+    n = thread_serve_read(t, rings, socket_ready, ring_ready,
+                          direct_ready || resume, buf, &reading, &control,
+                          &broken);
     if (writable) {
         qatomic_set(&t->want_out, false);
     }
-    if (!posted && !writable && !n && !due && !direct_ready) {
+    if (!posted && !writable && !n && !due && !direct_ready && !resume) {
         if (reading) {
             qemu_mutex_unlock(&t->rx_lock);
         }
@@ -391,12 +410,25 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool socket_ready,
     if (writable) {
         niu_link_writable(t->link);
     }
-    if (control && !niu_link_control_take(t, &broken)) {
-        n = -2;
+    if (resume) {
+        qatomic_set(&t->held_due, false);   /* set again if paused again */
     }
     if (n > 0 && !control) {
         thread_input(t, buf, n);
-    } else if (n == -2) {
+    } else if (resume) {
+        thread_input(t, buf, 0);
+    }
+    /*
+     * Direct-ring frames, just read or held, after the input held: paused,
+     * they wait in control_buf (a DIRECT_STOP hands up its ring's input).
+     */
+    if (t->control_len && t->link->paused) {
+        qatomic_set(&t->held_due, true);
+    } else if (t->control_len && n >= 0 &&
+               !niu_link_control_take(t, &broken)) {
+        n = -2;
+    }
+    if (n == -2) {
         trace_arctic_niu_link_rings_broken(t->link->node_id, broken);
         niu_link_broken(t->link, broken, 0);
     } else if (n < 0) {
@@ -822,6 +854,7 @@ static void thread_cleanup(NiuLink *link)
     event_notifier_cleanup(&t->wake);
     qemu_mutex_destroy(&t->rx_lock);
     g_free(t->poll_buf);
+    g_byte_array_unref(t->held);
     qapi_free_SocketAddress(t->addr);
     g_free(t->path);
     g_free(t);
@@ -993,6 +1026,7 @@ bool niu_link_init_thread(NiuLink *link, const char *path,
     t->paused = link->paused;   /* an incoming migration's device */
     qemu_mutex_init(&t->rx_lock);
     t->poll_buf = g_malloc(NIU_LINK_THREAD_READ);
+    t->held = g_byte_array_new();
     link->thread = t;
     link->transport = &thread_transport;
     snprintf(name, sizeof(name), "arctic-niu-%u", link->node_id);

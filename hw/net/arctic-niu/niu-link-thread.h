@@ -87,6 +87,15 @@ struct NiuLinkThread {
     QemuMutex rx_lock;
     uint8_t *poll_buf;      /* thread_poll_input()'s, under rx_lock */
     /*
+     * Input read as the device paused (the pause came between the
+     * decision to read and the device lock): it waits here, under the
+     * device lock, for the resume, which hands it on before anything read
+     * later.  @held_due (atomic) also says direct-ring frames wait in
+     * control_buf.
+     */
+    GByteArray *held;
+    bool held_due;
+    /*
      * After a vCPU busy-polled the link, the thread leaves the input to
      * it this long (ns, x-link-busy-poll-ns), instead of being woken for
      * every packet only to find the socket read.
