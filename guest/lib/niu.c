@@ -684,25 +684,30 @@ int niu_lib_stash_put(struct niu_stash *stash, const struct niu_msg *msg)
 }
 
 /*
- * Remove and return the oldest stashed message that @match accepts.
- * Later messages move up one place so the order is kept.
+ * Remove and return the oldest stashed message that @match accepts.  The
+ * older messages it skipped move down one place and the head past it, so
+ * the order is kept and taking the oldest moves nothing: a program that
+ * reads a stash of tens of thousands of messages (a fast peer's stream,
+ * kept while its own sends waited for slots) reads it in linear time,
+ * where moving every later message made each read cost the whole stash.
  */
 int niu_lib_stash_take(struct niu_stash *stash,
 		      int (*match)(const struct niu_msg *, const void *),
 		      const void *arg, struct niu_msg *msg)
 {
-	unsigned int i, j, at, next;
+	unsigned int i, j, at, prev;
 
 	for (i = 0; i < stash->count; i++) {
 		at = (stash->head + i) % stash->capacity;
 		if (!match(&stash->msgs[at], arg))
 			continue;
 		*msg = stash->msgs[at];
-		for (j = i; j + 1 < stash->count; j++) {
+		for (j = i; j > 0; j--) {
 			at = (stash->head + j) % stash->capacity;
-			next = (stash->head + j + 1) % stash->capacity;
-			stash->msgs[at] = stash->msgs[next];
+			prev = (stash->head + j - 1) % stash->capacity;
+			stash->msgs[at] = stash->msgs[prev];
 		}
+		stash->head = (stash->head + 1) % stash->capacity;
 		stash->count--;
 		return 1;
 	}
