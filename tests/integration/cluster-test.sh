@@ -421,19 +421,21 @@ bw-2)
     expect "both nodes ok" '^node [01]: ok$' 2
     ;;
 suite-4)
-    run_cluster -n 4 -- "niu-suite && niu-suite -s fft=4096 fft"
+    run_cluster -n 4 -- "niu-suite && niu-suite -s fft=4096 fft && niu-suite -s jacobi=31 jacobi"
     # Every kernel waits as the launcher says (docs/datapath.md §3.17),
     # also after the serial runs, when the other nodes slept.
     waits='0 us'
     [ 4 -le "$(nproc)" ] || waits="1000 us$yields"
-    expect "every kernel waits as the launcher says" "^\\[node 0\\] niu-suite: [a-z]+ +\\.\\.\\. \\(waits: idle sleep $waits\\)\$" 6
-    expect "every kernel verified, with times" '^\[node 0\] niu-suite: (dmm|fft|gauss|jacobi|sort) +[0-9].* nodes=4 parallel=[0-9]+\.[0-9]{3}s serial=[0-9]+\.[0-9]{3}s speedup=[0-9]+\.[0-9]{2} PASS$' 6
+    expect "every kernel waits as the launcher says" "^\\[node 0\\] niu-suite: [a-z]+ +\\.\\.\\. \\(waits: idle sleep $waits\\)\$" 7
+    expect "every kernel verified, with times" '^\[node 0\] niu-suite: (dmm|fft|gauss|jacobi|sort) +[0-9].* nodes=4 parallel=[0-9]+\.[0-9]{3}s serial=[0-9]+\.[0-9]{3}s speedup=[0-9]+\.[0-9]{2} PASS$' 7
     # 1024 points over 4 nodes leave blocks under ARCTIC_D: messages;
     # 4096 points fill whole DMA units.
     expect "the small FFT's transpose by messages" '^\[node 0\] niu-suite: fft +1024 complex points, msgs +nodes=4 .* PASS$'
     expect "the larger FFT's transpose by remote DMA" '^\[node 0\] niu-suite: fft +4096 complex points, DMA +nodes=4 .* PASS$'
-    expect "no kernel failed" '^\[node 0\] niu-suite: 0 failure\(s\): PASS$' 2
-    expect "every node says where each kernel's time went, in host time" '^\[node ([0-3])\] niu-suite: (dmm|fft|gauss|jacobi|sort) +node=\1 breakdown parallel_ns=[0-9]+ compute_ns=[0-9]+ send_ns=[1-9][0-9]* recv_ns=[0-9]+ wait_ns=[0-9]+ barrier_ns=[0-9]+ \(host time\)$' 24
+    # An odd order: tiles of 15 and 16 rows and columns on the 2 x 2 grid.
+    expect "Jacobi's uneven tiles" '^\[node 0\] niu-suite: jacobi +31x31 floats, 100 iter +nodes=4 .* PASS$'
+    expect "no kernel failed" '^\[node 0\] niu-suite: 0 failure\(s\): PASS$' 3
+    expect "every node says where each kernel's time went, in host time" '^\[node ([0-3])\] niu-suite: (dmm|fft|gauss|jacobi|sort) +node=\1 breakdown parallel_ns=[0-9]+ compute_ns=[0-9]+ send_ns=[1-9][0-9]* recv_ns=[0-9]+ wait_ns=[0-9]+ barrier_ns=[0-9]+ \(host time\)$' 28
     expect "all nodes ok" '^node [0-3]: ok$' 4
     ;;
 collectives-16|collectives-64)
