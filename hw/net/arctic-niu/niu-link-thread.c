@@ -391,6 +391,7 @@ static void thread_serve(NiuLinkThread *t, bool writable, bool socket_ready,
     bool resume = qatomic_read(&t->held_due) && !qatomic_read(&t->paused);
     ssize_t n;
 
+    /* A resume hands on what was held, under rx_lock as a read would. */
     n = thread_serve_read(t, rings, socket_ready, ring_ready,
                           direct_ready || resume, buf, &reading, &control,
                           &broken);
