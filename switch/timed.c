@@ -12,7 +12,8 @@
  * reached and its promise: the earliest time it could send unless a
  * packet reaches it first (the time reached while its processor runs; its
  * next timer while it is halted).  Its "earliest" is that promise, or the
- * earliest delivery the switch has handed it that it has not reached yet.
+ * earliest delivery the switch has handed it that it has not taken yet
+ * (not reached, or reached by less than one of its ticks).
  * A packet a node creates at or after its earliest carries a stamp of
  * at least earliest + its cheapest transmit cost, and reaches anyone at
  * least return_ns after its stamp (two cables, one router, the shortest
@@ -31,7 +32,9 @@
  * checks.
  *
  * Grants.  A node that waits is granted up to the least earliest of the
- * other nodes plus the lookahead, no further than the stamp of any
+ * other nodes plus the lookahead (an earliest lowered to the time a packet
+ * in the network can reach that node: it wakes the node, whose answer
+ * comes a lookahead later), no further than the stamp of any
  * packet not yet in the network plus return_ns, nor than the earliest
  * delivery to it of a packet in the network; it stops sooner by itself after
  * it sends (link.h).  One that is halted with nothing to do before that
@@ -416,8 +419,15 @@ static uint64_t node_earliest(struct sw_timed_node *n)
     if (n->state != SW_TIMED_RUNNING) {
         return ARCTIC_TIME_NEVER;
     }
-    while (n->deliveries->len && times_min(n->deliveries) < n->reached) {
-        times_pop(n->deliveries);       /* taken already */
+    /*
+     * Taken already, unless within a tick of its clock: a clock that
+     * stopped less than an instruction past its grant takes a packet for
+     * the grant after it reported, as it goes on (niu_time_packet()).
+     */
+    while (n->deliveries->len &&
+           time_add(times_min(n->deliveries), n->costs.tick_ns) <=
+           n->reached) {
+        times_pop(n->deliveries);
     }
     return MIN(n->promise, times_min(n->deliveries));
 }
@@ -902,8 +912,16 @@ static void timed_advance(ArcticSwitch *sw)
     network_bounds(sw, tm->bound);
 
     for (i = 0; i < sw->ports; i++) {
-        uint64_t e = node_earliest(&tm->node[i]);
+        /*
+         * A packet still in the network may wake the node sooner than it
+         * promised (it was handed no delivery for it yet), and its answer
+         * reach the others a lookahead later.
+         */
+        uint64_t e = MIN(node_earliest(&tm->node[i]), tm->bound[i]);
 
+        if (tm->node[i].state != SW_TIMED_RUNNING) {
+            e = ARCTIC_TIME_NEVER;
+        }
         if (e < least) {
             second = least;
             least = e;

@@ -390,6 +390,7 @@ static void client_parse(TestClient *c, const uint8_t *data, size_t len,
             TestTimedPacket *p = g_new0(TestTimedPacket, 1);
 
             p->at = arctic_get_le64(r->body);
+            p->grants = c->grants;
             p->prio = ARCTIC_FIELD_GET(ARCTIC_FRAME_FLAGS, PRIORITY,
                                        r->header.flags);
             p->size = r->header.length - ARCTIC_TIMED_PACKET_HEADER;
@@ -736,6 +737,7 @@ void test_client_time_ready(TestClient *c,
 {
     uint8_t body[ARCTIC_TIME_READY_SIZE];
 
+    c->time_costs = *ready;
     arctic_time_ready_encode(body, ready);
     client_frame(c, ARCTIC_FRAME_TIME_READY, 0, body, sizeof(body));
 }

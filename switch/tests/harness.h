@@ -83,6 +83,7 @@ typedef struct {
      * (TestTimedPacket), in the order they came.
      */
     bool started;
+    struct arctic_time_ready time_costs;        /* its TIME_READY */
     struct arctic_time_start start;
     uint64_t granted;
     unsigned grants;
@@ -91,6 +92,7 @@ typedef struct {
 
 typedef struct {
     uint64_t at;
+    unsigned grants;            /* the client's grants when it came */
     uint8_t prio;
     size_t size;
     uint8_t bytes[ARCTIC_WIRE_MAX_SIZE];

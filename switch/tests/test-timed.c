@@ -35,8 +35,9 @@ static TestSwitch *timed_switch(unsigned ports)
     return test_switch_start(&config);
 }
 
-/* @n timed clients, ready, and the clock started for all. */
-static void timed_clients(TestSwitch *ts, TestClient **c, unsigned n)
+/* @n timed clients, ready with @costs, and the clock started for all. */
+static void timed_clients_costs(TestSwitch *ts, TestClient **c, unsigned n,
+                                const struct arctic_time_ready *costs)
 {
     unsigned i;
 
@@ -48,11 +49,16 @@ static void timed_clients(TestSwitch *ts, TestClient **c, unsigned n)
     }
     test_hello_flags = 0;
     for (i = 0; i < n; i++) {
-        test_client_time_ready(c[i], &default_costs);
+        test_client_time_ready(c[i], costs);
     }
     for (i = 0; i < n; i++) {
         g_assert_true(test_client_wait_start(c[i], WAIT_MS));
     }
+}
+
+static void timed_clients(TestSwitch *ts, TestClient **c, unsigned n)
+{
+    timed_clients_costs(ts, c, n, &default_costs);
 }
 
 /*
@@ -827,6 +833,276 @@ static void test_deterministic(void)
     }
 }
 
+/*
+ * Honest NIUs, at random: each node runs as niu-time.c's does.  Its
+ * processor runs (sending now and then, sometimes a burst its transmit
+ * engine queues) or halts until a timer; a packet delivered wakes it and
+ * may be answered at once; every send stops its clock at stamp + return
+ * (an answer could come from then on).  Its clock moves in whole
+ * instructions of @tick ns: it takes each event at the first instruction
+ * boundary at or past the event's time, and at its limit reports the
+ * boundary it reached and its promise (that clock while the processor
+ * runs, else its next timer or delivery), then reads its link until a
+ * grant beyond it comes.  Like the NIU, it takes a packet delivered for a
+ * time a whole instruction before the clock at which it read it as a
+ * broken link.  Whatever the traffic, no node may be handed a packet in
+ * its past, and the cluster may not stall.
+ */
+enum { SIM_NODES_MAX = 16, SIM_STALL_MS = 5000 };
+
+typedef struct {
+    TestClient *c;
+    GRand *rand;
+    uint64_t tick, phase;       /* instruction boundaries: phase + k tick */
+    uint64_t now, limit, tx_free, timer, next_send;
+    bool running, waiting;
+    unsigned grants;            /* the client's grants when it synced */
+    GQueue inbox;               /* TestTimedPacket, in order of time */
+    unsigned seq, taken, sent;
+} SimNode;
+
+/* The first instruction boundary of @n at or past @t. */
+static uint64_t sim_boundary(const SimNode *n, uint64_t t)
+{
+    if (t == ARCTIC_TIME_NEVER) {
+        return t;
+    }
+    return n->phase + (t - n->phase + n->tick - 1) / n->tick * n->tick;
+}
+
+static void sim_send(SimNode *n, unsigned self, unsigned dst, bool high)
+{
+    const struct arctic_time_ready *costs = &n->c->time_costs;
+    uint8_t pkt[ARCTIC_WIRE_MAX_SIZE];
+    size_t size = test_build_packet(pkt, self, dst, high,
+                                    g_rand_boolean(n->rand), n->seq++,
+                                    g_rand_int_range(n->rand, 0, 21));
+    uint64_t stamp = MAX(n->now, n->tx_free) +
+                     arctic_time_niu_cost(costs->tx_ns,
+                                          costs->pci_ps_per_byte, pkt, size);
+
+    n->tx_free = stamp;
+    n->limit = MIN(n->limit, stamp + n->c->start.return_ns);
+    test_client_send_timed(n->c, stamp, high, pkt, size);
+    n->sent++;
+}
+
+static void sim_inbox_add(SimNode *n, TestTimedPacket *p)
+{
+    GList *l;
+
+    for (l = n->inbox.tail; l && ((TestTimedPacket *)l->data)->at > p->at;
+         l = l->prev) {
+    }
+    if (l) {
+        g_queue_insert_after(&n->inbox, l, p);
+    } else {
+        g_queue_push_head(&n->inbox, p);
+    }
+}
+
+static uint64_t sim_inbox_next(SimNode *n)
+{
+    TestTimedPacket *p = g_queue_peek_head(&n->inbox);
+
+    return p ? p->at : ARCTIC_TIME_NEVER;
+}
+
+/* What @n's processor does next while it runs, from now on. */
+static void sim_plan(SimNode *n)
+{
+    n->next_send = n->now + g_rand_int_range(n->rand, 0, 4000);
+}
+
+/* Run @n until it reports its clock at its limit. */
+static void sim_run(SimNode *n, unsigned self, unsigned nodes)
+{
+    for (;;) {
+        uint64_t in = sim_inbox_next(n);
+        uint64_t act = n->running ? n->next_send : n->timer;
+
+        if (in <= act && in <= n->limit) {
+            TestTimedPacket *p = g_queue_pop_head(&n->inbox);
+            unsigned src, dst;
+            uint32_t seq;
+            bool high;
+
+            g_assert_true(test_packet_valid(p->bytes, p->size, &src, &dst,
+                                            &seq, &high));
+            g_assert_cmpuint(dst, ==, self);
+            n->now = MAX(n->now, sim_boundary(n, p->at));
+            if (!n->running) {
+                n->running = true;              /* woken */
+                n->timer = ARCTIC_TIME_NEVER;
+                sim_plan(n);
+            }
+            n->taken++;
+            if (g_rand_int_range(n->rand, 0, 2)) {
+                sim_send(n, self, src, p->prio);      /* an answer */
+            }
+            if (g_rand_int_range(n->rand, 0, 3) == 0) {
+                /* Handled at once, as an interrupt is: halted again. */
+                n->running = false;
+                n->timer = n->now + g_rand_int_range(n->rand, 1, 60000);
+            }
+            g_free(p);
+        } else if (act <= n->limit) {
+            n->now = MAX(n->now, sim_boundary(n, act));
+            if (n->running) {
+                unsigned burst = g_rand_int_range(n->rand, 0, 8) ? 1
+                                 : g_rand_int_range(n->rand, 2, 12);
+
+                while (burst--) {
+                    sim_send(n, self, g_rand_int_range(n->rand, 0, nodes),
+                             g_rand_int_range(n->rand, 0, 3) == 0);
+                }
+                if (g_rand_int_range(n->rand, 0, 3) == 0) {
+                    n->running = false;
+                    n->timer = n->now + g_rand_int_range(n->rand, 1, 60000);
+                }
+            } else {
+                n->running = true;
+                n->timer = ARCTIC_TIME_NEVER;
+            }
+            sim_plan(n);
+        } else {
+            n->now = MAX(n->now, sim_boundary(n, n->limit));
+            test_client_time_sync(n->c, n->now, n->running ? n->now
+                                  : MAX(n->now, MIN(n->timer, in)));
+            n->grants = n->c->grants;
+            n->waiting = true;
+            return;
+        }
+    }
+}
+
+/*
+ * The packets @n's link brought before its latest grant, read while it
+ * waits at its clock: none for a time it left a whole instruction ago.
+ */
+static void sim_read(SimNode *n)
+{
+    TestTimedPacket *p;
+
+    while ((p = g_queue_peek_head(&n->c->timed)) &&
+           p->grants < n->c->grants) {
+        g_queue_pop_head(&n->c->timed);
+        if (p->at + n->tick <= n->now) {
+            g_error("node %u: delivered for %" G_GUINT64_FORMAT " ns, its "
+                    "clock at %" G_GUINT64_FORMAT " ns", n->c->node, p->at,
+                    n->now);
+        }
+        sim_inbox_add(n, p);
+    }
+}
+
+static void sim_cluster(unsigned nodes, guint32 seed, unsigned tick,
+                        unsigned rx_ns, uint64_t end)
+{
+    TestSwitch *ts = timed_switch(nodes);
+    struct arctic_time_ready costs = default_costs;
+    TestClient *c[SIM_NODES_MAX];
+    SimNode sim[SIM_NODES_MAX] = { 0 };
+    unsigned i, taken = 0, sent = 0;
+    gint64 stalled = 0;
+    bool all;
+
+    costs.tick_ns = tick;
+    costs.rx_ns = rx_ns;
+    timed_clients_costs(ts, c, nodes, &costs);
+    for (i = 0; i < nodes; i++) {
+        SimNode *n = &sim[i];
+
+        n->c = c[i];
+        n->rand = g_rand_new_with_seed(seed * SIM_NODES_MAX + i);
+        n->tick = tick;
+        n->phase = g_rand_int_range(n->rand, 0, tick);
+        n->limit = c[i]->granted;
+        n->running = true;
+        n->timer = ARCTIC_TIME_NEVER;
+        g_queue_init(&n->inbox);
+        sim_plan(n);
+    }
+    do {
+        bool moved = false;
+
+        all = true;
+        for (i = 0; i < nodes; i++) {
+            SimNode *n = &sim[i];
+
+            if (n->c->closed) {
+                g_error("node %u: its link ended at %" G_GUINT64_FORMAT
+                        " ns (time_protocol %" G_GUINT64_FORMAT ")", i,
+                        n->now, disconnects(ts, i,
+                                            ARCTIC_DISCONNECT_TIME_PROTOCOL));
+            }
+            if (n->waiting) {
+                test_client_poll(n->c, 0);
+            }
+            if (n->waiting && n->c->grants > n->grants) {
+                /* One grant per report, beyond the clock. */
+                g_assert_cmpuint(n->c->grants, ==, n->grants + 1);
+                g_assert_cmpuint(n->c->granted, >, n->now);
+                sim_read(n);
+                n->limit = n->c->granted;
+                n->waiting = false;
+            }
+            if (!n->waiting) {
+                sim_run(n, i, nodes);
+                moved = true;
+            }
+            all &= n->now >= end;
+        }
+        if (moved) {
+            stalled = 0;
+        } else if (!stalled) {
+            stalled = g_get_monotonic_time();
+        } else {
+            g_assert_cmpint(g_get_monotonic_time() - stalled, <,
+                            SIM_STALL_MS * 1000ll);
+            g_usleep(100);
+        }
+    } while (!all);
+    for (i = 0; i < nodes; i++) {
+        taken += sim[i].taken;
+        sent += sim[i].sent;
+        g_queue_clear_full(&sim[i].inbox, g_free);
+        g_rand_free(sim[i].rand);
+    }
+    g_test_message("%u nodes, seed %u, %u ns per instruction, receive "
+                   "%u ns: %u sent, %u taken by %" G_GUINT64_FORMAT " ns",
+                   nodes, seed, tick, rx_ns, sent, taken, end);
+    g_assert_cmpuint(taken, >, 0);
+    timed_stop(ts, c, nodes);
+}
+
+/*
+ * Sizes of one leaf router and of a tree, instructions of 1 ns, the
+ * Pentium's 8 and the 88100's 128, receivers as fast as senders or slower
+ * (packets queue in the network); more seeds with -m thorough.
+ */
+static void test_honest(void)
+{
+    static const struct {
+        unsigned nodes, rx_ns;
+    } shapes[] = {
+        { 2, ARCTIC_TIME_RX_NS }, { 3, ARCTIC_TIME_RX_NS },
+        { 16, ARCTIC_TIME_RX_NS }, { 2, 1500 }, { 4, 1500 },
+    };
+    static const unsigned ticks[] = { 1, 8, 128 };
+    guint32 seed, seeds = g_test_thorough() ? 100 : 20;
+    unsigned k, t;
+
+    for (k = 0; k < G_N_ELEMENTS(shapes); k++) {
+        for (t = 0; t < G_N_ELEMENTS(ticks); t++) {
+            for (seed = 1; seed <= seeds; seed++) {
+                sim_cluster(shapes[k].nodes, seed, ticks[t], shapes[k].rx_ns,
+                            300000);
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -844,5 +1120,6 @@ int main(int argc, char **argv)
     g_test_add_func("/switch/timed/burst", test_burst);
     g_test_add_func("/switch/timed/not-reading", test_not_reading);
     g_test_add_func("/switch/timed/deterministic", test_deterministic);
+    g_test_add_func("/switch/timed/honest", test_honest);
     return g_test_run();
 }
