@@ -864,8 +864,8 @@ typedef struct {
 /* The first instruction boundary of @n at or past @t. */
 static uint64_t sim_boundary(const SimNode *n, uint64_t t)
 {
-    if (t == ARCTIC_TIME_NEVER) {
-        return t;
+    if (t == ARCTIC_TIME_NEVER || t <= n->phase) {
+        return MAX(t, n->phase);
     }
     return n->phase + (t - n->phase + n->tick - 1) / n->tick * n->tick;
 }
