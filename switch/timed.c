@@ -912,15 +912,15 @@ static void timed_advance(ArcticSwitch *sw)
     network_bounds(sw, tm->bound);
 
     for (i = 0; i < sw->ports; i++) {
-        /*
-         * A packet still in the network may wake the node sooner than it
-         * promised (it was handed no delivery for it yet), and its answer
-         * reach the others a lookahead later.
-         */
-        uint64_t e = MIN(node_earliest(&tm->node[i]), tm->bound[i]);
+        uint64_t e = node_earliest(&tm->node[i]);
 
-        if (tm->node[i].state != SW_TIMED_RUNNING) {
-            e = ARCTIC_TIME_NEVER;
+        /*
+         * A packet still in the network may wake a running node sooner
+         * than it promised (it was handed no delivery for it yet), and its
+         * answer reach the others a lookahead later.
+         */
+        if (tm->node[i].state == SW_TIMED_RUNNING) {
+            e = MIN(e, tm->bound[i]);
         }
         if (e < least) {
             second = least;
