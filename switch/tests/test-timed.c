@@ -853,7 +853,7 @@ enum { SIM_NODES_MAX = 16, SIM_STALL_MS = 20000 };
 typedef struct {
     TestClient *c;
     GRand *rand;
-    uint64_t tick, phase;       /* instruction boundaries: phase + k tick */
+    uint64_t phase;             /* instruction boundaries: phase + k tick */
     uint64_t now, limit, tx_free, timer, next_send;
     bool running, waiting;
     unsigned grants;            /* the client's grants when it synced */
@@ -861,13 +861,21 @@ typedef struct {
     unsigned seq, taken, sent;
 } SimNode;
 
+/* @n's instruction time, as its TIME_READY said. */
+static uint64_t sim_tick(const SimNode *n)
+{
+    return n->c->time_costs.tick_ns;
+}
+
 /* The first instruction boundary of @n at or past @t. */
 static uint64_t sim_boundary(const SimNode *n, uint64_t t)
 {
+    uint64_t tick = sim_tick(n);
+
     if (t == ARCTIC_TIME_NEVER || t <= n->phase) {
         return MAX(t, n->phase);
     }
-    return n->phase + (t - n->phase + n->tick - 1) / n->tick * n->tick;
+    return n->phase + (t - n->phase + tick - 1) / tick * tick;
 }
 
 static void sim_send(SimNode *n, unsigned self, unsigned dst, bool high)
@@ -914,6 +922,21 @@ static void sim_plan(SimNode *n)
     n->next_send = n->now + g_rand_int_range(n->rand, 0, 4000);
 }
 
+/* @n's processor halts until a timer. */
+static void sim_halt(SimNode *n)
+{
+    n->running = false;
+    n->timer = n->now + g_rand_int_range(n->rand, 1, 60000);
+}
+
+/* @n's processor runs again (a timer or a packet woke it). */
+static void sim_wake(SimNode *n)
+{
+    n->running = true;
+    n->timer = ARCTIC_TIME_NEVER;
+    sim_plan(n);
+}
+
 /* Run @n until it reports its clock at its limit. */
 static void sim_run(SimNode *n, unsigned self, unsigned nodes)
 {
@@ -932,18 +955,14 @@ static void sim_run(SimNode *n, unsigned self, unsigned nodes)
             g_assert_cmpuint(dst, ==, self);
             n->now = MAX(n->now, sim_boundary(n, p->at));
             if (!n->running) {
-                n->running = true;              /* woken */
-                n->timer = ARCTIC_TIME_NEVER;
-                sim_plan(n);
+                sim_wake(n);
             }
             n->taken++;
             if (g_rand_int_range(n->rand, 0, 2)) {
                 sim_send(n, self, src, p->prio);      /* an answer */
             }
             if (g_rand_int_range(n->rand, 0, 3) == 0) {
-                /* Handled at once, as an interrupt is: halted again. */
-                n->running = false;
-                n->timer = n->now + g_rand_int_range(n->rand, 1, 60000);
+                sim_halt(n);    /* handled at once, as an interrupt is */
             }
             g_free(p);
         } else if (act <= n->limit) {
@@ -957,14 +976,12 @@ static void sim_run(SimNode *n, unsigned self, unsigned nodes)
                              g_rand_int_range(n->rand, 0, 3) == 0);
                 }
                 if (g_rand_int_range(n->rand, 0, 3) == 0) {
-                    n->running = false;
-                    n->timer = n->now + g_rand_int_range(n->rand, 1, 60000);
+                    sim_halt(n);
                 }
+                sim_plan(n);
             } else {
-                n->running = true;
-                n->timer = ARCTIC_TIME_NEVER;
+                sim_wake(n);
             }
-            sim_plan(n);
         } else {
             n->now = MAX(n->now, sim_boundary(n, n->limit));
             test_client_time_sync(n->c, n->now, n->running ? n->now
@@ -987,7 +1004,7 @@ static void sim_read(SimNode *n)
     while ((p = g_queue_peek_head(&n->c->timed)) &&
            p->grants < n->c->grants) {
         g_queue_pop_head(&n->c->timed);
-        if (p->at + n->tick <= n->now) {
+        if (p->at + sim_tick(n) <= n->now) {
             g_error("node %u: delivered for %" G_GUINT64_FORMAT " ns, its "
                     "clock at %" G_GUINT64_FORMAT " ns", n->c->node, p->at,
                     n->now);
@@ -1015,13 +1032,10 @@ static void sim_cluster(unsigned nodes, guint32 seed, unsigned tick,
 
         n->c = c[i];
         n->rand = g_rand_new_with_seed(seed * SIM_NODES_MAX + i);
-        n->tick = tick;
         n->phase = g_rand_int_range(n->rand, 0, tick);
         n->limit = c[i]->granted;
-        n->running = true;
-        n->timer = ARCTIC_TIME_NEVER;
         g_queue_init(&n->inbox);
-        sim_plan(n);
+        sim_wake(n);            /* every processor runs at the start */
     }
     do {
         bool moved = false;
