@@ -217,11 +217,14 @@ enum arctic_reject_reason {
  *     unless a packet reaches it first: its promise; the time reached
  *     while its processor runs) and waits for TIME_GRANT;
  *   - each packet goes as TIMED_PACKET stamped with the time its head
- *     leaves the NIU, never before the NIU's last TIME_SYNC plus its
- *     cheapest transmit cost; an NIU that sends one stamped s runs no
- *     further than s + return before its next TIME_SYNC (it may hear an
- *     answer then), and the grant it gets next may be below the one
- *     before (never below the time it reached);
+ *     leaves the NIU, never before the NIU's earliest plus its cheapest
+ *     transmit cost: the promise of its last TIME_SYNC, or the time of a
+ *     packet delivered to it since if sooner (one for a time less than a
+ *     tick before the time reached counts: the NIU takes it as it goes
+ *     on), and never within that cost of its packet before; an NIU that
+ *     sends one stamped s runs no further than s + return before its next
+ *     TIME_SYNC (it may hear an answer then), and the grant it gets next
+ *     may be below the one before (never below the time it reached);
  *   - the switch delivers packets as TIMED_PACKET stamped with the time
  *     the NIU takes them, never earlier than the grant sent before them,
  *     and the NIU takes each at that time of its clock (the first tick
